@@ -1,0 +1,100 @@
+"""Checks on user-supplied parameters and data, shared by every module.
+
+Kernel hyperparameters may be plain numbers, NumPy arrays, PyTensor constants or PyMC random
+variables. Only values that are known when the kernel is built (numbers, arrays, constants) can be
+checked eagerly; random variables get their support from their priors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.basic import Constant, Variable
+
+__all__ = [
+    "constant_value",
+    "check_positive",
+    "check_nonnegative",
+    "check_in_interval",
+    "check_integer_in",
+    "as_parameter",
+]
+
+
+def constant_value(value: Any) -> np.ndarray | None:
+    """Return the numeric value of ``value`` if it is known at build time, else ``None``."""
+    if isinstance(value, Constant):
+        return np.asarray(value.data)
+    if isinstance(value, Variable):
+        return None
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return arr
+
+
+def _finite(name: str, arr: np.ndarray) -> None:
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"`{name}` must be finite, got {arr!r}")
+
+
+def check_positive(name: str, value: Any) -> None:
+    """Raise ``ValueError`` naming ``name`` if a known value is not strictly positive."""
+    arr = constant_value(value)
+    if arr is None:
+        return
+    _finite(name, arr)
+    if np.any(arr <= 0):
+        raise ValueError(f"`{name}` must be strictly positive, got {arr!r}")
+
+
+def check_nonnegative(name: str, value: Any) -> None:
+    """Raise ``ValueError`` naming ``name`` if a known value is negative."""
+    arr = constant_value(value)
+    if arr is None:
+        return
+    _finite(name, arr)
+    if np.any(arr < 0):
+        raise ValueError(f"`{name}` must be non-negative, got {arr!r}")
+
+
+def check_in_interval(
+    name: str, value: Any, low: float, high: float, *, low_open: bool, high_open: bool
+) -> None:
+    """Raise ``ValueError`` if a known value lies outside the interval ``(low, high]`` etc."""
+    arr = constant_value(value)
+    if arr is None:
+        return
+    _finite(name, arr)
+    below = arr <= low if low_open else arr < low
+    above = arr >= high if high_open else arr > high
+    if np.any(below) or np.any(above):
+        lb = "(" if low_open else "["
+        rb = ")" if high_open else "]"
+        raise ValueError(f"`{name}` must lie in {lb}{low}, {high}{rb}, got {arr!r}")
+
+
+def check_integer_in(name: str, value: Any, allowed: range) -> int:
+    """Return ``value`` as an ``int`` if it is an integer in ``allowed``, else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        if isinstance(value, float | np.floating) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ValueError(
+                f"`{name}` must be an integer in {allowed.start}..{allowed.stop - 1}, got {value!r}"
+            )
+    if int(value) not in allowed:
+        raise ValueError(
+            f"`{name}` must be an integer in {allowed.start}..{allowed.stop - 1}, got {value!r}"
+        )
+    return int(value)
+
+
+def as_parameter(value: Any) -> pt.TensorVariable:
+    """Convert a hyperparameter to a float64 PyTensor variable (random variables pass through)."""
+    if isinstance(value, Variable):
+        return value
+    return pt.as_tensor_variable(np.asarray(value, dtype="float64"))

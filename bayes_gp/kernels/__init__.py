@@ -1,0 +1,77 @@
+r"""The kernel catalogue (``../shared/KERNELS.md``): every covariance function is a PyMC kernel.
+
+=====================  ===========================================  ==========================
+kernel                 formula                                      source
+=====================  ===========================================  ==========================
+``ExpQuad``            :math:`\exp(-r^2/2)`                         R&W (4.9), seed 000 (12)
+``Matern``             :math:`\frac{2^{1-\nu}}{\Gamma(\nu)}(\sqrt{2\nu}r)^\nu K_\nu(\sqrt{2\nu}r)`  R&W (4.14)
+``Matern12/32/52``     closed forms                                 R&W (4.16), (4.17)
+``Exponential``        :math:`\exp(-r)`                             R&W §4.2.1
+``GammaExponential``   :math:`\exp(-r^\gamma)`                      R&W (4.18)
+``RatQuad``            :math:`(1 + r^2/2\alpha)^{-\alpha}`          R&W (4.19)
+``PiecewisePolynomial``:math:`k_{ppD,q}`                            R&W (4.21)
+``BesselOscillatory``  :math:`\Gamma(\nu+1)(2/r)^\nu J_\nu(r)`      R&W §4.2.1
+``Periodic``           :math:`\exp(-2\sin^2(\pi r/p)/\ell^2)`       R&W (4.31)
+``Periodized``         :math:`\sum_m k(\tau + mp)`                  R&W §4.2.1
+``DotProduct``         :math:`\sigma_0^2 + x^\top\Sigma_p x'`       R&W §4.2.2, seed 004 (11)
+``Polynomial``         :math:`(\sigma_0^2 + x^\top\Sigma_p x')^p`   R&W (4.23), seed 000 (9)
+``Sigmoid``            :math:`\tanh(a x^\top x' + b)` (not PSD)     seed 000 (13)
+``PRMLKernel``         :math:`\theta_0 e^{-\theta_1\|x-x'\|^2/2} + \theta_2 + \theta_3 x^\top x'`  seed 000 (24)
+``BasisFunction``      :math:`\phi(x)^\top\Sigma_p\phi(x')`         seed 004 (11), seed 000 (19)
+=====================  ===========================================  ==========================
+
+Constructions (R&W §4.2.4): ``Normalized``, ``VerticalScale``, ``Warped``, ``Power``, ``Additive``;
+sums and products with ``+`` / ``*``. Metrics for stationary kernels: ``ls`` scalar (isotropic),
+``ls`` vector (ARD), or ``metric=FactorAnalysis(Lambda, psi)``.
+"""
+
+from bayes_gp.kernels.base import Kernel, Stationary
+from bayes_gp.kernels.constructions import Additive, Normalized, Power, VerticalScale, Warped
+from bayes_gp.kernels.dot_product import BasisFunction, DotProduct, Polynomial, PRMLKernel, Sigmoid
+from bayes_gp.kernels.features import multi_indices, polynomial_features
+from bayes_gp.kernels.metrics import FactorAnalysis, LengthScale, Metric
+from bayes_gp.kernels.periodic import Periodic, Periodized
+from bayes_gp.kernels.stationary import (
+    BesselOscillatory,
+    Exponential,
+    ExpQuad,
+    GammaExponential,
+    Matern,
+    Matern12,
+    Matern32,
+    Matern52,
+    PiecewisePolynomial,
+    RatQuad,
+)
+
+__all__ = [
+    "Kernel",
+    "Stationary",
+    "Metric",
+    "LengthScale",
+    "FactorAnalysis",
+    "ExpQuad",
+    "Matern",
+    "Matern12",
+    "Matern32",
+    "Matern52",
+    "Exponential",
+    "GammaExponential",
+    "RatQuad",
+    "PiecewisePolynomial",
+    "BesselOscillatory",
+    "Periodic",
+    "Periodized",
+    "DotProduct",
+    "Polynomial",
+    "Sigmoid",
+    "PRMLKernel",
+    "BasisFunction",
+    "Normalized",
+    "VerticalScale",
+    "Warped",
+    "Power",
+    "Additive",
+    "polynomial_features",
+    "multi_indices",
+]

@@ -1,0 +1,182 @@
+r"""Base classes of the kernel catalogue.
+
+Every kernel is a PyMC covariance function (a subclass of :class:`pymc.gp.cov.Covariance`), so it
+works inside ``pm.gp.Marginal`` / ``pm.gp.Latent``, combines with ``+`` and ``*`` (also with PyMC's
+own kernels and with random variables), honours ``active_dims`` and builds PyTensor graphs that every
+backend (C, numba, JAX) can compile and differentiate.
+
+Kernels are immutable: their attributes cannot be reassigned after construction; build a new kernel
+instead. Invalid parameters that are known when the kernel is built raise ``ValueError`` naming the
+parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from bayes_gp._validation import check_integer_in
+from bayes_gp.kernels.metrics import FactorAnalysis, LengthScale, Metric, make_metric
+
+__all__ = ["Kernel", "Stationary", "safe_sqrt", "KernelMeta"]
+
+
+class KernelMeta(type):
+    """Metaclass that freezes a kernel once its outermost ``__init__`` has run."""
+
+    def __call__(cls, *args, **kwargs):
+        obj = super().__call__(*args, **kwargs)
+        object.__setattr__(obj, "_frozen", True)
+        return obj
+
+
+def safe_sqrt(r2: pt.TensorVariable) -> pt.TensorVariable:
+    r"""Square root with a finite (zero) gradient at 0.
+
+    ``sqrt`` has an infinite derivative at 0, so ``grad`` of a kernel through ``sqrt(r2)`` would be
+    ``nan`` on the diagonal of a Gram matrix. The double ``switch`` keeps the value exact
+    (no ``+1e-12`` offset as in PyMC's ``Stationary._sqrt``) and the gradient finite.
+    """
+    positive = pt.gt(r2, 0.0)
+    return pt.switch(positive, pt.sqrt(pt.switch(positive, r2, 1.0)), 0.0)
+
+
+def _normalise_active_dims(input_dim: int, active_dims: Sequence[int] | None) -> np.ndarray:
+    input_dim = check_integer_in("input_dim", input_dim, range(1, 1 << 31))
+    if active_dims is None:
+        return np.arange(input_dim)
+    dims = np.atleast_1d(np.asarray(active_dims))
+    if dims.ndim != 1 or dims.size == 0 or not np.issubdtype(dims.dtype, np.integer):
+        raise ValueError(f"`active_dims` must be a non-empty sequence of integers, got {active_dims!r}")
+    if dims.min() < 0 or dims.max() >= input_dim:
+        raise ValueError(
+            f"`active_dims` {dims.tolist()} must lie in 0..{input_dim - 1} for input_dim={input_dim}"
+        )
+    if len(set(dims.tolist())) != dims.size:
+        raise ValueError(f"`active_dims` has repeated entries: {dims.tolist()}")
+    return dims.astype(int)
+
+
+class Kernel(pm.gp.cov.Covariance, metaclass=KernelMeta):
+    """Base class of every bayes_gp kernel.
+
+    Parameters
+    ----------
+    input_dim : int
+        Number of columns of the input matrix ``X``.
+    active_dims : sequence of int, optional
+        Columns of ``X`` the kernel acts on (default: all).
+    """
+
+    def __init__(self, input_dim: int, active_dims: Sequence[int] | None = None):
+        dims = _normalise_active_dims(input_dim, active_dims)
+        # Called explicitly: in subclasses that also derive from a PyMC kernel, `super()` here would
+        # be that kernel's `__init__`, with a different signature.
+        pm.gp.cov.Covariance.__init__(self, int(input_dim), dims)
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(
+                f"{type(self).__name__} kernels are immutable: cannot set `{name}`; build a new kernel"
+            )
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(input_dim={self.input_dim}, active_dims={self.active_dims.tolist()})"
+
+    def _check_input(self, X, name: str) -> pt.TensorVariable:
+        if isinstance(X, np.ndarray | list | tuple):
+            arr = np.asarray(X, dtype=float)
+            if arr.ndim != 2:
+                raise ValueError(f"`{name}` must be a 2-D array (n, input_dim), got shape {arr.shape}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"`{name}` contains NaN or infinite values")
+            X = arr
+        X = pt.as_tensor_variable(X)
+        if X.ndim != 2:
+            raise ValueError(f"`{name}` must be a 2-D array (n, input_dim), got {X.ndim} dimension(s)")
+        ncol = X.type.shape[1]
+        if ncol is not None and ncol != self.input_dim:
+            raise ValueError(
+                f"`{name}` has {ncol} column(s) but the kernel was built with input_dim={self.input_dim}"
+            )
+        return X
+
+    def _slice(self, X, Xs=None):
+        X = self._check_input(X, "X")[:, self.active_dims]
+        if Xs is not None:
+            Xs = self._check_input(Xs, "Xs")[:, self.active_dims]
+        return X, Xs
+
+
+class Stationary(Kernel, pm.gp.cov.Stationary):
+    r"""Base class of stationary kernels :math:`k(\mathbf{x}, \mathbf{x}') = g(r)`.
+
+    :math:`r` is the scaled distance of :mod:`bayes_gp.kernels.metrics`: isotropic (scalar ``ls``),
+    ARD (vector ``ls``), or factor analysis (``metric=FactorAnalysis(Lambda, psi)``).
+    Subclasses implement ``full_from_distance(r2, squared=True)`` and, where the spectral density
+    has a closed form, ``_unit_spectral_density(w, D)`` for the isotropic kernel with
+    :math:`\ell = 1` in PyMC's angular-frequency convention
+    :math:`k(\tau) = (2\pi)^{-D}\int S(\omega) e^{i\omega^\top\tau} d\omega`.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        ls=None,
+        ls_inv=None,
+        active_dims: Sequence[int] | None = None,
+        *,
+        metric: Metric | None = None,
+    ):
+        Kernel.__init__(self, input_dim, active_dims)
+        self.metric = make_metric(ls, ls_inv, metric, self.n_dims)
+        # PyMC's HSGP helpers and user code read `.ls`; under a factor-analysis metric there is no
+        # single length-scale.
+        self.ls = self.metric.ls if isinstance(self.metric, LengthScale) else None
+
+    def __repr__(self) -> str:
+        if isinstance(self.metric, FactorAnalysis):
+            m = "metric=FactorAnalysis"
+        else:
+            m = "ls=" + ("ARD" if self.metric.is_ard else "scalar")
+        return f"{type(self).__name__}(input_dim={self.input_dim}, {m})"
+
+    # -- distances -------------------------------------------------------------------------
+    def square_dist(self, X, Xs=None):
+        return self.metric.square_dist(X, Xs)
+
+    def euclidean_dist(self, X, Xs=None):
+        return safe_sqrt(self.square_dist(X, Xs))
+
+    def _sqrt(self, r2):
+        return safe_sqrt(r2)
+
+    def full(self, X, Xs=None):
+        X, Xs = self._slice(X, Xs)
+        return self.full_from_distance(self.square_dist(X, Xs), squared=True)
+
+    def diag(self, X):
+        X, _ = self._slice(X, None)
+        return pt.ones_like(X[:, 0]) * self.full_from_distance(pt.zeros((1, 1)), squared=True)[0, 0]
+
+    # -- spectral density (R&W eq. 4.6) ---------------------------------------------------
+    def _unit_spectral_density(self, w, D: int):
+        raise NotImplementedError(
+            f"{type(self).__name__} has no closed-form spectral density; it cannot be used with "
+            "pm.gp.HSGP"
+        )
+
+    def power_spectral_density(self, omega):
+        r"""Spectral density :math:`S(\omega)` at angular frequencies ``omega`` (shape ``(m, D)``).
+
+        .. math:: S(\omega) = |M|^{-1/2}\, S_1\!\left(\sqrt{\omega^\top M^{-1}\omega}\right)
+
+        with :math:`S_1` the density of the unit-length-scale isotropic kernel (R&W eq. 4.6).
+        """
+        omega = pt.as_tensor_variable(omega)
+        jac, w = self.metric.spectral_transform(omega)
+        return jac * self._unit_spectral_density(w, self.n_dims)

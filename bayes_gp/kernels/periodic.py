@@ -1,0 +1,148 @@
+r"""Periodic kernels (R&W §4.2.1 and eq. 4.31, seed 003).
+
+Two constructions of a periodic covariance from a stationary one:
+
+* :class:`Periodic`: MacKay's warping :math:`u(x) = (\cos(2\pi x/p), \sin(2\pi x/p))` fed to the
+  squared exponential, R&W eq. (4.31);
+* :class:`Periodized`: the periodisation :math:`k_{\mathbb T}(\tau) = \sum_{m\in\mathbb Z} k(\tau + m p)`
+  of any stationary kernel (R&W §4.2.1), truncated to :math:`|m| \le` ``n_images``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import pytensor.tensor as pt
+
+from bayes_gp._validation import as_parameter, check_integer_in, check_positive, constant_value
+from bayes_gp.kernels.base import Kernel, Stationary
+from bayes_gp.kernels.metrics import LengthScale, Metric
+
+__all__ = ["Periodic", "Periodized"]
+
+
+class Periodic(Stationary):
+    r"""Periodic kernel, R&W eq. (4.31) (MacKay 1998).
+
+    .. math::
+       k(x, x') = \exp\left(-\sum_{d=1}^{D}\frac{2\sin^2\!\left(\pi (x_d - x'_d)/p_d\right)}
+                  {\ell_d^2}\right)
+
+    In one dimension this is :math:`\exp(-2\sin^2(\pi r/p)/\ell^2)`, the SE kernel applied to the
+    warped input :math:`u(x) = (\cos(2\pi x/p), \sin(2\pi x/p))`, since
+    :math:`|u(x) - u(x')|^2 = 4\sin^2(\pi r/p)`.
+
+    Notes
+    -----
+    PyMC's ``pm.gp.cov.Periodic`` uses :math:`-\tfrac12` in the exponent where R&W (4.31) uses
+    :math:`-2`: ``pm.gp.cov.Periodic(ls=l)`` equals ``bayes_gp.Periodic(ls=2*l)``. This class uses
+    the book's scaling, so :math:`\ell` is comparable with the length-scale of the SE kernel.
+    Only isotropic and ARD length-scales are allowed: a factor-analysis metric on the warped
+    coordinates would not give a stationary kernel. ``period`` may be a scalar or one value per
+    active dimension. The spectrum of a periodic kernel is discrete, so there is no spectral
+    density (use ``pm.gp.HSGPPeriodic`` with PyMC's own kernel, or :class:`Periodized`).
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        period,
+        ls=None,
+        ls_inv=None,
+        active_dims: Sequence[int] | None = None,
+        *,
+        metric: Metric | None = None,
+    ):
+        check_positive("period", period)
+        super().__init__(input_dim, ls, ls_inv, active_dims, metric=metric)
+        if not isinstance(self.metric, LengthScale):
+            raise ValueError(
+                "`metric`: Periodic accepts only isotropic or ARD length-scales (`ls`), not a "
+                "factor-analysis metric"
+            )
+        known = constant_value(period)
+        if known is not None and known.ndim == 1 and known.shape[0] not in (1, self.n_dims):
+            raise ValueError(
+                f"`period` has {known.shape[0]} entries but the kernel has {self.n_dims} active "
+                "dimension(s)"
+            )
+        self.period = as_parameter(period)
+
+    def square_dist(self, X, Xs=None):
+        Xs = X if Xs is None else Xs
+        s = pt.sin(np.pi * (X[:, None, :] - Xs[None, :, :]) / self.period)
+        return pt.sum(4.0 * pt.square(s) / pt.square(self.metric.ls), axis=-1)
+
+    def full_from_distance(self, dist, squared=False):
+        r2 = dist if squared else pt.square(dist)
+        return pt.exp(-0.5 * r2)
+
+    def power_spectral_density(self, omega):
+        raise NotImplementedError(
+            "a periodic kernel has a discrete spectrum and no spectral density; use "
+            "pm.gp.HSGPPeriodic or approximate with a stationary kernel"
+        )
+
+
+class Periodized(Kernel):
+    r"""Periodisation of a stationary kernel (R&W §4.2.1, Schölkopf & Smola eq. 4.42).
+
+    .. math:: k_{\mathbb T}(\tau) = \sum_{m \in \mathbb{Z}^D} k(\tau + m \odot p)
+              \approx \sum_{|m_d| \le M} k(\tau + m \odot p)
+
+    The infinite sum is truncated to ``n_images`` = :math:`M` shifts on each side in every active
+    dimension (:math:`(2M+1)^D` terms). The truncation error is the mass of :math:`k` beyond
+    :math:`M p`; choose :math:`M` so that :math:`k(M p) \approx 0`.
+
+    Parameters
+    ----------
+    base : Stationary
+        Stationary kernel to periodise (its ``input_dim`` and ``active_dims`` are used).
+    period : float or array_like
+        Period :math:`p` (scalar, or one per active dimension of ``base``).
+    n_images : int
+        :math:`M`, number of shifted copies on each side (default 5).
+    """
+
+    def __init__(self, base: Stationary, period, n_images: int = 5):
+        if not isinstance(base, Stationary):
+            raise TypeError(f"`base` must be a bayes_gp stationary kernel, got {type(base).__name__}")
+        check_positive("period", period)
+        n_images = check_integer_in("n_images", n_images, range(0, 1001))
+        super().__init__(base.input_dim, base.active_dims)
+        known = constant_value(period)
+        if known is not None and known.ndim == 1 and known.shape[0] not in (1, self.n_dims):
+            raise ValueError(
+                f"`period` has {known.shape[0]} entries but the kernel has {self.n_dims} active "
+                "dimension(s)"
+            )
+        if (self.n_dims > 1) and (2 * n_images + 1) ** self.n_dims > 100_000:
+            raise ValueError(
+                f"`n_images`={n_images} in {self.n_dims} dimensions needs "
+                f"{(2 * n_images + 1) ** self.n_dims} kernel evaluations; reduce it"
+            )
+        self.base = base
+        self.period = as_parameter(period)
+        self.n_images = n_images
+
+    def _shifts(self):
+        """Shift vectors in the full input space, one per lattice point m."""
+        period = pt.ones(self.n_dims) * self.period
+        rng = range(-self.n_images, self.n_images + 1)
+        for m in itertools.product(rng, repeat=self.n_dims):
+            full = pt.zeros(self.input_dim)
+            full = pt.set_subtensor(full[self.active_dims], np.asarray(m, float) * period)
+            yield full
+
+    def full(self, X, Xs=None):
+        X = self._check_input(X, "X")
+        Xs = X if Xs is None else self._check_input(Xs, "Xs")
+        return sum(self.base.full(X + shift[None, :], Xs) for shift in self._shifts())
+
+    def diag(self, X):
+        X = self._check_input(X, "X")
+        zero = pt.zeros((1, self.input_dim))
+        k0 = sum(self.base.full(zero + shift[None, :], zero) for shift in self._shifts())
+        return pt.ones_like(X[:, 0]) * k0[0, 0]

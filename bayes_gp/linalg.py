@@ -1,0 +1,161 @@
+r"""Positive semi-definiteness: checks on Gram matrices (R&W §4.1, seed 003).
+
+A function :math:`k` is a covariance function only if every Gram matrix
+:math:`K_{ij} = k(x_i, x_j)` is positive semi-definite, i.e. all eigenvalues are
+:math:`\ge 0`. Floating-point Gram matrices of valid kernels can have eigenvalues slightly below zero
+(of order :math:`n\,\epsilon\,\lambda_{\max}`), so the checks allow a tolerance of that size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+
+__all__ = ["PSDCheck", "check_psd", "NotPSDError", "NotPSDWarning", "assert_psd", "default_psd_tol"]
+
+
+class NotPSDError(ValueError):
+    """A matrix that must be a covariance (positive semi-definite) is not."""
+
+
+class NotPSDWarning(UserWarning):
+    """A kernel that is not positive semi-definite in general was built."""
+
+
+@dataclass(frozen=True)
+class PSDCheck:
+    """Result of :func:`check_psd`.
+
+    Attributes
+    ----------
+    is_psd : bool
+        ``min_eigenvalue >= -tolerance``.
+    min_eigenvalue, max_eigenvalue : float
+        Extreme eigenvalues of the symmetric part of the matrix.
+    tolerance : float
+        Allowance for rounding error used in the decision.
+    asymmetry : float
+        :math:`\\max_{ij}|K_{ij} - K_{ji}|` (a covariance matrix is symmetric).
+    n : int
+        Size of the matrix.
+    """
+
+    is_psd: bool
+    min_eigenvalue: float
+    max_eigenvalue: float
+    tolerance: float
+    asymmetry: float
+    n: int
+
+    def __bool__(self) -> bool:
+        return self.is_psd
+
+
+def default_psd_tol(n: int, max_abs_eig: float) -> float:
+    """Rounding allowance :math:`100\\,n\\,\\epsilon\\,\\max(|\\lambda_{\\max}|, \\text{tiny})`."""
+    return 100.0 * max(n, 1) * np.finfo(float).eps * max(max_abs_eig, np.finfo(float).tiny)
+
+
+def _eig_check(K: np.ndarray, tol: float | None) -> PSDCheck:
+    K = np.asarray(K, dtype=float)
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise ValueError(f"a Gram matrix must be square, got shape {K.shape}")
+    if not np.all(np.isfinite(K)):
+        raise ValueError("the Gram matrix contains NaN or infinite values")
+    n = K.shape[0]
+    if n == 0:
+        return PSDCheck(True, 0.0, 0.0, 0.0, 0.0, 0)
+    asym = float(np.max(np.abs(K - K.T)))
+    eig = np.linalg.eigvalsh(0.5 * (K + K.T))
+    lo, hi = float(eig[0]), float(eig[-1])
+    tol = default_psd_tol(n, max(abs(lo), abs(hi))) if tol is None else float(tol)
+    scale = max(float(np.max(np.abs(K))), np.finfo(float).tiny)
+    symmetric = asym <= 1e-10 * scale
+    return PSDCheck(bool(symmetric and lo >= -tol), lo, hi, tol, asym, n)
+
+
+def check_psd(K_or_kernel, X=None, *, tol: float | None = None) -> PSDCheck:
+    """Check that a Gram matrix, or a kernel's Gram matrix on inputs ``X``, is positive semi-definite.
+
+    Parameters
+    ----------
+    K_or_kernel : array_like or kernel
+        A square matrix, or a kernel (any ``pm.gp.cov.Covariance``) whose hyperparameters are
+        fixed numbers.
+    X : array_like, optional
+        Inputs, shape ``(n, input_dim)``; required when a kernel is given.
+    tol : float, optional
+        Eigenvalues down to ``-tol`` count as zero. Default :func:`default_psd_tol`.
+
+    Returns
+    -------
+    PSDCheck
+        With ``is_psd`` and ``min_eigenvalue``; truthy when PSD.
+    """
+    import pymc as pm
+
+    if isinstance(K_or_kernel, pm.gp.cov.BaseCovariance):
+        if X is None:
+            raise ValueError("`X` is required to check a kernel")
+        X = np.asarray(X, dtype=float)
+        if X.ndim == 1:
+            X = X[:, None]
+        graph = pt.as_tensor_variable(K_or_kernel(X))
+        from pymc.pytensorf import rvs_in_graph
+
+        if rvs_in_graph(graph):
+            raise ValueError(
+                "the kernel depends on random variables: give fixed hyperparameter values, or "
+                "evaluate the Gram matrix yourself and pass it"
+            )
+        K = pytensor.function([], graph, mode="FAST_COMPILE")()
+    else:
+        if X is not None:
+            raise ValueError("`X` is only used when a kernel is given")
+        K = K_or_kernel
+    return _eig_check(K, tol)
+
+
+class AssertPSD(Op):
+    """Identity on a square matrix that raises :class:`NotPSDError` if it is not PSD.
+
+    Gradients pass straight through. Used by kernels that are not valid covariances in general, so
+    that a model built on them fails with a message instead of a ``nan`` log-probability.
+    """
+
+    __props__ = ("what",)
+
+    def __init__(self, what: str = "the Gram matrix"):
+        self.what = what
+
+    def make_node(self, K):
+        K = pt.as_tensor_variable(K)
+        return Apply(self, [K], [K.type()])
+
+    def perform(self, node, inputs, outputs):
+        (K,) = inputs
+        res = _eig_check(K, None)
+        if not res.is_psd:
+            raise NotPSDError(
+                f"{self.what} is not positive semi-definite: smallest eigenvalue "
+                f"{res.min_eigenvalue:.4g} < -{res.tolerance:.2g} (n={res.n}). It is not a valid "
+                "covariance at these inputs and hyperparameters; choose a valid kernel, or change "
+                "the hyperparameters (for tanh(a x.x' + b): a > 0 and b well below 0 help)"
+            )
+        outputs[0][0] = K
+
+    def grad(self, inputs, output_grads):
+        return [output_grads[0]]
+
+    def infer_shape(self, fgraph, node, shapes):
+        return [shapes[0]]
+
+
+def assert_psd(K, what: str = "the Gram matrix") -> pt.TensorVariable:
+    """Wrap ``K`` so that evaluating it raises :class:`NotPSDError` when it is not PSD."""
+    return AssertPSD(what)(K)
