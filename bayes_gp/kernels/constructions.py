@@ -40,12 +40,12 @@ class Normalized(Kernel):
 
     def full(self, X, Xs=None):
         X = self._check_input(X, "X")
-        d = pt.sqrt(self.base.diag(X))
+        d = pt.sqrt(self.base(X, diag=True))
         if Xs is None:
-            return self.base.full(X) / (d[:, None] * d[None, :])
+            return self.base(X) / (d[:, None] * d[None, :])
         Xs = self._check_input(Xs, "Xs")
-        ds = pt.sqrt(self.base.diag(Xs))
-        return self.base.full(X, Xs) / (d[:, None] * ds[None, :])
+        ds = pt.sqrt(self.base(Xs, diag=True))
+        return self.base(X, Xs) / (d[:, None] * ds[None, :])
 
     def diag(self, X):
         X = self._check_input(X, "X")
@@ -84,13 +84,13 @@ class VerticalScale(Kernel):
         X = self._check_input(X, "X")
         aX = self._scale(X)
         if Xs is None:
-            return aX[:, None] * self.base.full(X) * aX[None, :]
+            return aX[:, None] * self.base(X) * aX[None, :]
         Xs = self._check_input(Xs, "Xs")
-        return aX[:, None] * self.base.full(X, Xs) * self._scale(Xs)[None, :]
+        return aX[:, None] * self.base(X, Xs) * self._scale(Xs)[None, :]
 
     def diag(self, X):
         X = self._check_input(X, "X")
-        return pt.square(self._scale(X)) * self.base.diag(X)
+        return pt.square(self._scale(X)) * self.base(X, diag=True)
 
 
 class Warped(Kernel):
@@ -138,11 +138,11 @@ class Warped(Kernel):
     def full(self, X, Xs=None):
         X, Xs = self._slice(X, Xs)
         U = self._warp(X)
-        return self.base.full(U) if Xs is None else self.base.full(U, self._warp(Xs))
+        return self.base(U) if Xs is None else self.base(U, self._warp(Xs))
 
     def diag(self, X):
         X, _ = self._slice(X)
-        return self.base.diag(self._warp(X))
+        return self.base(self._warp(X), diag=True)
 
 
 class Power(Kernel):
@@ -162,10 +162,10 @@ class Power(Kernel):
         self.p = p
 
     def full(self, X, Xs=None):
-        return pt.power(self.base.full(X, Xs), self.p)
+        return pt.power(self.base(X, Xs), self.p)
 
     def diag(self, X):
-        return pt.power(self.base.diag(X), self.p)
+        return pt.power(self.base(X, diag=True), self.p)
 
 
 class Additive(Kernel):
@@ -233,8 +233,8 @@ class Additive(Kernel):
     def full(self, X, Xs=None):
         X = self._check_input(X, "X")
         Xs = None if Xs is None else self._check_input(Xs, "Xs")
-        return self._combine([k.full(X, Xs) for k in self.kernels])
+        return self._combine([k(X, Xs) for k in self.kernels])
 
     def diag(self, X):
         X = self._check_input(X, "X")
-        return self._combine([k.diag(X) for k in self.kernels])
+        return self._combine([k(X, diag=True) for k in self.kernels])

@@ -29,10 +29,10 @@ from bayes_gp._validation import as_parameter, check_positive, constant_value
 __all__ = ["Metric", "LengthScale", "FactorAnalysis"]
 
 
-def _pairwise_sq_diff(X: pt.TensorVariable, Xs: pt.TensorVariable | None) -> pt.TensorVariable:
-    """Squared coordinate differences, shape ``(n, m, D)``."""
+def pairwise_diff(X: pt.TensorVariable, Xs: pt.TensorVariable | None) -> pt.TensorVariable:
+    """Coordinate differences :math:`x_i - x'_j`, shape ``(n, m, D)``."""
     Xs = X if Xs is None else Xs
-    return pt.square(X[:, None, :] - Xs[None, :, :])
+    return X[:, None, :] - Xs[None, :, :]
 
 
 class Metric:
@@ -42,6 +42,10 @@ class Metric:
 
     def square_dist(self, X, Xs=None) -> pt.TensorVariable:
         """Matrix of squared scaled distances between the rows of ``X`` and ``Xs``."""
+        return self.square_dist_from_diff(pairwise_diff(X, Xs))
+
+    def square_dist_from_diff(self, diff) -> pt.TensorVariable:
+        """Squared scaled distances from coordinate differences of shape ``(n, m, D)``."""
         raise NotImplementedError
 
     def spectral_transform(self, omega) -> tuple[pt.TensorVariable, pt.TensorVariable]:
@@ -77,8 +81,8 @@ class LengthScale(Metric):
     def is_ard(self) -> bool:
         return self.ls.ndim == 1
 
-    def square_dist(self, X, Xs=None):
-        return pt.sum(_pairwise_sq_diff(X, Xs) / pt.square(self.ls), axis=-1)
+    def square_dist_from_diff(self, diff):
+        return pt.sum(pt.square(diff) / pt.square(self.ls), axis=-1)
 
     def spectral_transform(self, omega):
         ls = pt.ones(self.n_dims) * self.ls
@@ -97,9 +101,8 @@ class FactorAnalysis(Metric):
 
     Notes
     -----
-    Because :math:`r^2 = \|\Lambda^\top(x - x')\|^2 + \sum_d \psi_d (x_d - x'_d)^2`, the metric is
-    applied by mapping each input to :math:`z = (\Lambda^\top x, \Psi^{1/2} x)` and taking the
-    Euclidean distance between the :math:`z`.
+    Computed as :math:`r^2 = \|\Lambda^\top(x - x')\|^2 + \sum_d \psi_d (x_d - x'_d)^2`, which
+    needs no factorisation of :math:`M`.
     """
 
     def __init__(self, Lambda, psi):
@@ -141,13 +144,10 @@ class FactorAnalysis(Metric):
     def M(self) -> pt.TensorVariable:
         return pt.dot(self.Lambda, self.Lambda.T) + pt.diag(self.psi)
 
-    def _embed(self, X):
-        return pt.concatenate([pt.dot(X, self.Lambda), X * pt.sqrt(self.psi)], axis=1)
-
-    def square_dist(self, X, Xs=None):
-        Z = self._embed(X)
-        Zs = None if Xs is None else self._embed(Xs)
-        return pt.sum(_pairwise_sq_diff(Z, Zs), axis=-1)
+    def square_dist_from_diff(self, diff):
+        return pt.sum(pt.square(pt.matmul(diff, self.Lambda)), axis=-1) + pt.sum(
+            pt.square(diff) * self.psi, axis=-1
+        )
 
     def spectral_transform(self, omega):
         M = self.M

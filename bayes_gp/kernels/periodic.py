@@ -18,7 +18,7 @@ import pytensor.tensor as pt
 
 from bayes_gp._validation import as_parameter, check_integer_in, check_positive, constant_value
 from bayes_gp.kernels.base import Kernel, Stationary
-from bayes_gp.kernels.metrics import LengthScale, Metric
+from bayes_gp.kernels.metrics import LengthScale, Metric, pairwise_diff
 
 __all__ = ["Periodic", "Periodized"]
 
@@ -71,8 +71,7 @@ class Periodic(Stationary):
         self.period = as_parameter(period)
 
     def square_dist(self, X, Xs=None):
-        Xs = X if Xs is None else Xs
-        s = pt.sin(np.pi * (X[:, None, :] - Xs[None, :, :]) / self.period)
+        s = pt.sin(np.pi * pairwise_diff(X, Xs) / self.period)
         return pt.sum(4.0 * pt.square(s) / pt.square(self.metric.ls), axis=-1)
 
     def full_from_distance(self, dist, squared=False):
@@ -92,9 +91,12 @@ class Periodized(Kernel):
     .. math:: k_{\mathbb T}(\tau) = \sum_{m \in \mathbb{Z}^D} k(\tau + m \odot p)
               \approx \sum_{|m_d| \le M} k(\tau + m \odot p)
 
-    The infinite sum is truncated to ``n_images`` = :math:`M` shifts on each side in every active
-    dimension (:math:`(2M+1)^D` terms). The truncation error is the mass of :math:`k` beyond
-    :math:`M p`; choose :math:`M` so that :math:`k(M p) \approx 0`.
+    The sum is periodic in :math:`\tau`, so :math:`\tau` is first wrapped into the central cell
+    :math:`[-p/2, p/2]^D` (exact); the sum is then truncated to ``n_images`` = :math:`M` shifts on
+    each side in every active dimension (:math:`(2M+1)^D` terms). Wrapping first keeps the
+    truncation symmetric, so the truncation error is the tail mass of :math:`k` beyond
+    :math:`(M + 1/2) p` at any separation (without it, a truncated sum is not even positive
+    semi-definite once inputs span several periods).
 
     Parameters
     ----------
@@ -107,8 +109,10 @@ class Periodized(Kernel):
     """
 
     def __init__(self, base: Stationary, period, n_images: int = 5):
-        if not isinstance(base, Stationary):
-            raise TypeError(f"`base` must be a bayes_gp stationary kernel, got {type(base).__name__}")
+        if not isinstance(base, Stationary) or isinstance(base, Periodic):
+            raise TypeError(
+                f"`base` must be a non-periodic bayes_gp stationary kernel, got {type(base).__name__}"
+            )
         check_positive("period", period)
         n_images = check_integer_in("n_images", n_images, range(0, 1001))
         super().__init__(base.input_dim, base.active_dims)
@@ -127,22 +131,21 @@ class Periodized(Kernel):
         self.period = as_parameter(period)
         self.n_images = n_images
 
-    def _shifts(self):
-        """Shift vectors in the full input space, one per lattice point m."""
+    def _sum_over_images(self, diff):
+        r""":math:`\sum_m k(\tau + m p)` for differences ``diff`` of shape ``(n, m, D)``."""
         period = pt.ones(self.n_dims) * self.period
+        wrapped = diff - period * pt.round(diff / period)
         rng = range(-self.n_images, self.n_images + 1)
-        for m in itertools.product(rng, repeat=self.n_dims):
-            full = pt.zeros(self.input_dim)
-            full = pt.set_subtensor(full[self.active_dims], np.asarray(m, float) * period)
-            yield full
+        images = np.asarray(list(itertools.product(rng, repeat=self.n_dims)), dtype=float)
+        shifted = wrapped[None, :, :, :] + (images * period)[:, None, None, :]
+        r2 = self.base.metric.square_dist_from_diff(shifted)
+        return pt.sum(self.base.full_from_distance(r2, squared=True), axis=0)
 
     def full(self, X, Xs=None):
-        X = self._check_input(X, "X")
-        Xs = X if Xs is None else self._check_input(Xs, "Xs")
-        return sum(self.base.full(X + shift[None, :], Xs) for shift in self._shifts())
+        X, Xs = self._slice(X, Xs)
+        return self._sum_over_images(pairwise_diff(X, Xs))
 
     def diag(self, X):
-        X = self._check_input(X, "X")
-        zero = pt.zeros((1, self.input_dim))
-        k0 = sum(self.base.full(zero + shift[None, :], zero) for shift in self._shifts())
+        X, _ = self._slice(X)
+        k0 = self._sum_over_images(pt.zeros((1, 1, self.n_dims)))
         return pt.ones_like(X[:, 0]) * k0[0, 0]

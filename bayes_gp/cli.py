@@ -1,0 +1,291 @@
+r"""The ``bayes-gp`` command line.
+
+Subcommands
+-----------
+prior-draws
+    Draw functions from the GP prior of a selection of catalogue kernels on a 1-D grid and save
+    one multi-panel figure (as R&W figs. 4.1 and 4.4, seed 003) and a ``summary.json``.
+
+Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in :func:`build_parser`.
+Errors in the arguments or in writing the output are reported as one line on standard error with
+a non-zero exit status, never a traceback. Matplotlib is imported only when a figure is drawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import secrets
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+import pytensor
+
+from bayes_gp import kernels as kern
+
+__all__ = ["build_parser", "main", "prior_draw_kernels", "sample_prior", "write_atomic"]
+
+PROG = "bayes-gp"
+FIGURE_NAME = "prior_draws.png"
+SUMMARY_NAME = "summary.json"
+GRID = (-5.0, 5.0)
+#: Jitter added to the Gram matrix before the Cholesky factorisation, relative to its mean
+#: diagonal: the first try, and the largest allowed (grown tenfold per failure).
+JITTER_START, JITTER_MAX = 1e-10, 1e-4
+
+
+class CLIError(Exception):
+    """An error reported to the user as one line, with exit status :attr:`status`."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument parser that raises instead of printing usage and calling ``sys.exit``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CLIError(f"{self.prog}: error: {message}", status=2)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        raise SystemExit(status)
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """Argparse ``type`` accepting an integer in ``low..high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in {low}..{high}, got {value}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the ``bayes-gp`` argument parser, one subparser per subcommand.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        Parsed arguments carry ``func``, the function that runs the chosen subcommand.
+    """
+    parser = _Parser(prog=PROG, description="Bayesian Gaussian-process modelling on PyMC.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser(
+        "prior-draws",
+        help="plot draws from the GP prior of catalogue kernels",
+        description="Draw functions from the GP prior of catalogue kernels on a 1-D grid; write "
+        f"{FIGURE_NAME} and {SUMMARY_NAME} into DIR.",
+    )
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    p.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0, help="random seed (0)")
+    p.add_argument("--n-draws", type=_int_in(1, 10), default=3, help="draws per kernel (3)")
+    p.add_argument("--n-points", type=_int_in(2, 1000), default=200, help="grid size (200)")
+    p.set_defaults(func=_cmd_prior_draws)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``bayes-gp`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status: 0 on success, 2 for bad arguments, 1 for other reported errors.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except CLIError as exc:
+        print(str(exc).replace("\n", " "), file=sys.stderr)
+        return exc.status
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+
+
+# -- prior-draws ------------------------------------------------------------------------------
+
+
+def prior_draw_kernels() -> list[tuple[str, str, Any]]:
+    """The kernels shown by ``prior-draws``: ``(name, equation, kernel)`` on one input dimension.
+
+    Returns
+    -------
+    list of tuple
+        Name, equation reference (R&W = seed 003, PRML = seed 000) and a PyMC covariance function
+        with fixed hyperparameters.
+    """
+    return [
+        ("ExpQuad ℓ=1", "R&W (4.9)", kern.ExpQuad(1, ls=1.0)),
+        ("Matern12 ℓ=1", "R&W (4.16), ν=1/2", kern.Matern12(1, ls=1.0)),
+        ("Matern32 ℓ=1", "R&W (4.17a)", kern.Matern32(1, ls=1.0)),
+        ("Matern52 ℓ=1", "R&W (4.17b)", kern.Matern52(1, ls=1.0)),
+        ("Matern ν=0.7 ℓ=1", "R&W (4.14)", kern.Matern(1, nu=0.7, ls=1.0)),
+        ("GammaExponential γ=1.5", "R&W (4.18)", kern.GammaExponential(1, gamma=1.5, ls=1.0)),
+        ("RatQuad α=0.5", "R&W (4.19)", kern.RatQuad(1, alpha=0.5, ls=1.0)),
+        ("PiecewisePolynomial q=1 ℓ=2", "R&W (4.21)", kern.PiecewisePolynomial(1, ls=2.0, q=1)),
+        ("BesselOscillatory ν=0.5", "R&W §4.2.1", kern.BesselOscillatory(1, nu=0.5, ls=0.5)),
+        ("Periodic p=2.5", "R&W (4.31)", kern.Periodic(1, period=2.5, ls=1.0)),
+        ("Periodized(ExpQuad ℓ=0.5) p=2.5", "R&W §4.2.1",
+         kern.Periodized(kern.ExpQuad(1, ls=0.5), period=2.5)),
+        ("DotProduct σ₀=1", "R&W §4.2.2", kern.DotProduct(1, sigma0=1.0)),
+        ("Polynomial p=2 σ₀=1", "R&W (4.23)", kern.Polynomial(1, p=2, sigma0=1.0)),
+        ("PRMLKernel θ=(1,4,1,0.1)", "PRML (6.63), seed 000 (24)",
+         kern.PRMLKernel(1, theta0=1.0, theta1=4.0, theta2=1.0, theta3=0.1)),
+    ]  # fmt: skip
+
+
+def sample_prior(K: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, float]:
+    r"""Draws :math:`f = L z` from :math:`N(0, K)` with :math:`LL^\top = K + \epsilon I`.
+
+    The jitter :math:`\epsilon` starts at ``JITTER_START`` times the mean diagonal of ``K`` and
+    grows tenfold until the Cholesky factorisation succeeds (rank-deficient kernels such as the
+    dot-product kernel need it).
+
+    Parameters
+    ----------
+    K : ndarray, shape (n, n)
+        Gram matrix.
+    z : ndarray, shape (n, k)
+        Standard-normal draws.
+
+    Returns
+    -------
+    f : ndarray, shape (n, k)
+    jitter : float
+        The absolute jitter :math:`\epsilon` used.
+
+    Raises
+    ------
+    CLIError
+        If the factorisation fails even with a jitter of ``JITTER_MAX`` times the mean diagonal.
+    """
+    scale = max(float(np.mean(np.diag(K))), np.finfo(float).tiny)
+    rel = JITTER_START
+    while rel <= JITTER_MAX * (1 + 1e-9):
+        jitter = rel * scale
+        try:
+            L = np.linalg.cholesky(K + jitter * np.eye(K.shape[0]))
+        except np.linalg.LinAlgError:
+            rel *= 10.0
+            continue
+        return L @ z, jitter
+    raise CLIError(f"Cholesky failed even with jitter {JITTER_MAX:g} × mean variance")
+
+
+def write_atomic(files: dict[Path, bytes]) -> None:
+    """Write several files so that none is ever seen partially written.
+
+    Every payload goes to a temporary file in its target directory first; only when all are
+    written are they moved into place with :func:`os.replace` (atomic on POSIX and Windows).
+    On any error the temporary files are removed, and each target holds either its old content
+    or its complete new content.
+
+    Parameters
+    ----------
+    files : dict of Path to bytes
+        Target paths and their content.
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files.items():
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+            # O_EXCL: never clobber another file; mode 0o666 & ~umask, like a plain open().
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        while staged:
+            tmp, path = staged[0]
+            os.replace(tmp, path)
+            staged.pop(0)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+
+def _render_figure(x: np.ndarray, panels: list[tuple[str, str, np.ndarray]]) -> bytes:
+    """A grid of panels, one per kernel with its draws; returns the PNG bytes."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    ncols = 3
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(4.0 * ncols, 2.6 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, (name, eq, f) in zip(axes, panels, strict=False):
+        ax.plot(x, f, lw=1.0)
+        ax.set_title(f"{name}\n{eq}", fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.set_xlim(x[0], x[-1])
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    fig.suptitle("Draws from GP priors (same white noise in every panel)")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def _cmd_prior_draws(args: argparse.Namespace) -> int:
+    """``bayes-gp prior-draws``: see :func:`build_parser`."""
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"{PROG} prior-draws: error: --out {out} exists and is not a directory", 2)
+    try:  # fail before the computation, not after it
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"{PROG} prior-draws: error: cannot create {out}: {exc}") from None
+    x = np.linspace(*GRID, args.n_points)
+    X = x[:, None]
+    # One white-noise matrix for every kernel: the panels differ by the kernel alone.
+    z = np.random.default_rng(args.seed).standard_normal((args.n_points, args.n_draws))
+    panels, records = [], []
+    for name, eq, kernel in prior_draw_kernels():
+        gram = pytensor.function([], kernel(X), mode="FAST_COMPILE")()
+        try:
+            f, jitter = sample_prior(gram, z)
+        except CLIError as exc:
+            raise CLIError(f"{PROG} prior-draws: error: {name}: {exc}") from None
+        panels.append((name, eq, f))
+        records.append({"name": name, "equation": eq, "kernel": repr(kernel), "jitter": jitter})
+    summary = {
+        "grid": {"start": GRID[0], "stop": GRID[1], "n_points": args.n_points},
+        "seed": args.seed,
+        "n_draws": args.n_draws,
+        "figure": FIGURE_NAME,
+        "kernels": records,
+    }
+    try:  # everything is rendered in memory, then written atomically: no partial files
+        png = _render_figure(x, panels)
+        text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+        write_atomic({out / FIGURE_NAME: png, out / SUMMARY_NAME: text.encode()})
+    except OSError as exc:
+        raise CLIError(f"{PROG} prior-draws: error: cannot write to {out}: {exc}") from None
+    print(f"wrote {out / FIGURE_NAME}")
+    print(f"wrote {out / SUMMARY_NAME}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""bayes_gp.check_psd and the PSD assertion used by non-PSD kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+import pytest
+
+import bayes_gp
+from bayes_gp.kernels import ExpQuad, PiecewisePolynomial
+from bayes_gp.linalg import assert_psd
+from tests.helpers import evaluate
+
+
+def test_check_psd_on_matrices():
+    A = np.random.default_rng(0).normal(size=(6, 3))
+    res = bayes_gp.check_psd(A @ A.T)  # rank 3: three zero eigenvalues up to rounding
+    assert res.is_psd and bool(res) and res.n == 6
+    assert abs(res.min_eigenvalue) < res.tolerance
+    bad = np.diag([1.0, 2.0, -0.5])
+    res = bayes_gp.check_psd(bad)
+    assert not res.is_psd and res.min_eigenvalue == pytest.approx(-0.5)
+    assert res.max_eigenvalue == pytest.approx(2.0)
+
+
+def test_check_psd_rejects_asymmetric_and_bad_input():
+    assert not bayes_gp.check_psd(np.array([[1.0, 0.5], [0.0, 1.0]])).is_psd
+    with pytest.raises(ValueError, match="square"):
+        bayes_gp.check_psd(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        bayes_gp.check_psd(np.array([[1.0, np.nan], [np.nan, 1.0]]))
+    with pytest.raises(ValueError, match="`X` is required"):
+        bayes_gp.check_psd(ExpQuad(1, ls=1.0))
+
+
+def test_check_psd_on_kernels():
+    X = np.linspace(0, 3, 25)[:, None]
+    assert bayes_gp.check_psd(ExpQuad(1, ls=0.5), X).is_psd
+    assert bayes_gp.check_psd(PiecewisePolynomial(1, ls=0.5, q=2), X.ravel()).is_psd
+
+
+def test_check_psd_refuses_kernels_with_random_variables():
+    import pymc as pm
+
+    with pm.Model():
+        ls = pm.LogNormal("ls", 0.0, 1.0)
+        with pytest.raises(ValueError, match="random variables"):
+            bayes_gp.check_psd(ExpQuad(1, ls=ls), np.ones((3, 1)))
+
+
+def test_assert_psd_passes_psd_matrices_and_their_gradients():
+    K = np.array([[2.0, 0.5], [0.5, 1.0]])
+    x = pt.dmatrix("K")
+    out = assert_psd(x)
+    import pytensor
+
+    f = pytensor.function([x], [out, pytensor.grad(pt.sum(out * 3.0), x)], mode="FAST_COMPILE")
+    val, grad = f(K)
+    np.testing.assert_array_equal(val, K)
+    np.testing.assert_array_equal(grad, np.full((2, 2), 3.0))
+    with pytest.raises(bayes_gp.NotPSDError, match="smallest eigenvalue -1"):
+        evaluate(assert_psd(pt.as_tensor(np.diag([1.0, -1.0]))))

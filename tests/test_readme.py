@@ -1,0 +1,37 @@
+"""The README's quickstart runs as written, and its two commands exist."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_has_exactly_two_commands():
+    bash = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(bash) == 1
+    commands = [line.split("#")[0].strip() for line in bash[0].splitlines() if line.strip()]
+    assert commands == ["./run main", "./run test"]
+
+
+@pytest.mark.slow
+def test_quickstart_runs(capsys):
+    blocks = _python_blocks()
+    assert blocks, "README has no python block"
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the quickstart uses current APIs only
+        exec(compile(blocks[0], str(README), "exec"), namespace)
+    out = capsys.readouterr().out
+    est = namespace["map_estimate"]
+    # a sine with noise sd 0.1: the MAP noise estimate is in the right range
+    assert 0.03 < float(est["sigma"]) < 0.2, out
+    assert "'sigma'" in out.strip().splitlines()[-1]
