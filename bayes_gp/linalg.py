@@ -63,7 +63,7 @@ class PSDCheck:
 
 def default_psd_tol(n: int, max_abs_eig: float) -> float:
     """Rounding allowance :math:`100\\,n\\,\\epsilon\\,\\max(|\\lambda_{\\max}|, \\text{tiny})`."""
-    return 100.0 * max(n, 1) * np.finfo(float).eps * max(max_abs_eig, np.finfo(float).tiny)
+    return float(100.0 * max(n, 1) * np.finfo(float).eps * max(max_abs_eig, np.finfo(float).tiny))
 
 
 def _eig_check(K: np.ndarray, tol: float | None) -> PSDCheck:
@@ -154,8 +154,12 @@ class AssertPSD(Op):
             )
         outputs[0][0] = K
 
-    def grad(self, inputs, output_grads):
-        return [output_grads[0]]
+    def pullback(self, inputs, outputs, cotangents):
+        return [cotangents[0]]
+
+    def do_constant_folding(self, fgraph, node):
+        # Never evaluate at compile time: the error belongs to evaluation, not to graph rewriting.
+        return False
 
     def infer_shape(self, node, shapes):
         return [shapes[0]]

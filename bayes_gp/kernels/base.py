@@ -50,7 +50,9 @@ def _normalise_active_dims(input_dim: int, active_dims: Sequence[int] | None) ->
         return np.arange(input_dim)
     dims = np.atleast_1d(np.asarray(active_dims))
     if dims.ndim != 1 or dims.size == 0 or not np.issubdtype(dims.dtype, np.integer):
-        raise ValueError(f"`active_dims` must be a non-empty sequence of integers, got {active_dims!r}")
+        raise ValueError(
+            f"`active_dims` must be a non-empty sequence of integers, got {active_dims!r}"
+        )
     if dims.min() < 0 or dims.max() >= input_dim:
         raise ValueError(
             f"`active_dims` {dims.tolist()} must lie in 0..{input_dim - 1} for input_dim={input_dim}"
@@ -91,13 +93,17 @@ class Kernel(pm.gp.cov.Covariance, metaclass=KernelMeta):
         if isinstance(X, np.ndarray | list | tuple):
             arr = np.asarray(X, dtype=float)
             if arr.ndim != 2:
-                raise ValueError(f"`{name}` must be a 2-D array (n, input_dim), got shape {arr.shape}")
+                raise ValueError(
+                    f"`{name}` must be a 2-D array (n, input_dim), got shape {arr.shape}"
+                )
             if not np.all(np.isfinite(arr)):
                 raise ValueError(f"`{name}` contains NaN or infinite values")
             X = arr
         X = pt.as_tensor_variable(X)
         if X.ndim != 2:
-            raise ValueError(f"`{name}` must be a 2-D array (n, input_dim), got {X.ndim} dimension(s)")
+            raise ValueError(
+                f"`{name}` must be a 2-D array (n, input_dim), got {X.ndim} dimension(s)"
+            )
         ncol = X.type.shape[1]
         if ncol is not None and ncol != self.input_dim:
             raise ValueError(

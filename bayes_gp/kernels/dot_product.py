@@ -42,7 +42,9 @@ def _check_sigma_p(Sigma_p, n: int, what: str = "active dimensions") -> pt.Tenso
                     f"`Sigma_p` must be positive semi-definite (smallest eigenvalue {eig.min():.3g})"
                 )
         else:
-            raise ValueError(f"`Sigma_p` must be a scalar, vector or matrix, got shape {known.shape}")
+            raise ValueError(
+                f"`Sigma_p` must be a scalar, vector or matrix, got shape {known.shape}"
+            )
     return as_parameter(Sigma_p)
 
 
@@ -193,7 +195,12 @@ class PRMLKernel(Kernel):
         theta3=0.0,
         active_dims: Sequence[int] | None = None,
     ):
-        for name, v in (("theta0", theta0), ("theta1", theta1), ("theta2", theta2), ("theta3", theta3)):
+        for name, v in (
+            ("theta0", theta0),
+            ("theta1", theta1),
+            ("theta2", theta2),
+            ("theta3", theta3),
+        ):
             check_nonnegative(name, v)
         for name, v in (("theta0", theta0), ("theta2", theta2), ("theta3", theta3)):
             known = constant_value(v)
@@ -265,7 +272,12 @@ class BasisFunction(Kernel):
             raise ValueError(f"`phi` must return a 2-D (n, M) matrix, got {Phi.ndim} dimension(s)")
         m = Phi.type.shape[1]
         s = self.Sigma_p
-        if m is not None and s.ndim >= 1 and s.type.shape[0] is not None and s.type.shape[0] not in (1, m):
+        if (
+            m is not None
+            and s.ndim >= 1
+            and s.type.shape[0] is not None
+            and s.type.shape[0] not in (1, m)
+        ):
             raise ValueError(f"`phi` returns {m} features but `Sigma_p` is for {s.type.shape[0]}")
         return Phi
 

@@ -68,7 +68,9 @@ class LengthScale(Metric):
         check_positive("ls", ls)
         known = constant_value(ls)
         if known is not None and known.ndim > 1:
-            raise ValueError(f"`ls` must be a scalar or a vector, got an array of shape {known.shape}")
+            raise ValueError(
+                f"`ls` must be a scalar or a vector, got an array of shape {known.shape}"
+            )
         if known is not None and known.ndim == 1 and known.shape[0] not in (1, n_dims):
             raise ValueError(
                 f"`ls` has {known.shape[0]} entries but the kernel has {n_dims} active "
@@ -120,9 +122,7 @@ class FactorAnalysis(Metric):
         if self.psi.ndim != 1:
             raise ValueError("`psi` must be a vector of length D")
         dims = {
-            int(s)
-            for s in (self.Lambda.type.shape[0], self.psi.type.shape[0])
-            if s is not None
+            int(s) for s in (self.Lambda.type.shape[0], self.psi.type.shape[0]) if s is not None
         }
         if len(dims) > 1:
             raise ValueError(

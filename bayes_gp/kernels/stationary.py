@@ -134,6 +134,11 @@ class Matern(Stationary):
     method : {"auto", "bessel", "closed"}
         ``"bessel"`` forces the general path through :math:`K_\nu`; ``"closed"`` requires a
         half-integer :math:`\nu`.
+
+    Notes
+    -----
+    The Bessel path compiles in PyTensor's numba, C and Python backends but not in JAX, which has
+    no :math:`K_\nu` of real order; half-integer :math:`\nu` (closed form) works everywhere.
     """
 
     def __init__(
@@ -167,12 +172,10 @@ class Matern(Stationary):
         nu = self.nu
         z = np.sqrt(2.0 * nu) * r
         if self.method == "closed":
-            p = int(round(nu - 0.5))
+            p = round(nu - 0.5)
             poly = 0.0
             for i in range(p + 1):
-                coef = np.exp(
-                    _np_gammaln(p + i + 1) - _np_gammaln(i + 1) - _np_gammaln(p - i + 1)
-                )
+                coef = np.exp(_np_gammaln(p + i + 1) - _np_gammaln(i + 1) - _np_gammaln(p - i + 1))
                 poly = poly + coef * pt.power(np.sqrt(8.0 * nu) * r, p - i)
             pref = np.exp(_np_gammaln(p + 1) - _np_gammaln(2 * p + 1))
             return pref * poly * pt.exp(-z)
@@ -346,6 +349,10 @@ class BesselOscillatory(Stationary):
     ----------
     nu : float
         Bessel order, fixed (no derivative in the order is available).
+
+    Notes
+    -----
+    Not available in PyTensor's JAX backend (JAX has no :math:`J_\nu`); numba, C and Python work.
     """
 
     def __init__(

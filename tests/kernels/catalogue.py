@@ -65,8 +65,11 @@ CASES: list[Case] = [
         positive=("ls", "alpha"),
     ),
     *[
-        Case(f"PiecewisePolynomial_q{q}", lambda p, q=q: K.PiecewisePolynomial(2, ls=p["ls"], q=q),
-             {"ls": [2.5, 3.0]})
+        Case(
+            f"PiecewisePolynomial_q{q}",
+            lambda p, q=q: K.PiecewisePolynomial(2, ls=p["ls"], q=q),
+            {"ls": [2.5, 3.0]},
+        )
         for q in range(4)
     ],
     Case("BesselOscillatory", lambda p: K.BesselOscillatory(2, nu=1.5, ls=p["ls"]), {"ls": 0.6}),
@@ -147,7 +150,10 @@ CASES: list[Case] = [
     Case(
         "Additive",
         lambda p: K.Additive(
-            [K.ExpQuad(2, ls=p["ls"][0], active_dims=[0]), K.Matern52(2, ls=p["ls"][1], active_dims=[1])],
+            [
+                K.ExpQuad(2, ls=p["ls"][0], active_dims=[0]),
+                K.Matern52(2, ls=p["ls"][1], active_dims=[1]),
+            ],
             max_order=2,
             variances=[p["s1"], p["s2"]],
         ),
@@ -156,8 +162,10 @@ CASES: list[Case] = [
     ),
     Case(
         "Sum_with_pymc",
-        lambda p: K.ExpQuad(2, ls=p["ls"]) * 2.0 * K.Periodic(2, period=3.0, ls=2.0)
-        + pm.gp.cov.Linear(2, c=[0.1, -0.2]),
+        lambda p: (
+            K.ExpQuad(2, ls=p["ls"]) * 2.0 * K.Periodic(2, period=3.0, ls=2.0)
+            + pm.gp.cov.Linear(2, c=[0.1, -0.2])
+        ),
         {"ls": [0.8, 1.7]},
         stationary=False,
     ),

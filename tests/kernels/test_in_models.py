@@ -63,7 +63,9 @@ def test_kernel_in_marginal_gp_model(case: Case):
     }
     hyper = {name: values[name] for name in case.params}
     K = values["eta"] ** 2 * evaluate(case.kernel(**hyper)(X))
-    expected = stats.multivariate_normal(np.zeros(N), K + values["sigma"] ** 2 * np.eye(N)).logpdf(y)
+    expected = stats.multivariate_normal(np.zeros(N), K + values["sigma"] ** 2 * np.eye(N)).logpdf(
+        y
+    )
     loglik = model.compile_fn(model.logp(vars=[model["y"]]), mode=PY_MODE)(point)
     np.testing.assert_allclose(loglik, expected, rtol=1e-10)
 
@@ -93,7 +95,9 @@ def test_non_psd_sigmoid_model_fails_with_a_clear_message():
             cov = Sigmoid(2, a=a, b=-1.0)
         pm.gp.Marginal(cov_func=cov).marginal_likelihood("y", X=X, y=np.zeros(15), sigma=0.1)
     logp = model.compile_logp(mode=PY_MODE)
-    with pytest.raises(bayes_gp.NotPSDError, match="not positive semi-definite: smallest eigenvalue"):
+    with pytest.raises(
+        bayes_gp.NotPSDError, match="not positive semi-definite: smallest eigenvalue"
+    ):
         logp(model.initial_point())
 
 
@@ -114,8 +118,9 @@ def test_composite_kernel_compiles_with_numba():
     outputs = [model.logp(), model.dlogp()]
     numba_fn = model.compile_fn(outputs, mode="NUMBA")
     assert isinstance(numba_fn.f.maker.linker, NumbaLinker)
-    (logp_numba, grad_numba), (logp_py, grad_py) = numba_fn(point), model.compile_fn(
-        outputs, mode=PY_MODE
-    )(point)
+    (logp_numba, grad_numba), (logp_py, grad_py) = (
+        numba_fn(point),
+        model.compile_fn(outputs, mode=PY_MODE)(point),
+    )
     np.testing.assert_allclose(logp_numba, logp_py, rtol=1e-10)
     np.testing.assert_allclose(grad_numba, grad_py, rtol=1e-8)
