@@ -62,5 +62,5 @@ def test_bessel_kernels_are_not_available_in_jax(kernel):
     import pytensor
 
     x = pt.dmatrix("x")
-    with pytest.raises((NotImplementedError, AttributeError), match="kve|jv"):
+    with pytest.raises((NotImplementedError, AttributeError), match=r"kve|jv"):
         pytensor.function([x], kernel(x), mode="JAX")
