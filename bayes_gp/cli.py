@@ -28,6 +28,7 @@ import numpy as np
 import pytensor
 
 from bayes_gp import kernels as kern
+from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
 __all__ = ["build_parser", "main", "prior_draw_kernels", "sample_prior", "write_atomic"]
 
@@ -158,9 +159,8 @@ def prior_draw_kernels() -> list[tuple[str, str, Any]]:
 def sample_prior(K: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, float]:
     r"""Draws :math:`f = L z` from :math:`N(0, K)` with :math:`LL^\top = K + \epsilon I`.
 
-    The jitter :math:`\epsilon` starts at ``JITTER_START`` times the mean diagonal of ``K`` and
-    grows tenfold until the Cholesky factorisation succeeds (rank-deficient kernels such as the
-    dot-product kernel need it).
+    :math:`\epsilon` is grown from ``JITTER_START`` to ``JITTER_MAX`` times the mean variance by
+    :func:`bayes_gp.linalg.jittered_cholesky`.
 
     Parameters
     ----------
@@ -180,17 +180,11 @@ def sample_prior(K: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, float]:
     CLIError
         If the factorisation fails even with a jitter of ``JITTER_MAX`` times the mean diagonal.
     """
-    scale = max(float(np.mean(np.diag(K))), np.finfo(float).tiny)
-    rel = JITTER_START
-    while rel <= JITTER_MAX * (1 + 1e-9):
-        jitter = rel * scale
-        try:
-            L = np.linalg.cholesky(K + jitter * np.eye(K.shape[0]))
-        except np.linalg.LinAlgError:
-            rel *= 10.0
-            continue
-        return L @ z, jitter
-    raise CLIError(f"Cholesky failed even with jitter {JITTER_MAX:g} × mean variance")
+    try:
+        L, jitter = jittered_cholesky(K, start=JITTER_START, maximum=JITTER_MAX)
+    except NotPSDError as exc:
+        raise CLIError(str(exc)) from None
+    return L @ z, jitter
 
 
 def write_atomic(files: dict[Path, bytes]) -> None:
@@ -262,7 +256,7 @@ def _cmd_prior_draws(args: argparse.Namespace) -> int:
     z = np.random.default_rng(args.seed).standard_normal((args.n_points, args.n_draws))
     panels, records = [], []
     for name, eq, kernel in prior_draw_kernels():
-        gram = pytensor.function([], kernel(X), mode="FAST_COMPILE")()
+        gram = pytensor.function([], kernel(X), mode=EAGER_MODE)()
         try:
             f, jitter = sample_prior(gram, z)
         except CLIError as exc:

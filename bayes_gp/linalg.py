@@ -21,7 +21,15 @@ from pytensor.graph.op import Op
 #: milliseconds and never invokes a C compiler or numba (which take seconds to minutes per graph).
 EAGER_MODE = Mode(linker="py", optimizer="fast_compile")
 
-__all__ = ["PSDCheck", "check_psd", "NotPSDError", "NotPSDWarning", "assert_psd", "default_psd_tol"]
+__all__ = [
+    "PSDCheck",
+    "check_psd",
+    "NotPSDError",
+    "NotPSDWarning",
+    "assert_psd",
+    "default_psd_tol",
+    "jittered_cholesky",
+]
 
 
 class NotPSDError(ValueError):
@@ -168,3 +176,49 @@ class AssertPSD(Op):
 def assert_psd(K, what: str = "the Gram matrix") -> pt.TensorVariable:
     """Wrap ``K`` so that evaluating it raises :class:`NotPSDError` when it is not PSD."""
     return AssertPSD(what)(K)
+
+
+def jittered_cholesky(
+    K: np.ndarray, *, start: float = 1e-10, maximum: float = 1e-4
+) -> tuple[np.ndarray, float]:
+    r"""Lower Cholesky factor of :math:`K + \epsilon I`, growing :math:`\epsilon` until it succeeds.
+
+    :math:`\epsilon` starts at ``start`` times the mean diagonal of ``K`` and grows tenfold per
+    failed factorisation up to ``maximum`` times it (rank-deficient kernels such as the
+    dot-product kernel need a little jitter; a matrix that needs more is not a covariance).
+
+    Returns
+    -------
+    L : ndarray
+        Lower-triangular factor.
+    jitter : float
+        The absolute :math:`\epsilon` used (0 if none was needed).
+
+    Raises
+    ------
+    NotPSDError
+        If the factorisation fails even with the largest jitter, with advice.
+    """
+    K = np.asarray(K, dtype=float)
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise ValueError(f"a Gram matrix must be square, got shape {K.shape}")
+    if not np.all(np.isfinite(K)):
+        raise ValueError("the Gram matrix contains NaN or infinite values")
+    try:
+        return np.linalg.cholesky(K), 0.0
+    except np.linalg.LinAlgError:
+        pass
+    scale = max(float(np.mean(np.diag(K))), np.finfo(float).tiny)
+    rel = start
+    while rel <= maximum * (1 + 1e-9):
+        jitter = rel * scale
+        try:
+            return np.linalg.cholesky(K + jitter * np.eye(K.shape[0])), jitter
+        except np.linalg.LinAlgError:
+            rel *= 10.0
+    res = _eig_check(K, None)
+    raise NotPSDError(
+        f"Cholesky factorisation failed even with jitter {maximum:g} x mean variance "
+        f"(smallest eigenvalue {res.min_eigenvalue:.3g}, n={res.n}): add observation noise, "
+        "remove duplicate inputs, rescale the inputs, or check that the kernel is valid"
+    )

@@ -60,3 +60,20 @@ def test_assert_psd_passes_psd_matrices_and_their_gradients():
     np.testing.assert_array_equal(grad, np.full((2, 2), 3.0))
     with pytest.raises(bayes_gp.NotPSDError, match="smallest eigenvalue -1"):
         evaluate(assert_psd(pt.as_tensor(np.diag([1.0, -1.0]))))
+
+
+def test_jittered_cholesky_adds_only_the_jitter_it_needs():
+    from bayes_gp.linalg import jittered_cholesky
+
+    A = np.random.default_rng(1).normal(size=(5, 5))
+    K = A @ A.T + np.eye(5)
+    L, jitter = jittered_cholesky(K)
+    assert jitter == 0.0
+    np.testing.assert_allclose(L @ L.T, K, rtol=1e-13)
+    x = np.linspace(0, 1, 40)
+    K = np.outer(x, x)  # rank one: needs jitter
+    L, jitter = jittered_cholesky(K)
+    assert 0 < jitter <= 1e-4 * np.mean(np.diag(K))
+    np.testing.assert_allclose(L @ L.T, K + jitter * np.eye(40), atol=1e-13)
+    with pytest.raises(bayes_gp.NotPSDError, match="add observation noise"):
+        jittered_cholesky(np.diag([1.0, -1.0]))
