@@ -18,6 +18,9 @@ from tests.helpers import PY_MODE, evaluate
 from tests.kernels.catalogue import CASES, PSD_CASES, STATIONARY, Case
 
 ids = [c.name for c in CASES]
+# Building the Sigmoid case from symbolic hyperparameters warns that it is not PSD in general;
+# that warning is asserted in test_sigmoid_is_not_psd_and_says_so.
+pytestmark = pytest.mark.filterwarnings("ignore::bayes_gp.NotPSDWarning")
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +136,14 @@ def test_gradients_finite_at_zero_distance(case: Case):
     X0 = np.array([[0.3, -0.2], [0.3, -0.2], [1.0, 0.5]])
     for g in fn(X0, *values):
         assert np.all(np.isfinite(g)), (case.name, g)
+
+
+@pytest.mark.parametrize("case", CASES[:6], ids=ids[:6])
+def test_kernels_pickle_and_stay_immutable(case: Case, X):
+    import pickle
+
+    k = case.kernel()
+    k2 = pickle.loads(pickle.dumps(k))
+    np.testing.assert_array_equal(evaluate(k(X)), evaluate(k2(X)))
+    with pytest.raises(AttributeError, match="immutable"):
+        k2.active_dims = [0]
