@@ -4,12 +4,30 @@ Subpackages
 -----------
 kernels
     The kernel catalogue (R&W ch. 4, PRML ch. 6): PyMC covariance functions.
+regression
+    ``GPRegression``: the GP regression model, named kernels and default hyperpriors.
+inference
+    Type-II fits (ML-II, MAP) with restarts, NUTS backends.
+predictive
+    Closed-form predictive equations and log marginal likelihood (NumPy, Cholesky).
 linalg
-    Positive semi-definiteness checks of Gram matrices.
+    Positive semi-definiteness checks, Cholesky with growing jitter.
 """
 
-from bayes_gp import kernels
+from bayes_gp import inference, kernels
+from bayes_gp.inference import MapFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
+from bayes_gp.regression import GPRegression, Prediction
 
-__all__ = ["kernels", "check_psd", "PSDCheck", "NotPSDError", "NotPSDWarning"]
+__all__ = [
+    "kernels",
+    "inference",
+    "GPRegression",
+    "Prediction",
+    "MapFit",
+    "check_psd",
+    "PSDCheck",
+    "NotPSDError",
+    "NotPSDWarning",
+]
 __version__ = "0.1.0"

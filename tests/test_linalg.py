@@ -77,3 +77,12 @@ def test_jittered_cholesky_adds_only_the_jitter_it_needs():
     np.testing.assert_allclose(L @ L.T, K + jitter * np.eye(40), atol=1e-13)
     with pytest.raises(bayes_gp.NotPSDError, match="add observation noise"):
         jittered_cholesky(np.diag([1.0, -1.0]))
+
+
+def test_factorize_warns_when_it_adds_jitter():
+    from bayes_gp.predictive import JitterWarning, factorize
+
+    x = np.linspace(0, 1, 30)
+    with pytest.warns(JitterWarning, match="added jitter"):
+        fac = factorize(np.outer(x, x), x)
+    assert fac.jitter > 0

@@ -1,0 +1,115 @@
+r"""Closed-form Gaussian-process predictive equations, in NumPy (float64, Cholesky, no inverses).
+
+* Predictive mean and variance: PRML eqs. (6.66)–(6.67) / seed 000 eqs. (27)–(28),
+  R&W eqs. (2.25)–(2.26): :math:`m = k^\top C^{-1} t`, :math:`\sigma^2 = c - k^\top C^{-1} k`.
+* Log marginal likelihood: seed 000 eq. (23) and seed 001 §3,
+  :math:`\log p(t) = -\tfrac12 t^\top C^{-1} t - \sum_i \log L_{ii} - \tfrac n2 \log 2\pi`.
+* Leave-one-out predictive densities: R&W eqs. (5.10)–(5.12),
+  :math:`\mu_i = t_i - [C^{-1}t]_i/[C^{-1}]_{ii}`, :math:`\sigma_i^2 = 1/[C^{-1}]_{ii}`.
+
+All functions take ``C`` = the covariance of the observations (kernel Gram matrix plus noise) and
+``t`` = observations minus the prior mean.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+
+from bayes_gp.linalg import jittered_cholesky
+
+__all__ = [
+    "GaussianFactor",
+    "JitterWarning",
+    "factorize",
+    "log_marginal_likelihood",
+    "predict",
+    "loo_log_density",
+]
+
+LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+@dataclass(frozen=True)
+class GaussianFactor:
+    """Cholesky factor of the observation covariance and the weights :math:`\\alpha = C^{-1}t`."""
+
+    L: np.ndarray
+    alpha: np.ndarray
+    t: np.ndarray
+    jitter: float
+
+
+class JitterWarning(UserWarning):
+    """Jitter had to be added to a covariance matrix to factorise it."""
+
+
+def factorize(C: np.ndarray, t: np.ndarray) -> GaussianFactor:
+    """Factor :math:`C = LL^\\top` and solve :math:`\\alpha = C^{-1}t`.
+
+    If the Cholesky factorisation fails, jitter is added to the diagonal and grown tenfold until
+    it succeeds (:func:`bayes_gp.linalg.jittered_cholesky`), with a :class:`JitterWarning` that
+    says how much; a matrix that cannot be factorised even then raises
+    :class:`bayes_gp.NotPSDError` with advice.
+    """
+    L, jitter = jittered_cholesky(C)
+    if jitter > 0:
+        warnings.warn(
+            f"the covariance matrix was not numerically positive definite; added jitter "
+            f"{jitter:.3g} to its diagonal (consider more noise or removing duplicate inputs)",
+            JitterWarning,
+            stacklevel=2,
+        )
+    alpha = cho_solve((L, True), t, check_finite=False)
+    return GaussianFactor(L, alpha, np.asarray(t, float), jitter)
+
+
+def log_marginal_likelihood(fac: GaussianFactor) -> float:
+    r"""Log marginal likelihood, seed 000 eq. (23), R&W eq. (2.30)."""
+    n = fac.t.shape[0]
+    return float(-0.5 * fac.t @ fac.alpha - np.sum(np.log(np.diag(fac.L))) - 0.5 * n * LOG_2PI)
+
+
+def predict(
+    fac: GaussianFactor, K_star: np.ndarray, k_star_star: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Predictive mean and covariance of the latent function.
+
+    Parameters
+    ----------
+    fac : GaussianFactor
+        From :func:`factorize` on the training data.
+    K_star : ndarray, shape (n, m)
+        Cross-covariance :math:`k(X, X_*)` (the columns are the :math:`k` of eq. 27).
+    k_star_star : ndarray, shape (m,) or (m, m)
+        Prior variances (a vector) or covariance (a matrix) at the new points: :math:`c`.
+
+    Returns
+    -------
+    mean : ndarray, shape (m,)
+        :math:`k^\top C^{-1} t` (seed 000 eq. 27, R&W eq. 2.25).
+    cov : ndarray, shape (m,) or (m, m)
+        :math:`c - k^\top C^{-1} k` (seed 000 eq. 28, R&W eq. 2.26), same shape as ``k_star_star``.
+    """
+    mean = K_star.T @ fac.alpha
+    V = solve_triangular(fac.L, K_star, lower=True, check_finite=False)
+    if np.ndim(k_star_star) == 1:
+        var = k_star_star - np.sum(V * V, axis=0)
+        return mean, np.maximum(var, 0.0)
+    return mean, k_star_star - V.T @ V
+
+
+def loo_log_density(fac: GaussianFactor) -> np.ndarray:
+    r"""Exact leave-one-out log predictive densities :math:`\log p(t_i \mid t_{-i})`, R&W (5.10)–(5.12).
+
+    These are the pointwise terms for PSIS-LOO of a non-factorising Gaussian model (Bürkner,
+    Gabry & Vehtari 2021).
+    """
+    Linv = solve_triangular(fac.L, np.eye(fac.L.shape[0]), lower=True, check_finite=False)
+    cinv_diag = np.sum(Linv * Linv, axis=0)
+    var = 1.0 / cinv_diag
+    resid = fac.alpha / cinv_diag  # t_i - mu_i
+    return -0.5 * np.log(var) - 0.5 * resid**2 / var - 0.5 * LOG_2PI

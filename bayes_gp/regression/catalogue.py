@@ -1,0 +1,147 @@
+r"""Named kernels for :class:`~bayes_gp.GPRegression`, with default hyperpriors scaled to the data.
+
+Default priors are weakly informative on the scale of the data (seed 002 §3.3.1: zero mean after
+standardising, which here is a constant mean at the sample mean):
+
+* length-scale :math:`\ell_d \sim \mathrm{LogNormal}(\log(R_d/3), 1)` with :math:`R_d` the range of
+  input :math:`d` (95% of the mass in :math:`[0.05R_d, 2.5R_d]`);
+* amplitude :math:`\eta \sim \mathrm{HalfNormal}(s_y)` and noise :math:`\sigma \sim
+  \mathrm{HalfNormal}(s_y)`, with :math:`s_y` the standard deviation of the outputs;
+* kernel-specific ones (``alpha``, ``period``, PRML ``theta``) below.
+
+All positive parameters are sampled on the log scale by PyMC, so rescaling the data shifts them
+by a constant and does not change the geometry NUTS sees: standardising happens in the priors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+
+from bayes_gp import kernels as K
+
+__all__ = ["DataScale", "KernelSpec", "KERNELS", "default_prior"]
+
+
+@dataclass(frozen=True)
+class DataScale:
+    """Summary statistics of the training data used to scale the default priors."""
+
+    x_range: np.ndarray  # (D,)
+    x_sd: np.ndarray  # (D,)
+    x_sq_mean: float  # mean of |x|^2 over the data
+    y_mean: float
+    y_sd: float
+
+    @classmethod
+    def of(cls, X: np.ndarray, y: np.ndarray) -> DataScale:
+        rng = np.ptp(X, axis=0)
+        sd = X.std(axis=0)
+        tiny = np.finfo(float).tiny
+        y_sd = float(y.std())
+        return cls(
+            x_range=np.where(rng > 0, rng, 1.0),
+            x_sd=np.where(sd > 0, sd, 1.0),
+            x_sq_mean=max(float(np.mean(np.sum(X**2, axis=1))), tiny),
+            y_mean=float(y.mean()),
+            y_sd=y_sd if y_sd > 0 else 1.0,
+        )
+
+
+def _ls_prior(name, s: DataScale, ard: bool):
+    mu = np.log(s.x_range / 3.0) if ard else float(np.log(np.mean(s.x_range) / 3.0))
+    return pm.LogNormal(name, mu=_f64(mu), sigma=_f64(1.0), dims="feature" if ard else None)
+
+
+def _f64(x):
+    """NumPy float64: PyTensor would autocast a Python float such as ``2.0`` to float32 (and
+    evaluate e.g. ``gammaln(alpha)`` of the prior's log-density in single precision)."""
+    return np.asarray(x, dtype=np.float64)
+
+
+_DEFAULT_PRIORS: dict[str, Callable] = {
+    "ls": _ls_prior,
+    "eta": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd)),
+    "sigma": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd)),
+    "alpha": lambda name, s, ard: pm.Gamma(name, alpha=_f64(2.0), beta=_f64(1.0)),
+    "period": lambda name, s, ard: pm.LogNormal(
+        name, mu=_f64(np.log(np.mean(s.x_range) / 4.0)), sigma=_f64(1.0)
+    ),
+    # PRML kernel (seed 000 eq. 24): theta0 = signal variance, theta1 = 1/ls^2 (ARD: eta_d),
+    # theta2 = constant (bias) variance, theta3 = linear-term variance.
+    "theta0": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd**2)),
+    "theta1": lambda name, s, ard: pm.LogNormal(
+        name,
+        mu=_f64(-2.0 * np.log((s.x_range if ard else np.mean(s.x_range)) / 3.0)),
+        sigma=_f64(2.0),
+        dims="feature" if ard else None,
+    ),
+    "theta2": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd**2)),
+    "theta3": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd**2 / s.x_sq_mean)),
+}
+
+
+def default_prior(name: str, scale: DataScale, ard: bool):
+    """Create the default prior of hyperparameter ``name`` inside the current model."""
+    return _DEFAULT_PRIORS[name](name, scale, ard)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A named kernel: its hyperparameters and how to build the covariance from them.
+
+    ``build(D, h)`` gets the input dimension and a dict of hyperparameters (random variables or
+    numbers) and returns the covariance function *including* its amplitude.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    build: Callable
+    ard_params: tuple[str, ...] = ("ls",)
+    equation: str = ""
+
+
+def _stationary(cls, **fixed):
+    def build(D, h):
+        return h["eta"] ** 2 * cls(D, ls=h["ls"], **fixed)
+
+    return build
+
+
+KERNELS: dict[str, KernelSpec] = {
+    "expquad": KernelSpec("expquad", ("ls", "eta"), _stationary(K.ExpQuad), equation="R&W (4.9)"),
+    "matern12": KernelSpec(
+        "matern12", ("ls", "eta"), _stationary(K.Matern12), equation="R&W (4.16)"
+    ),
+    "exponential": KernelSpec(
+        "exponential", ("ls", "eta"), _stationary(K.Exponential), equation="R&W §4.2.1"
+    ),
+    "matern32": KernelSpec(
+        "matern32", ("ls", "eta"), _stationary(K.Matern32), equation="R&W (4.17a)"
+    ),
+    "matern52": KernelSpec(
+        "matern52", ("ls", "eta"), _stationary(K.Matern52), equation="R&W (4.17b)"
+    ),
+    "ratquad": KernelSpec(
+        "ratquad",
+        ("ls", "eta", "alpha"),
+        lambda D, h: h["eta"] ** 2 * K.RatQuad(D, alpha=h["alpha"], ls=h["ls"]),
+        equation="R&W (4.19)",
+    ),
+    "periodic": KernelSpec(
+        "periodic",
+        ("ls", "eta", "period"),
+        lambda D, h: h["eta"] ** 2 * K.Periodic(D, period=h["period"], ls=h["ls"]),
+        equation="R&W (4.31)",
+    ),
+    "prml": KernelSpec(
+        "prml",
+        ("theta0", "theta1", "theta2", "theta3"),
+        lambda D, h: K.PRMLKernel(D, h["theta0"], h["theta1"], h["theta2"], h["theta3"]),
+        ard_params=("theta1",),
+        equation="seed 000 (24), PRML (6.63)",
+    ),
+}
