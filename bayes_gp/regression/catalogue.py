@@ -22,6 +22,7 @@ import numpy as np
 import pymc as pm
 
 from bayes_gp import kernels as K
+from bayes_gp._validation import f64
 
 __all__ = ["DataScale", "KernelSpec", "KERNELS", "default_prior"]
 
@@ -53,34 +54,28 @@ class DataScale:
 
 def _ls_prior(name, s: DataScale, ard: bool):
     mu = np.log(s.x_range / 3.0) if ard else float(np.log(np.mean(s.x_range) / 3.0))
-    return pm.LogNormal(name, mu=_f64(mu), sigma=_f64(1.0), dims="feature" if ard else None)
-
-
-def _f64(x):
-    """NumPy float64: PyTensor would autocast a Python float such as ``2.0`` to float32 (and
-    evaluate e.g. ``gammaln(alpha)`` of the prior's log-density in single precision)."""
-    return np.asarray(x, dtype=np.float64)
+    return pm.LogNormal(name, mu=f64(mu), sigma=f64(1.0), dims="feature" if ard else None)
 
 
 _DEFAULT_PRIORS: dict[str, Callable] = {
     "ls": _ls_prior,
-    "eta": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd)),
-    "sigma": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd)),
-    "alpha": lambda name, s, ard: pm.Gamma(name, alpha=_f64(2.0), beta=_f64(1.0)),
+    "eta": lambda name, s, ard: pm.HalfNormal(name, sigma=f64(s.y_sd)),
+    "sigma": lambda name, s, ard: pm.HalfNormal(name, sigma=f64(s.y_sd)),
+    "alpha": lambda name, s, ard: pm.Gamma(name, alpha=f64(2.0), beta=f64(1.0)),
     "period": lambda name, s, ard: pm.LogNormal(
-        name, mu=_f64(np.log(np.mean(s.x_range) / 4.0)), sigma=_f64(1.0)
+        name, mu=f64(np.log(np.mean(s.x_range) / 4.0)), sigma=f64(1.0)
     ),
     # PRML kernel (seed 000 eq. 24): theta0 = signal variance, theta1 = 1/ls^2 (ARD: eta_d),
     # theta2 = constant (bias) variance, theta3 = linear-term variance.
-    "theta0": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd**2)),
+    "theta0": lambda name, s, ard: pm.HalfNormal(name, sigma=f64(s.y_sd**2)),
     "theta1": lambda name, s, ard: pm.LogNormal(
         name,
-        mu=_f64(-2.0 * np.log((s.x_range if ard else np.mean(s.x_range)) / 3.0)),
-        sigma=_f64(2.0),
+        mu=f64(-2.0 * np.log((s.x_range if ard else np.mean(s.x_range)) / 3.0)),
+        sigma=f64(2.0),
         dims="feature" if ard else None,
     ),
-    "theta2": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd**2)),
-    "theta3": lambda name, s, ard: pm.HalfNormal(name, sigma=_f64(s.y_sd**2 / s.x_sq_mean)),
+    "theta2": lambda name, s, ard: pm.HalfNormal(name, sigma=f64(s.y_sd**2)),
+    "theta3": lambda name, s, ard: pm.HalfNormal(name, sigma=f64(s.y_sd**2 / s.x_sq_mean)),
 }
 
 

@@ -24,11 +24,11 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 
+from bayes_gp._validation import f64
 from bayes_gp.inference.typeii import MapFit, optimize
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
 from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
-from bayes_gp.regression.catalogue import _f64 as f64
 
 __all__ = ["GPRegression", "Prediction"]
 
@@ -171,7 +171,12 @@ class GPRegression:
         if name in self.priors:
             p = self.priors[name]
             if isinstance(p, pt.TensorVariable):  # an unnamed pm.X.dist(...)
-                return self.model_ctx.register_rv(p, name, dims="feature" if ard else None)
+                dims = "feature" if ard else None
+                return pm.modelcontext(None).register_rv(p, name, dims=dims)
+            if not callable(p):
+                raise TypeError(
+                    f"`priors[{name!r}]` must be a callable f(name) or an unnamed pm.X.dist(...)"
+                )
             return p(name)
         return default_prior(name, self.scale, ard)
 
@@ -179,7 +184,6 @@ class GPRegression:
         D = self.X.shape[1]
         coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
         with pm.Model(coords=coords) as model:
-            self.model_ctx = model
             if self.spec is None:
                 cov = self.kernel(D)
                 if not isinstance(cov, pm.gp.cov.BaseCovariance):
@@ -196,7 +200,6 @@ class GPRegression:
             gp.marginal_likelihood(
                 "y", X=self.X, y=self.y, sigma=sigma, jitter=self.jitter, dims="obs"
             )
-        del self.model_ctx
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
         return model
 

@@ -249,3 +249,21 @@ def test_bad_prediction_input():
         model.log_marginal_likelihood({"ls": 1.0})
     with pytest.raises(ValueError, match="NaN"):
         model.predict(np.full((2, 2), np.nan), fit)
+
+
+def test_prior_overrides_by_callable_or_distribution():
+    X, y = _data(n=15, seed=6)
+    model = GPRegression(
+        X,
+        y,
+        "ratquad",
+        priors={
+            "ls": pm.Gamma.dist(np.float64(2.0), np.float64(2.0)),
+            "alpha": lambda n: pm.Exponential(n, 1.0),
+        },
+    )
+    assert model.hyperparameters == ["ls", "eta", "alpha", "sigma"]
+    assert isinstance(model.model["ls"].owner.op, type(pm.Gamma.dist(1.0, 1.0).owner.op))
+    assert isinstance(model.model["alpha"].owner.op, type(pm.Exponential.dist(1.0).owner.op))
+    with pytest.raises(TypeError, match="callable"):
+        GPRegression(X, y, "expquad", priors={"ls": 3.0})
