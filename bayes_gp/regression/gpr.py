@@ -167,7 +167,8 @@ class GPRegression:
         self._fns: dict = {}
 
     # ------------------------------------------------------------------ model
-    def _prior(self, name: str, ard: bool):
+    def _prior(self, name: str, ard: bool = False, default: Callable | None = None):
+        """The user's prior for ``name`` if given, else ``default(name)`` or the catalogue's."""
         if name in self.priors:
             p = self.priors[name]
             if isinstance(p, pt.TensorVariable):  # an unnamed pm.X.dist(...)
@@ -178,6 +179,8 @@ class GPRegression:
                     f"`priors[{name!r}]` must be a callable f(name) or an unnamed pm.X.dist(...)"
                 )
             return p(name)
+        if default is not None:
+            return default(name)
         return default_prior(name, self.scale, ard)
 
     def _build(self) -> pm.Model:
@@ -195,7 +198,7 @@ class GPRegression:
                 }
                 cov = self.spec.build(D, hyper)
             mean_func = self._mean_function(D)
-            sigma = self.noise if self.noise is not None else self._prior("sigma", False)
+            sigma = self.noise if self.noise is not None else self._prior("sigma")
             gp = pm.gp.Marginal(mean_func=mean_func, cov_func=cov)
             gp.marginal_likelihood(
                 "y", X=self.X, y=self.y, sigma=sigma, jitter=self.jitter, dims="obs"
@@ -213,20 +216,22 @@ class GPRegression:
         if m == "zero":
             return pm.gp.mean.Zero()
         if m == "constant":
-            c = self._prior_or("c", lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd)))
+            c = self._prior(
+                "c", default=lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd))
+            )
             return pm.gp.mean.Constant(c)
         if m == "linear":
-            slope = self._prior_or(
-                "slope", lambda n: pm.Normal(n, f64(0.0), f64(2 * s.y_sd / s.x_sd), dims="feature")
+            slope = self._prior(
+                "slope",
+                ard=True,
+                default=lambda n: pm.Normal(n, f64(0.0), f64(2 * s.y_sd / s.x_sd), dims="feature"),
             )
-            icpt = self._prior_or(
-                "intercept", lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd))
+            icpt = self._prior(
+                "intercept",
+                default=lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd)),
             )
             return pm.gp.mean.Linear(coeffs=slope, intercept=icpt)
         raise ValueError(f"`mean` must be None, 'zero', 'constant', 'linear' or a Mean, got {m!r}")
-
-    def _prior_or(self, name, default):
-        return self.priors[name](name) if name in self.priors else default(name)
 
     @property
     def hyperparameters(self) -> list[str]:
@@ -234,32 +239,58 @@ class GPRegression:
         return [rv.name for rv in self.model.free_RVs]
 
     # --------------------------------------------------------- numeric graphs
-    def _numeric(self, with_new: bool):
-        """Compiled NumPy function ``(params..., [Xnew]) -> (m, C, [K*, k**, m*])``."""
-        if with_new in self._fns:
-            return self._fns[with_new]
-        rvs = self.model.free_RVs
-        holders = [rv.type() for rv in rvs]
+    def _compiled(self, key: str, build: Callable):
+        """Compile ``build(Xn) -> outputs`` as a NumPy function of ``(params..., Xn)``.
+
+        The model's free random variables are replaced by plain inputs, so the same kernel and
+        mean graphs as in the PyMC model are evaluated at given hyperparameter values.
+        """
+        if key not in self._fns:
+            rvs = self.model.free_RVs
+            holders = [rv.type() for rv in rvs]
+            Xn = pt.dmatrix("X_new")
+            outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
+            self._fns[key] = pytensor.function(
+                [*holders, Xn], outs, mode=EAGER_MODE, on_unused_input="ignore"
+            )
+        return self._fns[key]
+
+    def _mean(self, X):
+        return pt.as_tensor_variable(self._mean_func(X)) * pt.ones(X.shape[0])
+
+    def _train(self, values):
+        """Prior mean ``m`` and observation covariance ``C = K + (sigma^2 + jitter) I``."""
         X = pt.as_tensor_variable(self.X)
         n = self.X.shape[0]
-        outs = [
-            pt.as_tensor_variable(self._mean_func(X)) * pt.ones(n),
-            self._cov(X) + (pt.square(self._sigma) + self.jitter) * pt.eye(n),
-        ]
-        inputs = list(holders)
-        if with_new:
-            Xn = pt.dmatrix("X_new")
-            inputs.append(Xn)
-            outs += [
-                self._cov(X, Xn),
-                self._cov(Xn, diag=True),
-                pt.as_tensor_variable(self._mean_func(Xn)) * pt.ones(Xn.shape[0]),
-                pt.square(self._sigma) * pt.ones(()),
+
+        def build(_):
+            C = self._cov(X) + (pt.square(self._sigma) + self.jitter) * pt.eye(n)
+            return [self._mean(X), C]
+
+        return self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))
+
+    def _new(self, values, Xn):
+        """``(m, C, K(X, Xn), diag K(Xn), m(Xn), sigma^2)``."""
+        X = pt.as_tensor_variable(self.X)
+        n = self.X.shape[0]
+
+        def build(Xv):
+            C = self._cov(X) + (pt.square(self._sigma) + self.jitter) * pt.eye(n)
+            s2 = pt.square(self._sigma) * pt.ones(())
+            return [
+                self._mean(X),
+                C,
+                self._cov(X, Xv),
+                self._cov(Xv, diag=True),
+                self._mean(Xv),
+                s2,
             ]
-        outs = graph_replace(outs, dict(zip(rvs, holders, strict=True)), strict=False)
-        fn = pytensor.function(inputs, outs, mode=EAGER_MODE, on_unused_input="ignore")
-        self._fns[with_new] = fn
-        return fn
+
+        return self._compiled("new", build)(*values, Xn)
+
+    def _cov_new(self, values, Xn):
+        """Prior covariance ``K(Xn, Xn)``."""
+        return self._compiled("new_full", lambda Xv: self._cov(Xv))(*values, Xn)
 
     def _values(self, params: Mapping[str, Any]) -> list[np.ndarray]:
         missing = [name for name in self.hyperparameters if name not in params]
@@ -275,7 +306,7 @@ class GPRegression:
         params : dict
             Hyperparameter values on the data's scale, by name (see :attr:`hyperparameters`).
         """
-        m, C = self._numeric(False)(*self._values(params))
+        m, C = self._train(self._values(params))
         return log_marginal_likelihood(factorize(C, self.y - m))
 
     # ---------------------------------------------------------------- fitting
@@ -338,7 +369,7 @@ class GPRegression:
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo)
 
     def _pointwise_loo(self, values: list[np.ndarray]) -> np.ndarray:
-        m, C = self._numeric(False)(*values)
+        m, C = self._train(values)
         return loo_log_density(factorize(C, self.y - m))
 
     # ------------------------------------------------------------- prediction
@@ -351,7 +382,7 @@ class GPRegression:
         return Xn
 
     def _predict_at(self, values, Xn, diag: bool, include_noise: bool):
-        m, C, Ks, kss_diag, ms, s2 = self._numeric(True)(*values, Xn)
+        m, C, Ks, kss_diag, ms, s2 = self._new(values, Xn)
         fac = factorize(C, self.y - m)
         if diag:
             mean, var = predict(fac, Ks, kss_diag)
@@ -365,17 +396,6 @@ class GPRegression:
             if cov is not None:
                 cov = cov + s2 * np.eye(cov.shape[0])
         return ms + mean, var, cov
-
-    def _cov_new(self, values, Xn):
-        if "full_new" not in self._fns:
-            rvs = self.model.free_RVs
-            holders = [rv.type() for rv in rvs]
-            Xv = pt.dmatrix("X_new")
-            out = graph_replace(self._cov(Xv), dict(zip(rvs, holders, strict=True)), strict=False)
-            self._fns["full_new"] = pytensor.function(
-                [*holders, Xv], out, mode=EAGER_MODE, on_unused_input="ignore"
-            )
-        return self._fns["full_new"](*values, Xn)
 
     def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False) -> Prediction:
         """Predictive distribution of :math:`f_*` (or :math:`t_*` with ``include_noise``).
@@ -441,7 +461,7 @@ class GPRegression:
             else:
                 values = self._values(params)
             K = self._cov_new(values, Xn)
-            *_, ms, _ = self._numeric(True)(*values, Xn)
+            ms = self._compiled("new_mean", self._mean)(*values, Xn)
             L, _ = jittered_cholesky(K)
             out.append(ms + L @ rng.standard_normal(Xn.shape[0]))
         return np.array(out)
