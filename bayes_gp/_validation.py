@@ -21,6 +21,8 @@ __all__ = [
     "check_integer_in",
     "as_parameter",
     "f64",
+    "check_per_dim",
+    "fixed_scalar",
 ]
 
 
@@ -110,3 +112,18 @@ def f64(x) -> np.ndarray:
     float64 values keep double precision.
     """
     return np.asarray(x, dtype=np.float64)
+
+
+def check_per_dim(name: str, value: Any, n_dims: int, what: str = "active dimension(s)") -> None:
+    """A known vector parameter must have one entry per dimension (or a single entry)."""
+    arr = constant_value(value)
+    if arr is not None and arr.ndim == 1 and arr.shape[0] not in (1, n_dims):
+        raise ValueError(f"`{name}` has {arr.shape[0]} entries but the kernel has {n_dims} {what}")
+
+
+def fixed_scalar(name: str, value: Any) -> float:
+    """``value`` as a float; it must be a finite number known at build time (not a variable)."""
+    arr = constant_value(value)
+    if arr is None or arr.ndim != 0 or not np.isfinite(arr):
+        raise ValueError(f"`{name}` must be a fixed finite number (not a random variable)")
+    return float(arr)

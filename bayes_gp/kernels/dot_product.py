@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytensor.tensor as pt
 
-from bayes_gp._validation import as_parameter, check_integer_in, check_nonnegative, constant_value
+from bayes_gp._validation import (
+    as_parameter,
+    check_integer_in,
+    check_nonnegative,
+    check_per_dim,
+    constant_value,
+)
 from bayes_gp.kernels.base import Kernel
 from bayes_gp.linalg import NotPSDWarning, assert_psd
 
@@ -207,12 +213,7 @@ class PRMLKernel(Kernel):
             if known is not None and known.ndim != 0:
                 raise ValueError(f"`{name}` must be a scalar, got shape {known.shape}")
         super().__init__(input_dim, active_dims)
-        known = constant_value(theta1)
-        if known is not None and known.ndim == 1 and known.shape[0] not in (1, self.n_dims):
-            raise ValueError(
-                f"`theta1` has {known.shape[0]} entries but the kernel has {self.n_dims} active "
-                "dimension(s)"
-            )
+        check_per_dim("theta1", theta1, self.n_dims)
         self.theta0 = as_parameter(theta0)
         self.theta1 = as_parameter(theta1)
         self.theta2 = as_parameter(theta2)

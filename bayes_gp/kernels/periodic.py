@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytensor.tensor as pt
 
-from bayes_gp._validation import as_parameter, check_integer_in, check_positive, constant_value
+from bayes_gp._validation import as_parameter, check_integer_in, check_per_dim, check_positive
 from bayes_gp.kernels.base import Kernel, Stationary
 from bayes_gp.kernels.metrics import LengthScale, Metric, pairwise_diff
 
@@ -62,12 +62,7 @@ class Periodic(Stationary):
                 "`metric`: Periodic accepts only isotropic or ARD length-scales (`ls`), not a "
                 "factor-analysis metric"
             )
-        known = constant_value(period)
-        if known is not None and known.ndim == 1 and known.shape[0] not in (1, self.n_dims):
-            raise ValueError(
-                f"`period` has {known.shape[0]} entries but the kernel has {self.n_dims} active "
-                "dimension(s)"
-            )
+        check_per_dim("period", period, self.n_dims)
         self.period = as_parameter(period)
 
     def square_dist(self, X, Xs=None):
@@ -116,12 +111,7 @@ class Periodized(Kernel):
         check_positive("period", period)
         n_images = check_integer_in("n_images", n_images, range(0, 1001))
         super().__init__(base.input_dim, base.active_dims)
-        known = constant_value(period)
-        if known is not None and known.ndim == 1 and known.shape[0] not in (1, self.n_dims):
-            raise ValueError(
-                f"`period` has {known.shape[0]} entries but the kernel has {self.n_dims} active "
-                "dimension(s)"
-            )
+        check_per_dim("period", period, self.n_dims)
         if (self.n_dims > 1) and (2 * n_images + 1) ** self.n_dims > 100_000:
             raise ValueError(
                 f"`n_images`={n_images} in {self.n_dims} dimensions needs "

@@ -19,7 +19,7 @@ from bayes_gp._validation import (
     check_in_interval,
     check_integer_in,
     check_positive,
-    constant_value,
+    fixed_scalar,
 )
 from bayes_gp.kernels.base import Stationary, safe_sqrt
 from bayes_gp.kernels.metrics import Metric
@@ -152,17 +152,15 @@ class Matern(Stationary):
         metric: Metric | None = None,
         method: str = "auto",
     ):
-        known = constant_value(nu)
-        if known is None or known.ndim != 0:
-            raise ValueError("`nu` must be a fixed positive number (not a random variable)")
-        check_positive("nu", nu)
+        known = fixed_scalar("nu", nu)
+        check_positive("nu", known)
         if method not in ("auto", "bessel", "closed"):
             raise ValueError(f"`method` must be 'auto', 'bessel' or 'closed', got {method!r}")
-        half_integer = float(known - 0.5).is_integer()
+        half_integer = (known - 0.5).is_integer()
         if method == "closed" and not half_integer:
-            raise ValueError(f"`method='closed'` needs a half-integer `nu`, got {float(known)}")
+            raise ValueError(f"`method='closed'` needs a half-integer `nu`, got {known}")
         super().__init__(input_dim, ls, ls_inv, active_dims, metric=metric)
-        self.nu = float(known)
+        self.nu = known
         self.method = "closed" if (method == "auto" and half_integer) else method
         if method == "auto" and not half_integer:
             self.method = "bessel"
@@ -365,16 +363,14 @@ class BesselOscillatory(Stationary):
         *,
         metric: Metric | None = None,
     ):
-        known = constant_value(nu)
-        if known is None or known.ndim != 0 or not np.isfinite(known):
-            raise ValueError("`nu` must be a fixed finite number (not a random variable)")
+        known = fixed_scalar("nu", nu)
         super().__init__(input_dim, ls, ls_inv, active_dims, metric=metric)
         if known < (self.n_dims - 2) / 2.0 or known < 0:
             raise ValueError(
-                f"`nu`={float(known)}: the Bessel kernel is valid in {self.n_dims} dimension(s) only "
+                f"`nu`={known}: the Bessel kernel is valid in {self.n_dims} dimension(s) only "
                 f"for nu >= {max((self.n_dims - 2) / 2.0, 0.0)}"
             )
-        self.nu = float(known)
+        self.nu = known
 
     def full_from_distance(self, dist, squared=False):
         r2 = dist if squared else pt.square(dist)
