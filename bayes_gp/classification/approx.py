@@ -61,7 +61,9 @@ def laplace_mode(
         return -0.5 * a @ f + np.sum(log_lik_derivatives(link, y, f)[0])
 
     obj = psi(a, f)
-    for it in range(1, max_iter + 1):
+    n_iter = 0
+    for _ in range(max_iter):
+        n_iter += 1
         _, d1, d2, _ = log_lik_derivatives(link, y, f)
         W = -d2  # line 4
         sW = np.sqrt(W)
@@ -87,7 +89,7 @@ def laplace_mode(
     sW = np.sqrt(-d2)
     L = _chol(np.eye(n) + sW[:, None] * K * sW[None, :])
     log_q = -0.5 * a @ f + np.sum(logp) - np.sum(np.log(np.diag(L)))  # line 10, eq. 3.32
-    return LaplaceState(f, a, sW, L, d1, d3, float(log_q), it)
+    return LaplaceState(f, a, sW, L, d1, d3, float(log_q), n_iter)
 
 
 def laplace_grad(state: LaplaceState, K: np.ndarray, dK: list[np.ndarray]) -> np.ndarray:
@@ -166,7 +168,9 @@ def ep_run(K: np.ndarray, y: np.ndarray, *, tol: float = 1e-8, max_sweeps: int =
     Sigma = K.copy()
     mu = np.zeros(n)
     log_z_old = -np.inf
-    for sweep in range(1, max_sweeps + 1):
+    n_sweeps = 0
+    for _ in range(max_sweeps):
+        n_sweeps += 1
         for i in range(n):
             tau_c = 1.0 / Sigma[i, i] - tau_t[i]  # line 6: cavity
             nu_c = mu[i] / Sigma[i, i] - nu_t[i]
@@ -192,7 +196,7 @@ def ep_run(K: np.ndarray, y: np.ndarray, *, tol: float = 1e-8, max_sweeps: int =
         if abs(log_z - log_z_old) < tol:
             break
         log_z_old = log_z
-    return EPState(nu_t, tau_t, L, sS, mu, Sigma, log_z, sweep)
+    return EPState(nu_t, tau_t, L, sS, mu, Sigma, log_z, n_sweeps)
 
 
 def ep_grad(state: EPState, K: np.ndarray, dK: list[np.ndarray]) -> np.ndarray:

@@ -18,6 +18,12 @@ kernel                 formula                                      source
 ``Sigmoid``            :math:`\tanh(a x^\top x' + b)` (not PSD)     seed 000 (13)
 ``PRMLKernel``         :math:`\theta_0 e^{-\theta_1\|x-x'\|^2/2} + \theta_2 + \theta_3 x^\top x'`  seed 000 (24)
 ``BasisFunction``      :math:`\phi(x)^\top\Sigma_p\phi(x')`         seed 004 (11), seed 000 (19)
+``NeuralNetwork``      arcsine, :math:`\tilde x = (1, x)`           R&W (4.29)
+``GaussianBasis``      Gaussian basis functions (envelope × SE)     R&W (4.30)
+``Gibbs``              variable length-scales :math:`\ell_d(x)`     R&W (4.32)
+``PaciorekSchervish``  :math:`\Sigma(x)`, :math:`k_S(\sqrt{Q_{ij}})`  R&W (4.33), (4.34)
+``OHagan``             :math:`\phi(x)^\top W_0\phi(x')k_w(x, x')`    R&W §4.2.3
+``Wiener``             :math:`\min(x, x')`, :math:`x \ge 0`          R&W §4.2.3
 =====================  ===========================================  ==========================
 
 Constructions (R&W §4.2.4): ``Normalized``, ``VerticalScale``, ``Warped``, ``Power``, ``Additive``;
@@ -30,6 +36,14 @@ from bayes_gp.kernels.constructions import Additive, Normalized, Power, Vertical
 from bayes_gp.kernels.dot_product import BasisFunction, DotProduct, Polynomial, PRMLKernel, Sigmoid
 from bayes_gp.kernels.features import multi_indices, polynomial_features
 from bayes_gp.kernels.metrics import FactorAnalysis, LengthScale, Metric
+from bayes_gp.kernels.nonstationary import (
+    GaussianBasis,
+    Gibbs,
+    NeuralNetwork,
+    OHagan,
+    PaciorekSchervish,
+    Wiener,
+)
 from bayes_gp.kernels.periodic import Periodic, Periodized
 from bayes_gp.kernels.stationary import (
     BesselOscillatory,
@@ -67,6 +81,12 @@ __all__ = [
     "Sigmoid",
     "PRMLKernel",
     "BasisFunction",
+    "NeuralNetwork",
+    "GaussianBasis",
+    "Gibbs",
+    "PaciorekSchervish",
+    "OHagan",
+    "Wiener",
     "Normalized",
     "VerticalScale",
     "Warped",

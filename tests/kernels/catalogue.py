@@ -44,6 +44,19 @@ def _sin_feats(X):
     return pt.concatenate([pt.sin(X), pt.cos(2.0 * X), X], axis=1)
 
 
+def _ps_sigma(ls, c):
+    """Sigma(x) = L(x) L(x)^T with a lower-triangular L(x): a smooth PD matrix field, (n, 2, 2)."""
+
+    def sigma(X):
+        l11 = ls[0] * pt.exp(0.3 * pt.tanh(X[:, 0]))
+        l21 = c * pt.tanh(X[:, 1])
+        l22 = ls[1] * pt.exp(0.2 * pt.sin(X[:, 1]))
+        s00, s01, s11 = pt.square(l11), l11 * l21, pt.square(l21) + pt.square(l22)
+        return pt.stack([pt.stack([s00, s01], axis=-1), pt.stack([s01, s11], axis=-1)], axis=1)
+
+    return sigma
+
+
 CASES: list[Case] = [
     Case("ExpQuad", lambda p: K.ExpQuad(2, ls=p["ls"]), {"ls": [0.8, 1.7]}),
     Case("Matern12", lambda p: K.Matern12(2, ls=p["ls"]), {"ls": [0.8, 1.7]}),
@@ -168,6 +181,53 @@ CASES: list[Case] = [
         ),
         {"ls": [0.8, 1.7]},
         stationary=False,
+    ),
+    # --- non-stationary kernels, R&W §4.2.3 -----------------------------------------------------
+    Case(
+        "NeuralNetwork",
+        lambda p: K.NeuralNetwork(2, Sigma=p["Sigma"]),
+        {"Sigma": [1.0, 2.0, 0.5]},
+        stationary=False,
+        positive=("Sigma",),
+    ),
+    Case(
+        "GaussianBasis",
+        lambda p: K.GaussianBasis(2, sigma_g=p["sigma_g"], sigma_u=p["sigma_u"]),
+        {"sigma_g": 0.8, "sigma_u": 1.5},
+        stationary=False,
+        positive=("sigma_g", "sigma_u"),
+    ),
+    Case(
+        "Gibbs",
+        lambda p: K.Gibbs(2, lambda X: p["ls"] * pt.exp(0.4 * pt.tanh(X))),
+        {"ls": [0.8, 1.7]},
+        stationary=False,
+    ),
+    Case(
+        "PaciorekSchervish",
+        lambda p: K.PaciorekSchervish(2, K.Matern52(2, ls=1.0), _ps_sigma(p["ls"], p["c"])),
+        {"ls": [0.8, 1.2], "c": 0.5},
+        stationary=False,
+    ),
+    Case(
+        "OHagan",
+        lambda p: K.OHagan(
+            2,
+            lambda X: pt.concatenate([pt.ones_like(X[:, :1]), X], axis=1),
+            W0=p["W0"],
+            base=K.ExpQuad(2, ls=p["ls"]),
+        ),
+        {"W0": [1.0, 0.5, 0.8], "ls": [0.8, 1.7]},
+        stationary=False,
+        positive=("W0", "ls"),
+    ),
+    Case(
+        # min(x, x') needs x >= 0: the property inputs lie in [-2, 2], so warp x0 -> exp(a x0) > 0
+        "Wiener",
+        lambda p: K.Warped(K.Wiener(1), lambda X: pt.exp(p["a"] * X), input_dim=2, active_dims=[0]),
+        {"a": 0.7},
+        stationary=False,
+        positive=("a",),
     ),
 ]
 
