@@ -6,6 +6,8 @@ kernels
     The kernel catalogue (R&W ch. 4, PRML ch. 6): PyMC covariance functions.
 regression
     ``GPRegression``: the GP regression model, named kernels and default hyperpriors.
+classification
+    ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
 inference
     Type-II fits (ML-II, MAP) with restarts, NUTS backends.
 predictive
@@ -15,6 +17,7 @@ linalg
 """
 
 from bayes_gp import inference, kernels
+from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.inference import MapFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.regression import GPRegression, Prediction
@@ -23,6 +26,8 @@ __all__ = [
     "kernels",
     "inference",
     "GPRegression",
+    "GPClassifier",
+    "ClassifierFit",
     "Prediction",
     "MapFit",
     "check_psd",

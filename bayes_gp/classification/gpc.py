@@ -1,0 +1,452 @@
+r"""Binary GP classification with a latent GP and a sigmoid link (seed 001 §5, R&W ch. 3).
+
+.. math::
+   f \sim GP(0, k_\theta), \qquad p(y = +1 \mid f) = \sigma(f),
+
+with :math:`\sigma` the logistic or the probit function. The predictive probability
+:math:`\int \sigma(f_*) p(f_* \mid X, y, x_*) df_*` is intractable (seed 001 §5): it is computed by
+Monte Carlo over NUTS draws (:meth:`GPClassifier.sample`), or from a Gaussian approximation of the
+latent posterior, Laplace (:meth:`GPClassifier.fit_laplace`) or EP (:meth:`GPClassifier.fit_ep`),
+whose hyperparameters are fitted by type-II maximisation of the approximate evidence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import xarray as xr
+from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.initial_point import make_initial_point_fn
+from pytensor.graph.replace import graph_replace
+from scipy import optimize as sopt
+from scipy.linalg import cho_solve, solve_triangular
+
+from bayes_gp._validation import f64
+from bayes_gp.classification.approx import ep_grad, ep_run, laplace_grad, laplace_mode
+from bayes_gp.classification.likelihoods import LINKS, average_probability, log_lik_derivatives
+from bayes_gp.inference.typeii import Restart
+from bayes_gp.linalg import EAGER_MODE, jittered_cholesky
+from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
+from bayes_gp.regression.gpr import _as_inputs
+
+__all__ = ["GPClassifier", "ClassifierFit"]
+
+
+@dataclass(frozen=True)
+class ClassifierFit:
+    """A Laplace or EP approximation with type-II hyperparameters.
+
+    Attributes
+    ----------
+    method : {"laplace", "ep"}
+    params : dict
+        Kernel hyperparameters by name.
+    log_marginal_likelihood : float
+        Approximate log evidence: :math:`\\log q(y \\mid X, \\theta)` (Laplace, R&W eq. 3.32) or
+        :math:`\\log Z_{EP}` (R&W eq. 3.65).
+    objective : float
+        Maximised objective (the approximate evidence, plus the log prior when ``prior=True``).
+    restarts : list of Restart
+    grad_norm : float
+    state : LaplaceState or EPState
+    """
+
+    method: str
+    params: dict
+    log_marginal_likelihood: float
+    objective: float
+    prior: bool
+    state: Any
+    restarts: list = field(default_factory=list)
+    grad_norm: float = float("nan")
+    seconds: float = float("nan")
+
+
+class GPClassifier:
+    """Binary classifier with a latent GP, declared as a PyMC model.
+
+    Parameters
+    ----------
+    X : array_like (n,) or (n, D), or DataFrame
+    y : array_like (n,)
+        Two distinct labels (0/1, bool, strings, …); the larger (sorted) one is the positive class.
+    kernel : str
+        Catalogue name (``"expquad"``, ``"matern52"``, …; see ``bayes_gp.regression.KERNELS``).
+    link : {"logit", "probit"}
+    ard : bool
+        One length-scale per input.
+    priors : dict, optional
+        Overrides of the default hyperpriors (as in :class:`~bayes_gp.GPRegression`). The default
+        amplitude prior is :math:`\\eta \\sim \\mathrm{HalfNormal}(2)` (latent scale of a sigmoid).
+    jitter : float
+        The latent-GP jitter :math:`\\nu` added to the diagonal of :math:`K` (seed 001 §5).
+    """
+
+    def __init__(
+        self,
+        X,
+        y,
+        kernel: str = "expquad",
+        *,
+        link: str = "logit",
+        ard: bool = False,
+        priors: Mapping[str, Any] | None = None,
+        jitter: float = 1e-6,
+    ):
+        X, names = _as_inputs(X)
+        labels = np.asarray(getattr(y, "to_numpy", lambda: y)())
+        if labels.ndim != 1:
+            raise ValueError(f"`y` must be 1-D, got shape {labels.shape}")
+        if labels.shape[0] != X.shape[0]:
+            raise ValueError(f"`X` has {X.shape[0]} rows but `y` has {labels.shape[0]} labels")
+        if labels.dtype.kind == "f" and not np.all(np.isfinite(labels)):
+            raise ValueError("`y` contains NaN or infinite values")
+        if labels.dtype.kind == "O" and any(v is None for v in labels):
+            raise ValueError("`y` contains missing labels (None)")
+        classes = np.unique(labels)
+        if classes.size != 2:
+            what = "only one class" if classes.size == 1 else f"{classes.size} distinct labels"
+            raise ValueError(f"`y` must contain exactly two classes, got {what}")
+        if link not in LINKS:
+            raise ValueError(f"`link` must be one of {LINKS}, got {link!r}")
+        key = str(kernel).lower().replace("_", "").replace("-", "")
+        if key not in KERNELS or key == "prml":
+            raise ValueError(f"unknown kernel {kernel!r}; known: {sorted(set(KERNELS) - {'prml'})}")
+        self.spec = KERNELS[key]
+        self.X, self.feature_names = X, names
+        self.classes_ = classes
+        self.t = (labels == classes[1]).astype(int)
+        self.y_pm = 2.0 * self.t - 1.0
+        self.link = link
+        self.ard = bool(ard)
+        self.priors = dict(priors or {})
+        unknown = set(self.priors) - set(self.spec.params)
+        if unknown:
+            raise ValueError(f"`priors` has unknown names {sorted(unknown)}")
+        self.jitter = float(jitter)
+        self.scale = DataScale.of(X, self.y_pm)
+        self.model = self._build()
+        self._fns: dict = {}
+
+    # ------------------------------------------------------------------ model
+    def _build(self) -> pm.Model:
+        D = self.X.shape[1]
+        coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
+        with pm.Model(coords=coords) as model:
+            hyper = {}
+            for p in self.spec.params:
+                ard = self.ard and p in self.spec.ard_params
+                if p in self.priors:
+                    hyper[p] = self.priors[p](p)
+                elif p == "eta":
+                    hyper[p] = pm.HalfNormal(p, sigma=f64(2.0))
+                else:
+                    hyper[p] = default_prior(p, self.scale, ard)
+            cov = self.spec.build(D, hyper)
+            f = pm.gp.Latent(cov_func=cov).prior(
+                "f", X=self.X, reparameterize=True, jitter=self.jitter, dims="obs"
+            )
+            if self.link == "logit":
+                pm.Bernoulli("y", logit_p=f, observed=self.t, dims="obs")
+            else:
+                pm.Bernoulli("y", p=pm.math.invprobit(f), observed=self.t, dims="obs")
+        self._cov = cov
+        self._hyper_rvs = [model[p] for p in self.spec.params]
+        return model
+
+    @property
+    def hyperparameters(self) -> list[str]:
+        return [rv.name for rv in self._hyper_rvs]
+
+    def _at_values(self, key: str, build):
+        """Compile ``build(Xn)`` as a function of ``(hyperparameter values..., Xn)``."""
+        if key not in self._fns:
+            holders = [rv.type() for rv in self._hyper_rvs]
+            Xn = pt.dmatrix("X_new")
+            outs = graph_replace(
+                build(Xn), dict(zip(self._hyper_rvs, holders, strict=True)), strict=False
+            )
+            self._fns[key] = pytensor.function(
+                [*holders, Xn], outs, mode=EAGER_MODE, on_unused_input="ignore"
+            )
+        return self._fns[key]
+
+    def _grams(self, values, Xn):
+        X = pt.as_tensor_variable(self.X)
+        n = self.X.shape[0]
+
+        def build(Xv):
+            return [
+                self._cov(X) + self.jitter * pt.eye(n),
+                self._cov(X, Xv),
+                self._cov(Xv, diag=True),
+            ]
+
+        return self._at_values("grams", build)(*values, Xn)
+
+    def _values(self, params: Mapping[str, Any]) -> list[np.ndarray]:
+        missing = [n for n in self.hyperparameters if n not in params]
+        if missing:
+            raise ValueError(f"`params` is missing {missing}; expected {self.hyperparameters}")
+        return [np.asarray(params[n], float) for n in self.hyperparameters]
+
+    # ------------------------------------------------------------ type-II fits
+    def _objective_fn(self, prior: bool):
+        """Compiled ``v -> (K, dK/dv_j ..., log prior, d log prior/dv)`` in unconstrained space."""
+        key = ("objective", prior)
+        if key in self._fns:
+            return self._fns[key]
+        model = self.model
+        vv = [model.rvs_to_values[rv] for rv in self._hyper_rvs]
+        n = self.X.shape[0]
+        (K,) = model.replace_rvs_by_values([self._cov(pt.as_tensor_variable(self.X))])
+        K = K + self.jitter * pt.eye(n)
+        point = model.initial_point()
+        dKs = []
+        for v in vv:
+            size = int(np.size(point[v.name]))
+            for j in range(size):
+                e = np.zeros(size)
+                e[j] = 1.0
+                tangent = pt.constant(e.reshape(np.shape(point[v.name])))
+                dKs.append(pytensor.gradient.pushforward(K, v, tangent))
+        lp = model.logp(vars=self._hyper_rvs, jacobian=False) if prior else pt.zeros(())
+        dlp = pytensor.grad(lp, vv, disconnected_inputs="ignore")
+        fn = pytensor.function(vv, [K, *dKs, lp, *dlp], mode=EAGER_MODE)
+        constrained = pytensor.function(
+            vv, model.replace_rvs_by_values(self._hyper_rvs), mode=EAGER_MODE
+        )
+        self._fns[key] = (vv, fn, constrained, len(dKs))
+        return self._fns[key]
+
+    def _approximate(self, method: str, K: np.ndarray, warm=None):
+        if method == "laplace":
+            return laplace_mode(K, self.y_pm, self.link, f0=warm)
+        if self.link != "probit":
+            raise ValueError(
+                "EP is implemented for the probit link only (its tilted moments are closed-form); "
+                "use link='probit', or the Laplace approximation / NUTS for the logit link"
+            )
+        return ep_run(K, self.y_pm)
+
+    def _fit(self, method, n_restarts, prior, random_seed, params, maxiter) -> ClassifierFit:
+        t0 = time.perf_counter()
+        if params is not None:
+            K, _, _ = self._grams(self._values(params), np.zeros((0, self.X.shape[1])))
+            state = self._approximate(method, K)
+            return ClassifierFit(
+                method,
+                dict(params),
+                state.log_evidence,
+                state.log_evidence,
+                False,
+                state,
+                seconds=time.perf_counter() - t0,
+            )
+        vv, fn, constrained, n_grad = self._objective_fn(prior)
+        names = [v.name for v in vv]
+        ref = DictToArrayBijection.map({n: self.model.initial_point()[n] for n in names})
+
+        def unravel(x):
+            point = DictToArrayBijection.rmap(RaveledVars(x, ref.point_map_info))
+            return [point[n] for n in names]
+
+        cache: dict = {}
+
+        def neg(x):
+            out = fn(*unravel(x))
+            K, dK, lp, dlp = out[0], out[1 : 1 + n_grad], out[1 + n_grad], out[2 + n_grad :]
+            try:
+                state = self._approximate(
+                    method, K, cache.get("f") if method == "laplace" else None
+                )
+            except np.linalg.LinAlgError:
+                return np.inf, np.zeros_like(x)
+            grad = laplace_grad(state, K, dK) if method == "laplace" else ep_grad(state, K, dK)
+            grad = grad + np.concatenate([np.ravel(g) for g in dlp])
+            if method == "laplace":
+                cache["f"] = state.f
+            cache["state"] = state
+            obj = state.log_evidence + float(lp)
+            if not np.isfinite(obj):
+                return np.inf, np.zeros_like(x)
+            return -obj, -grad
+
+        def to_params(x):
+            return {
+                n: np.asarray(v).copy()
+                for n, v in zip(self.hyperparameters, constrained(*unravel(x)), strict=True)
+            }
+
+        rng = np.random.default_rng(random_seed)
+        draw = make_initial_point_fn(model=self.model, jitter_rvs=set(), default_strategy="prior")
+        starts = [ref.data]
+        while len(starts) < int(n_restarts):
+            pt_ = draw(int(rng.integers(2**31)))
+            starts.append(DictToArrayBijection.map({n: pt_[n] for n in names}).data)
+        results = []
+        for x0 in starts:
+            cache.clear()
+            res = sopt.minimize(
+                neg, x0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": 1e-6}
+            )
+            results.append((res, x0))
+        results.sort(key=lambda r: r[0].fun)
+        best = results[0][0]
+        cache.clear()
+        _, g = neg(best.x)
+        state = cache["state"]
+        restarts = [
+            Restart(
+                to_params(x0),
+                to_params(r.x),
+                -float(r.fun),
+                bool(r.success),
+                int(r.nit),
+                str(r.message),
+            )
+            for r, x0 in results
+        ]
+        return ClassifierFit(
+            method,
+            to_params(best.x),
+            state.log_evidence,
+            -float(best.fun),
+            bool(prior),
+            state,
+            restarts,
+            float(np.linalg.norm(g)),
+            time.perf_counter() - t0,
+        )
+
+    def fit_laplace(
+        self,
+        n_restarts: int = 3,
+        prior: bool = False,
+        random_seed: int | None = None,
+        *,
+        params: Mapping | None = None,
+        maxiter: int = 500,
+    ) -> ClassifierFit:
+        """Laplace approximation (R&W Algorithms 3.1, 3.2) with type-II hyperparameters.
+
+        Maximises :math:`\\log q(y \\mid X, \\theta)` (R&W eq. 3.32; plus the log prior with
+        ``prior=True``) with the gradients of R&W Algorithm 5.1, from ``n_restarts`` starting
+        points (the priors' support point and draws from the priors). With ``params`` given, no
+        optimisation: the approximation at exactly those hyperparameters.
+        """
+        return self._fit("laplace", n_restarts, prior, random_seed, params, maxiter)
+
+    def fit_ep(
+        self,
+        n_restarts: int = 3,
+        prior: bool = False,
+        random_seed: int | None = None,
+        *,
+        params: Mapping | None = None,
+        maxiter: int = 500,
+    ) -> ClassifierFit:
+        """Expectation propagation (R&W Algorithms 3.5, 3.6), probit link only, with type-II
+        hyperparameters maximising :math:`\\log Z_{EP}` (gradient R&W eq. 5.27)."""
+        return self._fit("ep", n_restarts, prior, random_seed, params, maxiter)
+
+    def sample(
+        self,
+        draws: int = 1000,
+        tune: int = 1000,
+        chains: int = 2,
+        sampler: str = "auto",
+        random_seed: int | None = None,
+        *,
+        target_accept: float = 0.9,
+        progressbar: bool = False,
+        **kwargs,
+    ):
+        """NUTS jointly over the latent values and the kernel hyperparameters (fully Bayesian).
+
+        The latent GP is whitened (:math:`f = L z`, ``pm.gp.Latent(reparameterize=True)``) so NUTS
+        mixes. Returns ArviZ data with a pointwise ``log_likelihood`` group (Bernoulli terms).
+        """
+        from bayes_gp.inference.nuts import run_nuts
+
+        idata = run_nuts(
+            self.model,
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            sampler=sampler,
+            random_seed=random_seed,
+            target_accept=target_accept,
+            progressbar=progressbar,
+            **kwargs,
+        )
+        f = np.asarray(idata["posterior"]["f"])
+        ll = log_lik_derivatives(self.link, self.y_pm, f)[0]
+        post = idata["posterior"]
+        idata["log_likelihood"] = xr.Dataset(
+            {"y": (("chain", "draw", "obs"), ll)},
+            coords={
+                "chain": post["chain"].values,
+                "draw": post["draw"].values,
+                "obs": np.arange(ll.shape[-1]),
+            },
+        )
+        return idata
+
+    # -------------------------------------------------------------- prediction
+    def latent(self, X_new, fit, max_draws: int = 500) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of the latent :math:`f_*` at ``X_new`` (for NUTS: over posterior draws)."""
+        _, means, variances = self._latent_draws(X_new, fit, max_draws)
+        mean = means.mean(axis=0)
+        return mean, np.sqrt(variances.mean(axis=0) + means.var(axis=0))
+
+    def _latent_draws(self, X_new, fit, max_draws):
+        Xn, _ = _as_inputs(X_new, "X_new")
+        if Xn.shape[1] != self.X.shape[1]:
+            raise ValueError(
+                f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {self.X.shape[1]}"
+            )
+        if isinstance(fit, ClassifierFit):
+            K, Ks, kss = self._grams(self._values(fit.params), Xn)
+            if fit.method == "laplace":
+                m, v = fit.state.predict_latent(Ks, kss)
+            else:
+                m, v = fit.state.predict_latent(K, Ks, kss)
+            return Xn, m[None, :], v[None, :]
+        post = fit["posterior"]
+        arrays = [np.asarray(post[n]) for n in self.hyperparameters]
+        f = np.asarray(post["f"])
+        flat = [a.reshape((-1, *a.shape[2:])) for a in arrays]
+        f = f.reshape(-1, f.shape[-1])
+        idx = np.arange(f.shape[0])
+        if idx.size > max_draws:
+            idx = np.sort(np.random.default_rng(0).choice(idx.size, max_draws, replace=False))
+        means, variances = [], []
+        for i in idx:
+            K, Ks, kss = self._grams([a[i] for a in flat], Xn)
+            L, _ = jittered_cholesky(K)
+            means.append(Ks.T @ cho_solve((L, True), f[i]))  # E[f* | f, theta]
+            V = solve_triangular(L, Ks, lower=True)
+            variances.append(np.maximum(kss - np.sum(V * V, axis=0), 0.0))
+        return Xn, np.array(means), np.array(variances)
+
+    def predict_proba(self, X_new, fit, max_draws: int = 500) -> np.ndarray:
+        """:math:`P(y_* = \\text{positive class})`: the averaged predictive probability.
+
+        Laplace/EP: :math:`\\int\\sigma(f_*)q(f_*)df_*` (probit closed form, logit quadrature);
+        NUTS: the Monte Carlo average over posterior draws of the same integral given each draw's
+        latent values and hyperparameters.
+        """
+        _, means, variances = self._latent_draws(X_new, fit, max_draws)
+        return average_probability(self.link, means, variances).mean(axis=0)
+
+    def predict(self, X_new, fit) -> np.ndarray:
+        """Predicted labels (in the original label set)."""
+        return np.where(self.predict_proba(X_new, fit) > 0.5, self.classes_[1], self.classes_[0])

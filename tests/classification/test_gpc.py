@@ -1,0 +1,138 @@
+"""GPClassifier: labels, type-II Laplace and EP fits against scikit-learn, NUTS, real data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+from sklearn.gaussian_process import GaussianProcessClassifier
+from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+from bayes_gp import GPClassifier
+
+
+def _problem(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (n, 2))
+    t = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.5 * rng.normal(size=n) > 0
+    return X, t
+
+
+def test_labels_are_mapped_and_remembered():
+    X, t = _problem()
+    labels = np.where(t, "spam", "ham")
+    model = GPClassifier(X, labels, "expquad")
+    assert list(model.classes_) == ["ham", "spam"]
+    np.testing.assert_array_equal(model.t, t.astype(int))
+    fit = model.fit_laplace(params={"ls": 1.3, "eta": 1.7})
+    pred = model.predict(X[:5], fit)
+    assert set(pred) <= {"ham", "spam"}
+    p = model.predict_proba(X[:5], fit)
+    np.testing.assert_array_equal(pred, np.where(p > 0.5, "spam", "ham"))
+    assert np.array_equal(GPClassifier(X, t).t, GPClassifier(X, t.astype(int)).t)
+
+
+def test_fixed_hyperparameters_equal_sklearn_laplace():
+    X, t = _problem()
+    model = GPClassifier(X, t, "expquad", jitter=0.0)
+    fit = model.fit_laplace(params={"ls": 1.3, "eta": 1.7})
+    sk = GaussianProcessClassifier(C(1.7**2, "fixed") * RBF(1.3, "fixed"), optimizer=None).fit(X, t)
+    np.testing.assert_allclose(
+        fit.log_marginal_likelihood, sk.log_marginal_likelihood_value_, rtol=1e-10
+    )
+    np.testing.assert_allclose(fit.state.f, sk.base_estimator_.f_cached, atol=1e-8)
+    Xs = np.random.default_rng(5).uniform(-3, 3, (20, 2))
+    # scikit-learn's erf-mixture approximation of the logistic integral is good to ~1e-4
+    np.testing.assert_allclose(model.predict_proba(Xs, fit), sk.predict_proba(Xs)[:, 1], atol=3e-4)
+
+
+def test_type2_laplace_reaches_sklearn_optimum():
+    X, t = _problem(seed=1)
+    model = GPClassifier(X, t, "expquad", jitter=0.0)
+    fit = model.fit_laplace(n_restarts=3, random_seed=0)
+    sk = GaussianProcessClassifier(C(1.0) * RBF(1.0), n_restarts_optimizer=2, random_state=0)
+    sk.fit(X, t)
+    assert fit.log_marginal_likelihood >= sk.log_marginal_likelihood_value_ - 1e-4
+    assert fit.grad_norm < 1e-3
+    assert len(fit.restarts) == 3 and fit.restarts[0].objective == pytest.approx(fit.objective)
+
+
+def test_ep_probit_type2_fit():
+    X, t = _problem(seed=2)
+    model = GPClassifier(X, t, "expquad", link="probit")
+    ep = model.fit_ep(n_restarts=2, random_seed=0)
+    assert ep.grad_norm < 1e-3
+    # the optimum is a maximum of log Z_EP: nearby hyperparameters give less
+    for factor in (0.8, 1.25):
+        other = model.fit_ep(params={"ls": ep.params["ls"] * factor, "eta": ep.params["eta"]})
+        assert other.log_marginal_likelihood < ep.log_marginal_likelihood
+    p = model.predict_proba(X, ep)
+    assert np.mean((p > 0.5) == t) > 0.8
+    with pytest.raises(ValueError, match="probit link only"):
+        GPClassifier(X, t, "expquad", link="logit").fit_ep()
+
+
+@pytest.mark.parametrize(
+    ("y", "match"),
+    [
+        (np.zeros(10), "only one class"),
+        (np.arange(10) % 3, "3 distinct labels"),
+        (np.r_[np.zeros(5), np.ones(4), np.nan], "NaN"),
+        (np.r_[np.zeros(5), np.ones(4)], "10 rows but `y` has 9"),
+    ],
+)
+def test_bad_labels(y, match):
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    with pytest.raises(ValueError, match=match):
+        GPClassifier(X, y)
+
+
+def test_bad_inputs():
+    X, t = _problem(n=10)
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        GPClassifier(X, t)
+    with pytest.raises(ValueError, match="link"):
+        GPClassifier(np.ones((4, 1)), [0, 1, 0, 1], link="cloglog")
+    with pytest.raises(ValueError, match="unknown kernel"):
+        GPClassifier(np.ones((4, 1)), [0, 1, 0, 1], kernel="prml")
+
+
+@pytest.mark.slow
+def test_nuts_laplace_ep_and_sklearn_on_breast_cancer():
+    """Real data shipped with scikit-learn: accuracy within a few points of each other and of
+    scikit-learn; NUTS's held-out log-loss no worse than Laplace's (a subset keeps NUTS fast)."""
+    data = load_breast_cancer()
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(len(data.target))
+    cols = [0, 1, 6, 7, 20, 27]  # radius, texture, concavity, concave points (mean, worst)
+    X = data.data[:, cols]
+    X = (X - X.mean(0)) / X.std(0)
+    y = data.target
+    tr, te = idx[:120], idx[300:]
+    logit = GPClassifier(X[tr], y[tr], "expquad")
+    probit = GPClassifier(X[tr], y[tr], "expquad", link="probit")
+    lap = logit.fit_laplace(n_restarts=2, random_seed=0)
+    ep = probit.fit_ep(n_restarts=2, random_seed=0)
+    idata = logit.sample(draws=300, tune=300, chains=2, random_seed=1)
+    sk = GaussianProcessClassifier(C(1.0) * RBF(1.0), n_restarts_optimizer=1, random_state=0)
+    sk.fit(X[tr], y[tr])
+
+    def scores(p):
+        p = np.clip(p, 1e-12, 1 - 1e-12)
+        acc = np.mean((p > 0.5) == y[te])
+        return acc, -np.mean(y[te] * np.log(p) + (1 - y[te]) * np.log(1 - p))
+
+    res = {
+        "laplace": scores(logit.predict_proba(X[te], lap)),
+        "ep": scores(probit.predict_proba(X[te], ep)),
+        "nuts": scores(logit.predict_proba(X[te], idata, max_draws=200)),
+        "sklearn": scores(sk.predict_proba(X[te])[:, 1]),
+    }
+    accs = [a for a, _ in res.values()]
+    assert min(accs) > 0.88, res
+    assert max(accs) - min(accs) < 0.04, res
+    assert res["nuts"][1] <= res["laplace"][1] + 0.01, res
+    assert int(np.asarray(idata["sample_stats"]["diverging"]).sum()) == 0
+    assert idata["log_likelihood"]["y"].shape == (2, 300, 120)
