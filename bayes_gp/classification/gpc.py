@@ -22,16 +22,18 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import xarray as xr
-from pymc.blocking import DictToArrayBijection, RaveledVars
-from pymc.initial_point import make_initial_point_fn
-from pytensor.graph.replace import graph_replace
-from scipy import optimize as sopt
 from scipy.linalg import cho_solve, solve_triangular
 
 from bayes_gp._validation import f64
 from bayes_gp.classification.approx import ep_grad, ep_run, laplace_grad, laplace_mode
 from bayes_gp.classification.likelihoods import LINKS, average_probability, log_lik_derivatives
-from bayes_gp.inference.typeii import Restart
+from bayes_gp.inference.typeii import (
+    function_of_values,
+    multistart,
+    prior_starts,
+    raveler,
+    restarts_table,
+)
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky
 from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
 from bayes_gp.regression.gpr import _as_inputs
@@ -166,16 +168,9 @@ class GPClassifier:
         return [rv.name for rv in self._hyper_rvs]
 
     def _at_values(self, key: str, build):
-        """Compile ``build(Xn)`` as a function of ``(hyperparameter values..., Xn)``."""
+        """Compile ``build(Xn)`` as a function of ``(hyperparameter values..., Xn)`` (cached)."""
         if key not in self._fns:
-            holders = [rv.type() for rv in self._hyper_rvs]
-            Xn = pt.dmatrix("X_new")
-            outs = graph_replace(
-                build(Xn), dict(zip(self._hyper_rvs, holders, strict=True)), strict=False
-            )
-            self._fns[key] = pytensor.function(
-                [*holders, Xn], outs, mode=EAGER_MODE, on_unused_input="ignore"
-            )
+            self._fns[key] = function_of_values(self._hyper_rvs, build)
         return self._fns[key]
 
     def _grams(self, values, Xn):
@@ -252,11 +247,7 @@ class GPClassifier:
             )
         vv, fn, constrained, n_grad = self._objective_fn(prior)
         names = [v.name for v in vv]
-        ref = DictToArrayBijection.map({n: self.model.initial_point()[n] for n in names})
-
-        def unravel(x):
-            point = DictToArrayBijection.rmap(RaveledVars(x, ref.point_map_info))
-            return [point[n] for n in names]
+        _, unravel = raveler(self.model, names)
 
         cache: dict = {}
 
@@ -286,34 +277,17 @@ class GPClassifier:
             }
 
         rng = np.random.default_rng(random_seed)
-        draw = make_initial_point_fn(model=self.model, jitter_rvs=set(), default_strategy="prior")
-        starts = [ref.data]
-        while len(starts) < int(n_restarts):
-            pt_ = draw(int(rng.integers(2**31)))
-            starts.append(DictToArrayBijection.map({n: pt_[n] for n in names}).data)
+        starts = prior_starts(self.model, names, n_restarts, rng)
         results = []
-        for x0 in starts:
+        for x0 in starts:  # each restart starts its Newton iterations from f = 0
             cache.clear()
-            res = sopt.minimize(
-                neg, x0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": 1e-6}
-            )
-            results.append((res, x0))
+            results += multistart(neg, [x0], maxiter=maxiter, gtol=1e-6)
         results.sort(key=lambda r: r[0].fun)
         best = results[0][0]
         cache.clear()
         _, g = neg(best.x)
         state = cache["state"]
-        restarts = [
-            Restart(
-                to_params(x0),
-                to_params(r.x),
-                -float(r.fun),
-                bool(r.success),
-                int(r.nit),
-                str(r.message),
-            )
-            for r, x0 in results
-        ]
+        restarts = restarts_table(results, to_params)
         return ClassifierFit(
             method,
             to_params(best.x),

@@ -22,11 +22,21 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.initial_point import make_initial_point_fn
+from pytensor.graph.replace import graph_replace
 from scipy import optimize as sopt
 
 from bayes_gp.linalg import EAGER_MODE
 
-__all__ = ["MapFit", "Restart", "optimize"]
+__all__ = [
+    "MapFit",
+    "Restart",
+    "optimize",
+    "function_of_values",
+    "prior_starts",
+    "multistart",
+    "restarts_table",
+    "raveler",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,83 @@ class MapFit:
         return bool(self.restarts and self.restarts[0].converged)
 
 
+def function_of_values(rvs, build, mode=EAGER_MODE):
+    """Compile ``build(Xn)`` as a NumPy function of ``(values of rvs..., Xn)``.
+
+    Each random variable in ``rvs`` is replaced by a plain input of the same type, so the model's
+    own kernel and mean graphs are evaluated at given hyperparameter values (``Xn`` is a matrix
+    input that ``build`` may use or ignore).
+    """
+    holders = [rv.type() for rv in rvs]
+    Xn = pt.dmatrix("X_new")
+    outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
+    return pytensor.function([*holders, Xn], outs, mode=mode, on_unused_input="ignore")
+
+
+def raveler(model: pm.Model, names: list[str]):
+    """``(x0, unravel)``: the model's initial point of the value variables ``names`` as one
+    vector, and the map from such a vector back to the list of per-variable arrays."""
+    ref = DictToArrayBijection.map({k: model.initial_point()[k] for k in names})
+
+    def unravel(x):
+        point = DictToArrayBijection.rmap(RaveledVars(x, ref.point_map_info))
+        return [point[k] for k in names]
+
+    return ref.data, unravel
+
+
+def prior_starts(model: pm.Model, names: list[str], n: int, rng, accept=None) -> list[np.ndarray]:
+    """``n`` raveled starting points in the unconstrained space of the value variables ``names``.
+
+    The first is the model's initial point (the priors' support points); the others are draws
+    from the priors, kept when ``accept(x)`` is true (default: always).
+    """
+    x0, _ = raveler(model, names)
+    draw = make_initial_point_fn(
+        model=model, jitter_rvs=set(), default_strategy="prior", return_transformed=True
+    )
+    starts, attempts = [x0], 0
+    while len(starts) < int(n):
+        attempts += 1
+        if attempts > 50 * int(n):
+            raise RuntimeError(
+                "could not draw a starting point with a finite objective from the priors; "
+                "check the priors and the data"
+            )
+        point = draw(int(rng.integers(2**31)))
+        x = DictToArrayBijection.map({k: point[k] for k in names}).data
+        if accept is None or accept(x):
+            starts.append(x)
+    return starts
+
+
+def multistart(neg, starts, *, maxiter: int, gtol: float):
+    """L-BFGS-B from each start on ``neg(x) -> (f, grad)``; ``(result, start)`` pairs, best first."""
+    results = []
+    for x0 in starts:
+        res = sopt.minimize(
+            neg, x0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": gtol}
+        )
+        results.append((res, x0))
+    results.sort(key=lambda r: r[0].fun)
+    return results
+
+
+def restarts_table(results, to_params) -> list[Restart]:
+    """:class:`Restart` records of :func:`multistart` results."""
+    return [
+        Restart(
+            start=to_params(x0),
+            params=to_params(r.x),
+            objective=-float(r.fun),
+            converged=bool(r.success),
+            n_iter=int(r.nit),
+            message=str(r.message),
+        )
+        for r, x0 in results
+    ]
+
+
 def _objective_graph(model: pm.Model, prior: bool) -> pt.TensorVariable:
     if prior:
         return model.logp(jacobian=False)
@@ -129,11 +216,7 @@ def optimize(
     names = [v.name for v in value_vars]
     rv_names = [rv.name for rv in model.free_RVs]
 
-    ref = DictToArrayBijection.map(model.initial_point())
-
-    def unravel(x):
-        point = DictToArrayBijection.rmap(RaveledVars(x, ref.point_map_info))
-        return [point[n] for n in names]
+    _, unravel = raveler(model, names)
 
     def neg(x):
         with np.errstate(all="ignore"):
@@ -153,41 +236,10 @@ def optimize(
         }
 
     rng = np.random.default_rng(random_seed)
-    starts = [ref.data]
-    draw = make_initial_point_fn(
-        model=model, jitter_rvs=set(), default_strategy="prior", return_transformed=True
-    )
-    attempts = 0
-    while len(starts) < int(n_restarts):
-        attempts += 1
-        if attempts > 50 * int(n_restarts):
-            raise RuntimeError(
-                "could not draw a starting point with a finite objective from the priors; "
-                "check the priors and the data"
-            )
-        x = DictToArrayBijection.map(draw(int(rng.integers(2**31)))).data
-        if np.isfinite(neg(x)[0]):
-            starts.append(x)
-
-    results = []
-    for x0 in starts:
-        res = sopt.minimize(
-            neg, x0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "gtol": 1e-8}
-        )
-        results.append((res, x0))
-    results.sort(key=lambda r: r[0].fun)
+    starts = prior_starts(model, names, n_restarts, rng, accept=lambda x: np.isfinite(neg(x)[0]))
+    results = multistart(neg, starts, maxiter=maxiter, gtol=1e-8)
     best = results[0][0]
-    restarts = [
-        Restart(
-            start=to_params(x0),
-            params=to_params(r.x),
-            objective=-float(r.fun),
-            converged=bool(r.success),
-            n_iter=int(r.nit),
-            message=str(r.message),
-        )
-        for r, x0 in results
-    ]
+    restarts = restarts_table(results, to_params)
     grad_norm = float(np.linalg.norm(neg(best.x)[1]))
     return MapFit(
         params=to_params(best.x),

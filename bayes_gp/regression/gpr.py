@@ -20,13 +20,10 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
-import pytensor
 import pytensor.tensor as pt
-from pytensor.graph.replace import graph_replace
 
 from bayes_gp._validation import f64
-from bayes_gp.inference.typeii import MapFit, optimize
-from bayes_gp.linalg import EAGER_MODE
+from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
 from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
 from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
 
@@ -246,13 +243,7 @@ class GPRegression:
         mean graphs as in the PyMC model are evaluated at given hyperparameter values.
         """
         if key not in self._fns:
-            rvs = self.model.free_RVs
-            holders = [rv.type() for rv in rvs]
-            Xn = pt.dmatrix("X_new")
-            outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
-            self._fns[key] = pytensor.function(
-                [*holders, Xn], outs, mode=EAGER_MODE, on_unused_input="ignore"
-            )
+            self._fns[key] = function_of_values(self.model.free_RVs, build)
         return self._fns[key]
 
     def _mean(self, X):
