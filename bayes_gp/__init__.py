@@ -4,6 +4,8 @@ Subpackages
 -----------
 kernels
     The kernel catalogue (R&W ch. 4, PRML ch. 6): PyMC covariance functions.
+eigen
+    Eigen-analysis of kernels (R&W §4.3): analytic SE eigenfunctions, Nyström, Mercer.
 regression
     ``GPRegression``: the GP regression model, named kernels and default hyperpriors.
 classification
@@ -16,7 +18,7 @@ linalg
     Positive semi-definiteness checks, Cholesky with growing jitter.
 """
 
-from bayes_gp import inference, kernels
+from bayes_gp import eigen, inference, kernels
 from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.inference import MapFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
@@ -24,6 +26,7 @@ from bayes_gp.regression import GPRegression, Prediction
 
 __all__ = [
     "kernels",
+    "eigen",
     "inference",
     "GPRegression",
     "GPClassifier",

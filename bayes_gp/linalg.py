@@ -8,6 +8,7 @@ A function :math:`k` is a covariance function only if every Gram matrix
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "assert_psd",
     "default_psd_tol",
     "jittered_cholesky",
+    "single_blas_thread",
 ]
 
 
@@ -222,3 +224,22 @@ def jittered_cholesky(
         f"(smallest eigenvalue {res.min_eigenvalue:.3g}, n={res.n}): add observation noise, "
         "remove duplicate inputs, rescale the inputs, or check that the kernel is valid"
     )
+
+
+def single_blas_thread(fn):
+    """Run ``fn`` with one BLAS thread.
+
+    On this class of machine (2 cores) two OpenBLAS threads are slower than one for the dense
+    factorisations of GPs up to n ~ 2000, and much slower when another process competes for the
+    cores (measured: a 200 x 200 Cholesky took 0.36 s with two threads on a loaded machine,
+    0.2 ms with one; see ``../shared/PLATFORM.md``).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return fn(*args, **kwargs)
+
+    return wrapper

@@ -34,7 +34,7 @@ from bayes_gp.inference.typeii import (
     raveler,
     restarts_table,
 )
-from bayes_gp.linalg import EAGER_MODE, jittered_cholesky
+from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
 from bayes_gp.regression.gpr import _as_inputs
 
@@ -300,6 +300,7 @@ class GPClassifier:
             time.perf_counter() - t0,
         )
 
+    @single_blas_thread
     def fit_laplace(
         self,
         n_restarts: int = 3,
@@ -318,6 +319,7 @@ class GPClassifier:
         """
         return self._fit("laplace", n_restarts, prior, random_seed, params, maxiter)
 
+    @single_blas_thread
     def fit_ep(
         self,
         n_restarts: int = 3,
@@ -375,6 +377,7 @@ class GPClassifier:
         return idata
 
     # -------------------------------------------------------------- prediction
+    @single_blas_thread
     def latent(self, X_new, fit, max_draws: int = 500) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of the latent :math:`f_*` at ``X_new`` (for NUTS: over posterior draws)."""
         _, means, variances = self._latent_draws(X_new, fit, max_draws)
@@ -411,6 +414,7 @@ class GPClassifier:
             variances.append(np.maximum(kss - np.sum(V * V, axis=0), 0.0))
         return Xn, np.array(means), np.array(variances)
 
+    @single_blas_thread
     def predict_proba(self, X_new, fit, max_draws: int = 500) -> np.ndarray:
         """:math:`P(y_* = \\text{positive class})`: the averaged predictive probability.
 

@@ -45,6 +45,7 @@ from bayes_gp.kernels.nonstationary import (
     Wiener,
 )
 from bayes_gp.kernels.periodic import Periodic, Periodized
+from bayes_gp.kernels.precomputed import precomputed_covariance
 from bayes_gp.kernels.stationary import (
     BesselOscillatory,
     Exponential,
@@ -56,6 +57,14 @@ from bayes_gp.kernels.stationary import (
     Matern52,
     PiecewisePolynomial,
     RatQuad,
+)
+from bayes_gp.kernels.strings import (
+    BagOfCharacters,
+    BagOfWords,
+    FisherKernel,
+    SpectrumKernel,
+    StringKernel,
+    SubstringKernel,
 )
 
 __all__ = [
@@ -94,4 +103,12 @@ __all__ = [
     "Additive",
     "polynomial_features",
     "multi_indices",
+    # kernels on strings (R&W §4.4): NumPy Gram matrices, used through precomputed_covariance
+    "StringKernel",
+    "SubstringKernel",
+    "SpectrumKernel",
+    "BagOfCharacters",
+    "BagOfWords",
+    "FisherKernel",
+    "precomputed_covariance",
 ]

@@ -24,6 +24,7 @@ import pytensor.tensor as pt
 
 from bayes_gp._validation import f64
 from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
+from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
 from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
 
@@ -289,6 +290,7 @@ class GPRegression:
             raise ValueError(f"`params` is missing {missing}; expected {self.hyperparameters}")
         return [np.asarray(params[name], dtype=float) for name in self.hyperparameters]
 
+    @single_blas_thread
     def log_marginal_likelihood(self, params: Mapping[str, Any]) -> float:
         r"""Exact log marginal likelihood :math:`\log p(y \mid \theta)` (seed 000 eq. 23).
 
@@ -301,6 +303,7 @@ class GPRegression:
         return log_marginal_likelihood(factorize(C, self.y - m))
 
     # ---------------------------------------------------------------- fitting
+    @single_blas_thread
     def fit_map(
         self,
         n_restarts: int = 5,
@@ -388,6 +391,7 @@ class GPRegression:
                 cov = cov + s2 * np.eye(cov.shape[0])
         return ms + mean, var, cov
 
+    @single_blas_thread
     def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False) -> Prediction:
         """Predictive distribution of :math:`f_*` (or :math:`t_*` with ``include_noise``).
 
@@ -435,6 +439,7 @@ class GPRegression:
         return Prediction(mean, var, None, lower, upper, {"n_draws": len(means)})
 
     # ---------------------------------------------------------- function draws
+    @single_blas_thread
     def sample_prior(
         self, X, n: int = 5, random_seed: int | None = None, params=None
     ) -> np.ndarray:
@@ -457,6 +462,7 @@ class GPRegression:
             out.append(ms + L @ rng.standard_normal(Xn.shape[0]))
         return np.array(out)
 
+    @single_blas_thread
     def sample_posterior(self, X, fit, n: int = 5, random_seed: int | None = None) -> np.ndarray:
         """Draws of :math:`f` at ``X`` from the posterior (a MAP fit, or NUTS draws), ``(n, m)``."""
         Xn = self._check_new(X)
