@@ -23,6 +23,7 @@ __all__ = [
     "f64",
     "check_per_dim",
     "fixed_scalar",
+    "positive_float",
 ]
 
 
@@ -127,3 +128,14 @@ def fixed_scalar(name: str, value: Any) -> float:
     if arr is None or arr.ndim != 0 or not np.isfinite(arr):
         raise ValueError(f"`{name}` must be a fixed finite number (not a random variable)")
     return float(arr)
+
+
+def positive_float(name: str, value: Any) -> float:
+    """``value`` as a float; it must be a positive finite number."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}") from None
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
+    return v

@@ -26,6 +26,8 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spl
 from scipy.special import eval_hermite
 
+from bayes_gp._validation import positive_float
+
 __all__ = [
     "se_parameters",
     "se_eigenvalues",
@@ -34,16 +36,6 @@ __all__ = [
     "NystromEigen",
     "mercer_reconstruction",
 ]
-
-
-def _positive(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
-    return v
 
 
 def _orders(k) -> np.ndarray:
@@ -59,8 +51,8 @@ def _orders(k) -> np.ndarray:
 
 
 def _abc(a, b):
-    a = _positive("a", a)
-    b = _positive("b", b)
+    a = positive_float("a", a)
+    b = positive_float("b", b)
     c = math.sqrt(a * a + 2.0 * a * b)
     A = a + b + c
     return a, b, c, A, b / A
@@ -69,8 +61,8 @@ def _abc(a, b):
 def se_parameters(sigma: float, ell: float) -> tuple[float, float]:
     r"""``(a, b)`` of R&W §4.3.2 for :math:`p(x) = \mathcal N(0, \sigma^2)` and the SE kernel
     :math:`\exp(-(x - x')^2 / 2\ell^2)`: :math:`a^{-1} = 4\sigma^2`, :math:`b^{-1} = 2\ell^2`."""
-    sigma = _positive("sigma", sigma)
-    ell = _positive("ell", ell)
+    sigma = positive_float("sigma", sigma)
+    ell = positive_float("ell", ell)
     return 1.0 / (4.0 * sigma**2), 1.0 / (2.0 * ell**2)
 
 

@@ -341,7 +341,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1000,
         help="from this N on, NUTS runs --large-iters tuning and --large-iters kept draws",
     )
-    p.add_argument("--large-iters", type=int, default=100)
+    p.add_argument("--large-iters", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke run with tiny sizes and chains")
     p.add_argument(
@@ -364,10 +364,20 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("pymc").setLevel(logging.WARNING)  # no per-run "Sampling ..." lines
     numpyro.set_platform("cpu")
     threadpool_limits(limits=1, user_api="blas")
-    libs = ", ".join(sorted({f"{i['prefix']}={i['num_threads']}" for i in threadpool_info()}))
+    libs = ", ".join(
+        sorted(
+            {
+                f"{i['prefix']}={i['num_threads']}"
+                for i in threadpool_info()
+                if i["user_api"] == "blas"
+            }
+        )
+    )
     t_start = time.perf_counter()
     print(f"regression benchmark  {date.today().isoformat()}  {platform.platform()}")
-    print(f"CPU: {os.cpu_count()} logical CPUs; BLAS threads pinned to 1 ({libs}); XLA default")
+    print(
+        f"CPU: {os.cpu_count()} logical CPUs; BLAS pinned to 1 thread ({libs}); XLA threads: default"
+    )
     print(
         f"numpy {np.__version__}, pymc {pm.__version__}, pytensor {pytensor.__version__} "
         f"(numba cache {pytensor.config.numba__cache}), nutpie {nutpie.__version__}, "
@@ -394,6 +404,8 @@ def main(argv: list[str] | None = None) -> None:
                 r = rows[-1]
                 status = r.get("error") or f"{r['wall']:.1f} s, min ESS {r['ess']:.0f}"
                 print(f"  done NUTS N={n} {backend}: {status}", flush=True)
+            # Each size's rows as soon as they exist: a run stopped later still leaves them.
+            print(format_nuts([r for r in rows if r["n"] == n]) + "\n", flush=True)
         print(f"\nNUTS, 1-D SE kernel, zero mean, {args.chains} chains\n")
         print(format_nuts(rows))
         print(

@@ -25,6 +25,7 @@ from pytensor.raise_op import CheckAndRaise
 
 from bayes_gp._validation import as_parameter, check_positive, constant_value
 from bayes_gp.kernels.base import Kernel
+from bayes_gp.kernels.dot_product import _weighted_inner, _weighted_sq_norm
 from bayes_gp.kernels.metrics import LengthScale, pairwise_diff
 from bayes_gp.kernels.stationary import (
     ExpQuad,
@@ -75,20 +76,6 @@ def _check_weight_matrix(name: str, value, n: int | None, what: str) -> pt.Tenso
             f"`{name}` must be a scalar, vector or matrix, got {param.ndim} dimensions"
         )
     return param
-
-
-def _weighted_inner(A, B, S) -> pt.TensorVariable:
-    r""":math:`A S B^\top` for a scalar, diagonal (vector) or full matrix :math:`S`."""
-    if S.ndim == 2:
-        return pt.dot(pt.dot(A, S), B.T)
-    return pt.dot(A * S, B.T)
-
-
-def _weighted_sq_norm(A, S) -> pt.TensorVariable:
-    r"""Diagonal of :math:`A S A^\top` without forming the matrix."""
-    if S.ndim == 2:
-        return pt.sum(pt.dot(A, S) * A, axis=1)
-    return pt.sum(pt.square(A) * S, axis=1)
 
 
 def _cholesky_entries(A, D: int) -> list[list]:

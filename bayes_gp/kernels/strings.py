@@ -33,6 +33,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from bayes_gp._validation import positive_float
 from bayes_gp.linalg import NotPSDError, check_psd
 
 __all__ = [
@@ -72,16 +73,6 @@ def _positive_int(name: str, value, *, allow_none: bool = False) -> int | None:
     if int(value) < 1:
         raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}")
     return int(value)
-
-
-def _positive_float(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
-    return v
 
 
 def _normalise(K: np.ndarray, da: np.ndarray, db: np.ndarray) -> np.ndarray:
@@ -517,10 +508,10 @@ class FisherKernel(StringKernel):
         else:
             self.M = np.asarray(M, dtype=float)
         self.se_lengthscale = (
-            None if se_lengthscale is None else _positive_float("se_lengthscale", se_lengthscale)
+            None if se_lengthscale is None else positive_float("se_lengthscale", se_lengthscale)
         )
-        self.alpha = _positive_float("alpha", alpha)
-        self.fisher_reg = _positive_float("fisher_reg", fisher_reg)
+        self.alpha = positive_float("alpha", alpha)
+        self.fisher_reg = positive_float("fisher_reg", fisher_reg)
         self._index = {a: i for i, a in enumerate(self.alphabet)}
         V, m = len(self.alphabet), self.order
         # Contexts: tuples of m codes, -1 = start marker (only as a prefix).
