@@ -5,6 +5,15 @@ Subcommands
 prior-draws
     Draw functions from the GP prior of a selection of catalogue kernels on a 1-D grid and save
     one multi-panel figure (as R&W figs. 4.1 and 4.4, seed 003) and a ``summary.json``.
+list
+    The declared models (``models/``).
+fit
+    Fit a declared model, or a model on a CSV file (``--x``, ``--y``, ``--kernel``, ``--task``),
+    by NUTS, MAP (ML-II), Laplace or EP; write the posterior (netCDF), predictions (CSV), a
+    ``fit.json`` record and ``report.html`` into a directory, atomically
+    (:func:`bayes_gp.workflow.save`).
+report
+    Rebuild ``report.html`` of a result directory.
 
 Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in :func:`build_parser`.
 Errors in the arguments or in writing the output are reported as one line on standard error with
@@ -17,9 +26,8 @@ import argparse
 import io
 import json
 import math
-import os
-import secrets
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -28,6 +36,7 @@ import numpy as np
 import pytensor
 
 from bayes_gp import kernels as kern
+from bayes_gp._io import write_atomic
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
 __all__ = ["build_parser", "main", "prior_draw_kernels", "sample_prior", "write_atomic"]
@@ -98,6 +107,70 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-draws", type=_int_in(1, 10), default=3, help="draws per kernel (3)")
     p.add_argument("--n-points", type=_int_in(2, 1000), default=200, help="grid size (200)")
     p.set_defaults(func=_cmd_prior_draws)
+
+    p = sub.add_parser(
+        "list",
+        help="list the declared models",
+        description="List the declared "
+        "models: name, task, inference methods (default first), description.",
+    )
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser(
+        "fit",
+        help="fit a declared model or a CSV file; write posterior, predictions and report",
+        description="Fit MODEL (a declared model, see `bayes-gp list`, or a CSV file with --x, "
+        "--y) and write posterior.nc, predictions.csv, fit.json and report.html into --out DIR, "
+        "atomically: DIR holds either the previous result or the complete new one.",
+    )
+    p.add_argument("model", metavar="MODEL", help="declared model name, or path to a .csv file")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    p.add_argument(
+        "--method",
+        choices=("nuts", "map", "laplace", "ep"),
+        help="inference method (default: the model's first)",
+    )
+    p.add_argument("--draws", type=_int_in(1, 10**6), help="NUTS draws per chain")
+    p.add_argument("--tune", type=_int_in(0, 10**6), help="NUTS tuning steps per chain")
+    p.add_argument("--chains", type=_int_in(1, 64), help="NUTS chains")
+    p.add_argument(
+        "--sampler",
+        choices=("auto", "nutpie", "pymc", "numpyro"),
+        default="auto",
+        help="NUTS backend (auto)",
+    )
+    p.add_argument("--restarts", type=_int_in(1, 1000), help="type-II optimiser restarts")
+    p.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0, help="random seed (0)")
+    p.add_argument(
+        "--fast", action="store_true", help="the model's fast settings: smaller data, fewer draws"
+    )
+    p.add_argument("--no-report", action="store_true", help="skip report.html")
+    p.add_argument("--x", help="CSV: comma-separated input columns")
+    p.add_argument("--y", help="CSV: target column")
+    p.add_argument(
+        "--kernel",
+        default="expquad",
+        help="CSV: kernel name or sum of products, e.g. 'matern52 + periodic'",
+    )
+    p.add_argument(
+        "--task",
+        choices=("regression", "classification"),
+        default="regression",
+        help="CSV: regression (default) or binary classification",
+    )
+    p.add_argument("--ard", action="store_true", help="CSV: one length-scale per input")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    p.set_defaults(func=_cmd_fit)
+
+    p = sub.add_parser(
+        "report",
+        help="rebuild report.html of a result directory",
+        description="Reload the fit in DIR (written by `bayes-gp fit`) and write "
+        "DIR/report.html again.",
+    )
+    p.add_argument("dir", type=Path, metavar="DIR")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    p.set_defaults(func=_cmd_report)
     return parser
 
 
@@ -187,39 +260,6 @@ def sample_prior(K: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, float]:
     return L @ z, jitter
 
 
-def write_atomic(files: dict[Path, bytes]) -> None:
-    """Write several files so that none is ever seen partially written.
-
-    Every payload goes to a temporary file in its target directory first; only when all are
-    written are they moved into place with :func:`os.replace` (atomic on POSIX and Windows).
-    On any error the temporary files are removed, and each target holds either its old content
-    or its complete new content.
-
-    Parameters
-    ----------
-    files : dict of Path to bytes
-        Target paths and their content.
-    """
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for path, data in files.items():
-            tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-            # O_EXCL: never clobber another file; mode 0o666 & ~umask, like a plain open().
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            staged.append((tmp, path))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        while staged:
-            tmp, path = staged[0]
-            os.replace(tmp, path)
-            staged.pop(0)
-    finally:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-
-
 def _render_figure(x: np.ndarray, panels: list[tuple[str, str, np.ndarray]]) -> bytes:
     """A grid of panels, one per kernel with its draws; returns the PNG bytes."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
@@ -278,6 +318,113 @@ def _cmd_prior_draws(args: argparse.Namespace) -> int:
         raise CLIError(f"{PROG} prior-draws: error: cannot write to {out}: {exc}") from None
     print(f"wrote {out / FIGURE_NAME}")
     print(f"wrote {out / SUMMARY_NAME}")
+    return 0
+
+
+# -- list / fit / report ------------------------------------------------------------------------
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    """``bayes-gp list``."""
+    from bayes_gp.declared import list_models, load_model
+
+    try:
+        rows = [load_model(name) for name in list_models()]
+    except (FileNotFoundError, TypeError, ImportError) as exc:
+        raise CLIError(f"{PROG} list: error: {exc}") from None
+    width = max((len(m.name) for m in rows), default=4)
+    for m in rows:
+        print(f"{m.name:<{width}}  {m.task:<14}  {'/'.join(m.methods):<18}  {m.summary}")
+    return 0
+
+
+def _progress(message: str) -> None:
+    print(f"[bayes-gp] {message}", file=sys.stderr, flush=True)
+
+
+def _unexpected(cmd: str, exc: BaseException, debug: bool) -> CLIError:
+    if debug:
+        raise exc
+    return CLIError(f"{PROG} {cmd}: error: {type(exc).__name__}: {exc} (--debug for details)")
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    """``bayes-gp fit``: see :func:`build_parser`."""
+    from bayes_gp import workflow
+
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"{PROG} fit: error: --out {out} exists and is not a directory", 2)
+    is_csv = args.model.lower().endswith(".csv") or Path(args.model).is_file()
+    try:
+        if is_csv:
+            if not args.x or not args.y:
+                raise CLIError(f"{PROG} fit: error: a CSV file needs --x COLUMNS and --y COLUMN", 2)
+            model = workflow.CSVModel(
+                args.model,
+                workflow.parse_columns(args.x),
+                args.y.strip(),
+                args.kernel,
+                args.task,
+                args.ard,
+            )
+            model.load_data()  # fail on bad data before any compilation
+        else:
+            if args.x or args.y:
+                raise CLIError(
+                    f"{PROG} fit: error: --x/--y are for CSV files, not {args.model!r}", 2
+                )
+            from bayes_gp.declared import load_model
+
+            model = load_model(args.model)
+        t0 = time.perf_counter()
+        result = workflow.run(
+            model,
+            args.method,
+            fast=args.fast,
+            draws=args.draws,
+            tune=args.tune,
+            chains=args.chains,
+            sampler=args.sampler,
+            n_restarts=args.restarts,
+            seed=args.seed,
+            progress=_progress,
+            progressbar=sys.stderr.isatty(),
+        )
+        _progress("writing results" + ("" if args.no_report else " and report"))
+        files = workflow.save(result, out, with_report=not args.no_report)
+    except CLIError:
+        raise
+    except KeyboardInterrupt:
+        raise CLIError(f"{PROG} fit: interrupted; nothing was written to {out}", 130) from None
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+        raise CLIError(f"{PROG} fit: error: {exc}") from None
+    except OSError as exc:
+        raise CLIError(f"{PROG} fit: error: cannot write to {out}: {exc}") from None
+    except Exception as exc:  # numerical failures etc.: one line unless --debug
+        raise _unexpected("fit", exc, args.debug) from None
+    print(workflow.describe(result))
+    for f in files:
+        print(f"wrote {f}")
+    print(f"done in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    """``bayes-gp report DIR``."""
+    from bayes_gp import workflow
+
+    try:
+        result = workflow.load(args.dir)
+        html = workflow.make_report(result).html
+        write_atomic({args.dir / workflow.REPORT: html.encode()})
+    except (ValueError, TypeError, ImportError) as exc:
+        raise CLIError(f"{PROG} report: error: {exc}") from None
+    except OSError as exc:
+        raise CLIError(f"{PROG} report: error: cannot write to {args.dir}: {exc}") from None
+    except Exception as exc:
+        raise _unexpected("report", exc, args.debug) from None
+    print(f"wrote {args.dir / workflow.REPORT}")
     return 0
 
 

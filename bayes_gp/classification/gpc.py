@@ -35,7 +35,7 @@ from bayes_gp.inference.typeii import (
     restarts_table,
 )
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
-from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.gpr import _as_inputs
 
 __all__ = ["GPClassifier", "ClassifierFit"]
@@ -80,7 +80,8 @@ class GPClassifier:
     y : array_like (n,)
         Two distinct labels (0/1, bool, strings, …); the larger (sorted) one is the positive class.
     kernel : str
-        Catalogue name (``"expquad"``, ``"matern52"``, …; see ``bayes_gp.regression.KERNELS``).
+        Catalogue name (``"expquad"``, ``"matern52"``, …; see ``bayes_gp.regression.KERNELS``)
+        or a sum of products of them (:func:`~bayes_gp.regression.kernel_spec`).
     link : {"logit", "probit"}
     ard : bool
         One length-scale per input.
@@ -118,10 +119,7 @@ class GPClassifier:
             raise ValueError(f"`y` must contain exactly two classes, got {what}")
         if link not in LINKS:
             raise ValueError(f"`link` must be one of {LINKS}, got {link!r}")
-        key = str(kernel).lower().replace("_", "").replace("-", "")
-        if key not in KERNELS or key == "prml":
-            raise ValueError(f"unknown kernel {kernel!r}; known: {sorted(set(KERNELS) - {'prml'})}")
-        self.spec = KERNELS[key]
+        self.spec = kernel_spec(kernel, exclude=("prml",))
         self.X, self.feature_names = X, names
         self.classes_ = classes
         self.t = (labels == classes[1]).astype(int)
@@ -147,7 +145,7 @@ class GPClassifier:
                 ard = self.ard and p in self.spec.ard_params
                 if p in self.priors:
                     hyper[p] = self.priors[p](p)
-                elif p == "eta":
+                elif p.rsplit("_", 1)[-1] == "eta":
                     hyper[p] = pm.HalfNormal(p, sigma=f64(2.0))
                 else:
                     hyper[p] = default_prior(p, self.scale, ard)

@@ -24,7 +24,7 @@ import pymc as pm
 from bayes_gp import kernels as K
 from bayes_gp._validation import f64
 
-__all__ = ["DataScale", "KernelSpec", "KERNELS", "default_prior"]
+__all__ = ["DataScale", "KernelSpec", "KERNELS", "default_prior", "kernel_spec"]
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,12 @@ _DEFAULT_PRIORS: dict[str, Callable] = {
 
 
 def default_prior(name: str, scale: DataScale, ard: bool):
-    """Create the default prior of hyperparameter ``name`` inside the current model."""
-    return _DEFAULT_PRIORS[name](name, scale, ard)
+    """Create the default prior of hyperparameter ``name`` inside the current model.
+
+    Composite-kernel names ``"<term>_<param>"`` (see :func:`kernel_spec`) get the prior of
+    ``<param>``.
+    """
+    return _DEFAULT_PRIORS[name.rsplit("_", 1)[-1]](name, scale, ard)
 
 
 @dataclass(frozen=True)
@@ -140,3 +144,82 @@ KERNELS: dict[str, KernelSpec] = {
         equation="seed 000 (24), PRML (6.63)",
     ),
 }
+
+
+def _normalise(name: str) -> str:
+    return name.strip().lower().replace("_", "").replace("-", "")
+
+
+def kernel_spec(expr: str, *, exclude: tuple[str, ...] = ()) -> KernelSpec:
+    """The :class:`KernelSpec` of a catalogue name or of a sum of products of catalogue names.
+
+    ``"matern52"`` gives the catalogue entry unchanged (hyperparameters ``ls``, ``eta``).
+    ``"expquad + expquad * periodic + ratquad"`` gives the kernel
+
+    .. math::
+       k = \\eta_1^2 k_{SE}(\\ell_1) + \\eta_2^2 k_{SE}(\\ell_2)\\,k_{per}(\\ell_3, p)
+           + \\eta_4^2 k_{RQ}(\\ell_4, \\alpha),
+
+    sums and products of kernels being kernels (R&W §4.2.4, PRML eqs. 6.17–6.22). Each factor's
+    hyperparameters are prefixed by its name (``periodic_ls``, ``periodic_period``), numbered
+    when a name occurs more than once (``expquad1_ls``, ``expquad2_ls``). In a product only the
+    first factor keeps its amplitude: the product of several amplitudes is not identifiable.
+    Parentheses are not supported (write the expanded sum of products).
+    """
+    if not isinstance(expr, str):
+        raise TypeError(f"a kernel expression must be a string, got {type(expr).__name__}")
+    known = sorted(set(KERNELS) - set(exclude))
+    if "(" in expr or ")" in expr:
+        raise ValueError(
+            f"kernel expression {expr!r}: parentheses are not supported; write a sum of products "
+            "such as 'expquad + expquad * periodic'"
+        )
+    terms = [[_normalise(f) for f in t.split("*")] for t in expr.split("+")]
+    for t in terms:
+        for f in t:
+            if not f:
+                raise ValueError(f"kernel expression {expr!r} has an empty term")
+            if f not in known:
+                raise ValueError(f"unknown kernel {f!r} in {expr!r}; known: {', '.join(known)}")
+    if len(terms) == 1 and len(terms[0]) == 1:
+        return KERNELS[terms[0][0]]
+    if any(f == "prml" for t in terms for f in t):
+        raise ValueError("the 'prml' kernel has its own constant and linear terms; use it alone")
+    names = [f for t in terms for f in t]
+    seen: dict[str, int] = {}
+    labelled = []
+    for t in terms:
+        row = []
+        for f in t:
+            seen[f] = seen.get(f, 0) + 1
+            row.append((f, f"{f}{seen[f]}" if names.count(f) > 1 else f))
+        labelled.append(row)
+    params: list[str] = []
+    factors = []  # (spec, label, keeps amplitude)
+    for row in labelled:
+        for j, (f, label) in enumerate(row):
+            spec = KERNELS[f]
+            keep_eta = j == 0
+            params += [f"{label}_{p}" for p in spec.params if keep_eta or p != "eta"]
+            factors.append((spec, label, keep_eta, j == 0))
+
+    def build(D, h):
+        total = None
+        term = None
+        for spec, label, keep_eta, first in factors:
+            sub = {p: h.get(f"{label}_{p}") for p in spec.params}
+            if not keep_eta:
+                sub["eta"] = 1.0
+            cov = spec.build(D, sub)
+            if first:
+                if term is not None:
+                    total = term if total is None else total + term
+                term = cov
+            else:
+                term = term * cov
+        return term if total is None else total + term
+
+    ard = tuple(p for p in params if p.rsplit("_", 1)[-1] in ("ls",))
+    canonical = " + ".join(" * ".join(lab for _, lab in row) for row in labelled)
+    equations = "; ".join(f"{f}: {KERNELS[f].equation}" for f in dict.fromkeys(names))
+    return KernelSpec(canonical, tuple(params), build, ard, f"sum/product (R&W §4.2.4); {equations}")

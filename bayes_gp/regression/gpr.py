@@ -26,7 +26,7 @@ from bayes_gp._validation import f64
 from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
-from bayes_gp.regression.catalogue import KERNELS, DataScale, default_prior
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 
 __all__ = ["GPRegression", "Prediction"]
 
@@ -92,7 +92,9 @@ class GPRegression:
         Observations.
     kernel : str or callable
         A catalogue name (``"expquad"``, ``"matern12"``, ``"matern32"``, ``"matern52"``,
-        ``"exponential"``, ``"ratquad"``, ``"periodic"``, ``"prml"``), or a callable
+        ``"exponential"``, ``"ratquad"``, ``"periodic"``, ``"prml"``), a sum of products of
+        them (``"expquad + expquad * periodic"``; see :func:`~bayes_gp.regression.kernel_spec`
+        for the hyperparameter names), or a callable
         ``kernel(input_dim)`` that, called inside the model, creates its own random variables and
         returns a PyMC covariance function (amplitude included).
     ard : bool
@@ -135,10 +137,7 @@ class GPRegression:
         if y.shape[0] < 2:
             raise ValueError("GP regression needs at least 2 observations")
         if isinstance(kernel, str):
-            key = kernel.lower().replace("_", "").replace("-", "")
-            if key not in KERNELS:
-                raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(sorted(KERNELS))}")
-            self.spec = KERNELS[key]
+            self.spec = kernel_spec(kernel)
         elif callable(kernel):
             self.spec = None
         else:

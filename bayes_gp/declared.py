@@ -1,0 +1,167 @@
+"""Declared models: ready-made GP models on real data, one module per model in ``models/``.
+
+A declared model is a plain Python module that builds its model through the public API only
+(:class:`~bayes_gp.GPRegression`, :class:`~bayes_gp.GPClassifier`, …). It defines
+
+``TASK``
+    ``"regression"`` or ``"classification"``.
+``SUMMARY``
+    One line for ``bayes-gp list``.
+``METHODS``
+    The inference methods it supports, the first being the default: a subset of
+    ``("nuts", "map", "laplace", "ep")``.
+``SETTINGS``
+    ``{"fast": {...}, "full": {...}}``: default ``draws``, ``tune``, ``chains``, ``n_restarts``
+    and any data-size options passed to ``load_data``.
+``load_data(fast: bool) -> Dataset``
+    The data (offline: shipped in an installed package).
+``build(data: Dataset, method: str) -> model``
+    The model object (for EP a probit classifier, for instance).
+
+The modules live in the top-level ``models/`` directory of a source checkout, or inside the
+installed package as ``bayes_gp/_models`` (wheel builds copy them there); ``BAYES_GP_MODELS``
+points to another directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["Dataset", "DeclaredModel", "models_dir", "list_models", "load_model"]
+
+TASKS = ("regression", "classification")
+METHODS = ("nuts", "map", "laplace", "ep")
+_REQUIRED = ("TASK", "SUMMARY", "METHODS", "SETTINGS", "load_data", "build")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Training data, optional held-out data and an optional prediction grid.
+
+    Attributes
+    ----------
+    X_train, y_train : ndarray
+        Training inputs ``(n, D)`` and targets / labels ``(n,)``.
+    X_test, y_test : ndarray or None
+        Held-out data (canonical test split), scored in the report and the predictions file.
+    X_new : ndarray or None
+        Inputs at which to predict (e.g. a forecast grid); predictive bands are drawn there.
+    feature_names : list of str
+    target_name : str
+    source : str
+        Where the data comes from (package, data set name, reference).
+    notes : dict
+        Anything else worth recording (preprocessing, units, subsampling).
+    """
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    feature_names: list[str]
+    target_name: str
+    source: str
+    X_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    X_new: np.ndarray | None = None
+    notes: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        n, d = np.shape(self.X_train)[0], np.shape(self.X_train)[-1]
+        if np.shape(self.y_train)[0] != n:
+            raise ValueError(f"X_train has {n} rows but y_train has {np.shape(self.y_train)[0]}")
+        if len(self.feature_names) != (d if np.ndim(self.X_train) == 2 else 1):
+            raise ValueError("feature_names must name every column of X_train")
+        if (self.X_test is None) != (self.y_test is None):
+            raise ValueError("X_test and y_test go together")
+
+
+@dataclass(frozen=True)
+class DeclaredModel:
+    """A loaded declared-model module."""
+
+    name: str
+    module: ModuleType
+    path: Path
+
+    @property
+    def task(self) -> str:
+        return self.module.TASK
+
+    @property
+    def summary(self) -> str:
+        return self.module.SUMMARY
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return tuple(self.module.METHODS)
+
+    def settings(self, fast: bool) -> dict:
+        return dict(self.module.SETTINGS["fast" if fast else "full"])
+
+    def load_data(self, fast: bool = False) -> Dataset:
+        data = self.module.load_data(fast=fast)
+        if not isinstance(data, Dataset):
+            raise TypeError(f"model {self.name!r}: load_data must return a bayes_gp Dataset")
+        return data
+
+    def build(self, data: Dataset, method: str | None = None):
+        method = method or self.methods[0]
+        if method not in self.methods:
+            raise ValueError(
+                f"model {self.name!r} supports --method {', '.join(self.methods)}, not {method!r}"
+            )
+        return self.module.build(data, method=method)
+
+
+def models_dir() -> Path:
+    """The directory holding the declared-model modules."""
+    env = os.environ.get("BAYES_GP_MODELS")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    for cand in (here / "_models", here.parent / "models"):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError(
+        "no declared models found: expected bayes_gp/_models (installed wheel) or models/ next to "
+        "the bayes_gp package (source checkout); set BAYES_GP_MODELS to their directory"
+    )
+
+
+def list_models() -> list[str]:
+    """Names of the declared models (module files not starting with ``_``)."""
+    return sorted(p.stem for p in models_dir().glob("*.py") if not p.stem.startswith("_"))
+
+
+def load_model(name: str) -> DeclaredModel:
+    """Import the declared model ``name`` (a module of :func:`models_dir`) and check it."""
+    names = list_models()
+    if name not in names:
+        raise ValueError(f"unknown model {name!r}; declared models: {', '.join(names)}")
+    path = models_dir() / f"{name}.py"
+    mod_name = f"bayes_gp_models.{name}"
+    module = sys.modules.get(mod_name)
+    if module is None or Path(module.__file__).resolve() != path.resolve():
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[mod_name]
+            raise
+    missing = [a for a in _REQUIRED if not hasattr(module, a)]
+    if missing:
+        raise TypeError(f"declared model {name!r} ({path}) lacks {missing}")
+    if module.TASK not in TASKS:
+        raise TypeError(f"declared model {name!r}: TASK must be one of {TASKS}")
+    bad = [m for m in module.METHODS if m not in METHODS]
+    if bad or not module.METHODS:
+        raise TypeError(f"declared model {name!r}: METHODS must be a non-empty subset of {METHODS}")
+    return DeclaredModel(name, module, path)

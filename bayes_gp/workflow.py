@@ -1,0 +1,579 @@
+"""End-to-end fits: data → model → inference → predictions → saved results and report.
+
+:func:`run` fits a declared model (``models/``, see :mod:`bayes_gp.declared`) or a model on the
+user's own CSV file (:class:`CSVModel`) with one of the inference methods, predicts at the held-out
+and new inputs and scores the held-out data. :func:`save` writes a result directory atomically
+(every file staged in a temporary directory that replaces the target in one rename);
+:func:`load` reads it back and rebuilds the model, so a saved fit predicts and reports again.
+
+A result directory holds
+
+``fit.json``
+    What was fitted and how: the model (declared name, or the CSV specification), method,
+    settings, seed, timings, held-out scores, versions.
+``posterior.nc``
+    The posterior (NUTS, an ArviZ DataTree in netCDF) or the point estimate (MAP, Laplace, EP: a
+    dataset of the hyperparameters, with the log marginal likelihood in its attributes).
+``predictions.csv``
+    Predictions at the held-out inputs (with the observed values) and at the new inputs.
+``report.html``
+    The diagnostic report (:func:`bayes_gp.report.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayes_gp.declared import Dataset, DeclaredModel, load_model
+
+__all__ = ["CSVModel", "FitResult", "run", "save", "load", "FIT_JSON", "POSTERIOR", "PREDICTIONS"]
+
+FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
+    "fit.json",
+    "posterior.nc",
+    "predictions.csv",
+    "report.html",
+)
+_DEFAULTS = {
+    "fast": {"draws": 300, "tune": 300, "chains": 2, "n_restarts": 3},
+    "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5},
+}
+
+
+# --------------------------------------------------------------------------- CSV models
+@dataclass(frozen=True)
+class CSVModel:
+    """A model on the user's own CSV file, with the declared-model interface.
+
+    Parameters
+    ----------
+    path : path to a CSV file with a header row
+    x : list of str
+        Input columns.
+    y : str
+        Target column (numbers for regression; two distinct labels for classification).
+    kernel : str
+        A catalogue name or a sum of products (:func:`bayes_gp.regression.kernel_spec`).
+    task : {"regression", "classification"}
+    ard : bool
+    """
+
+    path: str
+    x: tuple[str, ...]
+    y: str
+    kernel: str = "expquad"
+    task: str = "regression"
+    ard: bool = False
+
+    def __post_init__(self):
+        from bayes_gp.regression import kernel_spec
+
+        if self.task not in ("regression", "classification"):
+            raise ValueError(f"task must be 'regression' or 'classification', got {self.task!r}")
+        if not self.x:
+            raise ValueError("give at least one input column")
+        if self.y in self.x:
+            raise ValueError(f"column {self.y!r} is both an input and the target")
+        kernel_spec(self.kernel, exclude=("prml",) if self.task == "classification" else ())
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+    @property
+    def summary(self) -> str:
+        return f"{self.task} of {self.y} on {', '.join(self.x)} ({self.kernel}) from {self.path}"
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        if self.task == "regression":
+            return ("nuts", "map")
+        return ("laplace", "nuts", "ep")
+
+    def settings(self, fast: bool) -> dict:
+        return dict(_DEFAULTS["fast" if fast else "full"])
+
+    def spec(self) -> dict:
+        return {
+            "csv": str(Path(self.path).resolve()),
+            "x": list(self.x),
+            "y": self.y,
+            "kernel": self.kernel,
+            "task": self.task,
+            "ard": self.ard,
+        }
+
+    def load_data(self, fast: bool = False) -> Dataset:
+        try:
+            df = pd.read_csv(self.path)
+        except FileNotFoundError:
+            raise ValueError(f"no such file: {self.path}") from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read {self.path} as CSV: {exc}") from None
+        missing = [c for c in (*self.x, self.y) if c not in df.columns]
+        if missing:
+            raise ValueError(
+                f"column(s) {', '.join(map(repr, missing))} not in {self.path} "
+                f"(columns: {', '.join(map(str, df.columns))})"
+            )
+        cols = {}
+        for c in self.x if self.task == "classification" else (*self.x, self.y):
+            values = pd.to_numeric(df[c], errors="coerce")
+            bad = values.isna() & df[c].notna()
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0])
+                raise ValueError(
+                    f"column {c!r} is not numeric: row {row + 1} holds {df[c].iloc[row]!r}"
+                )
+            cols[c] = values
+        used = pd.DataFrame(cols)
+        if self.task == "classification":
+            used[self.y] = df[self.y]
+        n_missing = int(used.isna().any(axis=1).sum())
+        if n_missing:
+            raise ValueError(
+                f"{n_missing} row(s) of {self.path} have missing values in the columns used; "
+                "remove or impute them first"
+            )
+        X = used[list(self.x)].to_numpy(float)
+        y = used[self.y].to_numpy()
+        if self.task == "regression":
+            y = y.astype(float)
+        return Dataset(
+            X_train=X,
+            y_train=y,
+            feature_names=list(self.x),
+            target_name=self.y,
+            source=str(self.path),
+        )
+
+    def build(self, data: Dataset, method: str | None = None):
+        from bayes_gp import GPClassifier, GPRegression
+
+        method = method or self.methods[0]
+        if method not in self.methods:
+            raise ValueError(
+                f"--method {method!r} is not available for {self.task}: "
+                f"use {', '.join(self.methods)}"
+            )
+        X = pd.DataFrame(data.X_train, columns=data.feature_names)
+        if self.task == "regression":
+            return GPRegression(X, data.y_train, self.kernel, ard=self.ard)
+        link = "probit" if method == "ep" else "logit"
+        return GPClassifier(X, data.y_train, self.kernel, link=link, ard=self.ard)
+
+
+# ------------------------------------------------------------------------------- fitting
+@dataclass
+class FitResult:
+    """A fitted model with its data, predictions and held-out scores.
+
+    Attributes
+    ----------
+    name, task, method : str
+    model : GPRegression or GPClassifier
+    data : Dataset
+    fit : DataTree (NUTS) or MapFit / ClassifierFit
+    settings : dict
+        The inference settings used (draws, tune, chains, sampler, n_restarts, seed, fast).
+    spec : dict
+        How to rebuild the model: ``{"model": name}`` or the CSV specification.
+    predictions : DataFrame
+    scores : dict
+        Held-out scores (regression: RMSE and mean log predictive density; classification:
+        accuracy, log-loss and Brier score), empty without held-out data.
+    seconds : dict
+        Wall time by stage.
+    """
+
+    name: str
+    task: str
+    method: str
+    model: Any
+    data: Dataset
+    fit: Any
+    settings: dict
+    spec: dict
+    predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    scores: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+
+    @property
+    def is_mcmc(self) -> bool:
+        return self.method == "nuts"
+
+
+def _resolve(model: str | DeclaredModel | CSVModel):
+    if isinstance(model, str):
+        return load_model(model)
+    return model
+
+
+def run(
+    model: str | DeclaredModel | CSVModel,
+    method: str | None = None,
+    *,
+    fast: bool = False,
+    draws: int | None = None,
+    tune: int | None = None,
+    chains: int | None = None,
+    sampler: str = "auto",
+    n_restarts: int | None = None,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    progressbar: bool = False,
+) -> FitResult:
+    """Fit a declared model (by name) or a :class:`CSVModel` and predict.
+
+    Parameters
+    ----------
+    model : str, DeclaredModel or CSVModel
+    method : {"nuts", "map", "laplace", "ep"}, optional
+        Defaults to the model's first method.
+    fast : bool
+        The model's fast settings (smaller data and fewer draws, for tests and demonstrations).
+    draws, tune, chains, sampler, n_restarts, seed
+        Override the model's settings.
+    progress : callable, optional
+        Called with a one-line message at each stage.
+    progressbar : bool
+        PyMC's / nutpie's progress bar while sampling.
+    """
+    say = progress or (lambda msg: None)
+    decl = _resolve(model)
+    method = method or decl.methods[0]
+    if method not in decl.methods:
+        raise ValueError(
+            f"model {decl.name!r} supports --method {', '.join(decl.methods)}, not {method!r}"
+        )
+    settings = {**_DEFAULTS["fast" if fast else "full"], **decl.settings(fast)}
+    for key, value in (("draws", draws), ("tune", tune), ("chains", chains)):
+        if value is not None:
+            settings[key] = value
+    if n_restarts is not None:
+        settings["n_restarts"] = n_restarts
+    settings.update(sampler=sampler, seed=int(seed), fast=bool(fast))
+    for key in ("draws", "tune", "chains", "n_restarts"):
+        if int(settings[key]) < (1 if key != "tune" else 0):
+            raise ValueError(f"{key} must be positive, got {settings[key]}")
+    seconds: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    say(f"loading data for {decl.name}")
+    data = decl.load_data(fast=fast)
+    gp = decl.build(data, method)
+    seconds["build"] = time.perf_counter() - t0
+    n, d = np.shape(data.X_train)[0], np.shape(data.X_train)[-1]
+    say(f"built {type(gp).__name__} on n={n}, D={d}; fitting by {method}")
+
+    t0 = time.perf_counter()
+    if method == "nuts":
+        fit = gp.sample(
+            draws=int(settings["draws"]),
+            tune=int(settings["tune"]),
+            chains=int(settings["chains"]),
+            sampler=sampler,
+            random_seed=int(seed),
+            progressbar=progressbar,
+        )
+    elif method == "map":
+        fit = gp.fit_map(n_restarts=int(settings["n_restarts"]), random_seed=int(seed))
+    elif method == "laplace":
+        fit = gp.fit_laplace(n_restarts=int(settings["n_restarts"]), random_seed=int(seed))
+    else:
+        fit = gp.fit_ep(n_restarts=int(settings["n_restarts"]), random_seed=int(seed))
+    seconds["fit"] = time.perf_counter() - t0
+    say(f"fitted in {seconds['fit']:.1f} s; predicting")
+
+    t0 = time.perf_counter()
+    spec = decl.spec() if isinstance(decl, CSVModel) else {"model": decl.name}
+    result = FitResult(decl.name, decl.task, method, gp, data, fit, settings, spec)
+    result.predictions, result.scores = _predict(result)
+    seconds["predict"] = time.perf_counter() - t0
+    result.seconds = seconds
+    return result
+
+
+def _predict(res: FitResult) -> tuple[pd.DataFrame, dict]:
+    data, gp, fit = res.data, res.model, res.fit
+    frames, scores = [], {}
+    parts = [("test", data.X_test, data.y_test), ("new", data.X_new, None)]
+    if data.X_test is None and data.X_new is None:
+        parts = [("train", data.X_train, data.y_train)]
+    for split, X, y in parts:
+        if X is None:
+            continue
+        X2 = np.asarray(X, float).reshape(len(X), -1)
+        df = pd.DataFrame(X2, columns=data.feature_names)
+        df.insert(0, "split", split)
+        if res.task == "regression":
+            f = gp.predict(X2, fit)
+            t = gp.predict(X2, fit, include_noise=True)
+            df["mean"], df["sd_f"], df["sd_y"] = f.mean, f.sd, t.sd
+            df["lower_94"], df["upper_94"] = t.lower, t.upper
+            if y is not None:
+                y = np.asarray(y, float)
+                df[data.target_name] = y
+                if split == "test":
+                    resid = y - t.mean
+                    scores["rmse"] = float(np.sqrt(np.mean(resid**2)))
+                    # mean log predictive density of the Gaussian (MAP) / moment-matched (NUTS)
+                    lpd = -0.5 * (np.log(2 * np.pi * t.var) + resid**2 / t.var)
+                    scores["mean_log_predictive_density"] = float(np.mean(lpd))
+                    scores["coverage_94"] = float(np.mean((y >= t.lower) & (y <= t.upper)))
+        else:
+            p = gp.predict_proba(X2, fit)
+            mean, sd = gp.latent(X2, fit)
+            df["p_positive"], df["latent_mean"], df["latent_sd"] = p, mean, sd
+            df["predicted"] = np.where(p > 0.5, gp.classes_[1], gp.classes_[0])
+            if y is not None:
+                df[data.target_name] = y
+                if split == "test":
+                    t = (np.asarray(y) == gp.classes_[1]).astype(float)
+                    pc = np.clip(p, 1e-15, 1 - 1e-15)
+                    scores["accuracy"] = float(np.mean((p > 0.5) == (t == 1)))
+                    scores["log_loss"] = float(-np.mean(t * np.log(pc) + (1 - t) * np.log1p(-pc)))
+                    scores["brier"] = float(np.mean((p - t) ** 2))
+        frames.append(df)
+    if scores:
+        scores["n_test"] = len(data.y_test)
+    return pd.concat(frames, ignore_index=True), scores
+
+
+# ------------------------------------------------------------------------------- saving
+def _point_dataset(res: FitResult):
+    import xarray as xr
+
+    fit = res.fit
+    ds = xr.Dataset()
+    for name, value in fit.params.items():
+        v = np.asarray(value, float)
+        ds[name] = xr.DataArray(v, dims=("feature",) if v.ndim == 1 else ())
+    if "feature" in ds.dims:
+        ds = ds.assign_coords(feature=res.data.feature_names)
+    ds.attrs.update(
+        method=res.method,
+        log_marginal_likelihood=float(fit.log_marginal_likelihood),
+        objective=float(fit.objective),
+        prior=int(bool(fit.prior)),
+        grad_norm=float(fit.grad_norm),
+    )
+    return ds
+
+
+def _fit_record(res: FitResult, report_ok: bool) -> dict:
+    import arviz
+    import pymc
+    import pytensor
+
+    import bayes_gp
+
+    record = {
+        "name": res.name,
+        "task": res.task,
+        "method": res.method,
+        "spec": res.spec,
+        "settings": res.settings,
+        "n_train": int(np.shape(res.data.X_train)[0]),
+        "features": list(res.data.feature_names),
+        "target": res.data.target_name,
+        "source": res.data.source,
+        "scores": res.scores,
+        "seconds": res.seconds,
+        "report": REPORT if report_ok else None,
+        "versions": {
+            "bayes_gp": bayes_gp.__version__,
+            "pymc": pymc.__version__,
+            "pytensor": pytensor.__version__,
+            "arviz": arviz.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+        },
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if not res.is_mcmc:
+        record["params"] = {k: np.asarray(v).tolist() for k, v in res.fit.params.items()}
+        record["log_marginal_likelihood"] = float(res.fit.log_marginal_likelihood)
+    return record
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def make_report(res: FitResult):
+    """The diagnostic report of a result (:func:`bayes_gp.report.report`)."""
+    from bayes_gp.report import report
+
+    X_new = res.data.X_new
+    return report(res.fit, model=res.model, X_new=X_new, title=f"{res.name}: {res.method}")
+
+
+def save(res: FitResult, out: str | os.PathLike, *, with_report: bool = True) -> list[Path]:
+    """Write the result directory ``out`` atomically; returns the files written.
+
+    Everything is written into a temporary sibling directory first, flushed to disk, and then
+    renamed onto ``out`` (a previous ``out`` is moved aside first and removed afterwards). If
+    anything fails, ``out`` keeps its previous content and the temporary directory is removed.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp"
+    stage.mkdir()
+    try:
+        if res.is_mcmc:
+            res.fit.to_netcdf(stage / POSTERIOR)
+        else:
+            _point_dataset(res).to_netcdf(stage / POSTERIOR)
+        res.predictions.to_csv(stage / PREDICTIONS, index=False)
+        report_ok = False
+        if with_report:
+            make_report(res).save(stage / REPORT)
+            report_ok = True
+        text = json.dumps(_fit_record(res, report_ok), indent=2, default=_json_default)
+        (stage / FIT_JSON).write_text(text + "\n")
+        for p in stage.iterdir():
+            with open(p, "rb") as fh:
+                os.fsync(fh.fileno())
+        _swap_into_place(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return sorted(out.iterdir())
+
+
+def _swap_into_place(stage: Path, out: Path) -> None:
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.{secrets.token_hex(6)}.old"
+        os.replace(out, old)
+    try:
+        os.replace(stage, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def load(out: str | os.PathLike) -> FitResult:
+    """Read a result directory written by :func:`save` and rebuild its model.
+
+    The model is rebuilt from its specification (declared model name or CSV file), with the same
+    data options, so the returned result predicts exactly as the saved one did.
+    """
+    import arviz as az
+    import xarray as xr
+
+    out = Path(out)
+    path = out / FIT_JSON
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{out} is not a bayes_gp result directory (no {FIT_JSON})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is corrupted: {exc}") from None
+    try:
+        spec, method, settings = record["spec"], record["method"], record["settings"]
+    except (KeyError, TypeError):
+        raise ValueError(f"{path} is not a bayes_gp fit record") from None
+    if "model" in spec:
+        decl = load_model(spec["model"])
+    else:
+        decl = CSVModel(
+            spec["csv"], tuple(spec["x"]), spec["y"], spec["kernel"], spec["task"], spec["ard"]
+        )
+    data = decl.load_data(fast=bool(settings.get("fast", False)))
+    gp = decl.build(data, method)
+    post = out / POSTERIOR
+    try:
+        if method == "nuts":
+            fit = az.from_netcdf(post)
+        else:
+            fit = _point_fit(xr.load_dataset(post), gp, method)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValueError(f"cannot read {post}: {exc}") from None
+    res = FitResult(decl.name, decl.task, method, gp, data, fit, settings, spec)
+    res.scores = record.get("scores", {})
+    res.seconds = record.get("seconds", {})
+    preds = out / PREDICTIONS
+    if preds.exists():
+        res.predictions = pd.read_csv(preds)
+    return res
+
+
+def _point_fit(ds, gp, method: str):
+    from bayes_gp.classification import ClassifierFit
+    from bayes_gp.inference import MapFit
+
+    params = {n: np.asarray(ds[n].values, float) for n in ds.data_vars}
+    missing = set(gp.hyperparameters) - set(params)
+    if missing:
+        raise KeyError(f"the saved point estimate lacks {sorted(missing)}")
+    a = ds.attrs
+    if method == "map":
+        return MapFit(
+            params,
+            float(a["objective"]),
+            bool(a["prior"]),
+            grad_norm=float(a["grad_norm"]),
+            log_marginal_likelihood=float(a["log_marginal_likelihood"]),
+        )
+    fit = gp.fit_laplace(params=params) if method == "laplace" else gp.fit_ep(params=params)
+    return ClassifierFit(
+        method,
+        params,
+        fit.log_marginal_likelihood,
+        float(a["objective"]),
+        bool(a["prior"]),
+        fit.state,
+        grad_norm=float(a["grad_norm"]),
+    )
+
+
+def describe(res: FitResult) -> str:
+    """A few lines summarising a result (for the command line)."""
+    lines = [f"{res.name}: {res.task}, {res.method}, n={np.shape(res.data.X_train)[0]}"]
+    if res.is_mcmc:
+        import arviz as az
+
+        names = [n for n in res.model.hyperparameters if n in res.fit["posterior"]]
+        s = az.summary(res.fit, var_names=names, round_to="none")
+        cols = [c for c in s.columns if c in ("mean", "sd", "r_hat", "ess_bulk")]
+        lines.append(s[cols].to_string(float_format=lambda v: f"{v:.4g}"))
+        div = int(np.asarray(res.fit["sample_stats"]["diverging"]).sum())
+        lines.append(f"divergences: {div}")
+    else:
+        for k, v in res.fit.params.items():
+            lines.append(f"  {k} = {np.array2string(np.asarray(v), precision=4)}")
+        lines.append(f"  log marginal likelihood = {res.fit.log_marginal_likelihood:.4f}")
+    for k, v in res.scores.items():
+        lines.append(f"  test {k} = {v:.4g}" if isinstance(v, float) else f"  test {k} = {v}")
+    return "\n".join(lines)
+
+
+def parse_columns(text: str) -> tuple[str, ...]:
+    """``"a,b , c"`` → ``("a", "b", "c")``."""
+    cols = tuple(c.strip() for c in text.split(",") if c.strip())
+    if not cols:
+        raise ValueError("--x needs at least one column name")
+    return cols

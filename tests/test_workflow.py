@@ -1,0 +1,177 @@
+"""End-to-end fits (:mod:`bayes_gp.workflow`) and the ``bayes-gp fit / list / report`` commands."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_gp import cli, workflow
+from bayes_gp.workflow import CSVModel
+
+
+@pytest.fixture(scope="module")
+def csv_file(tmp_path_factory) -> Path:
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 10, 40))
+    df = pd.DataFrame(
+        {
+            "x": x,
+            "z": rng.normal(size=40),
+            "y": np.sin(x) + 0.2 * rng.normal(size=40),
+            "lab": np.where(np.sin(x) + 0.3 * rng.normal(size=40) > 0, "up", "down"),
+            "text": ["1.5"] * 39 + ["b"],
+        }
+    )
+    path = tmp_path_factory.mktemp("data") / "data.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def _cli(*argv) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main([str(a) for a in argv])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _one_line_error(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("[bayes-gp]")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- CSV models --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(x=("x", "w"), y="y"), r"column\(s\) 'w' not in .*columns: x, z, y, lab, text"),
+        (dict(x=("text",), y="y"), "column 'text' is not numeric: row 40 holds 'b'"),
+        (dict(x=("x",), y="lab"), "column 'lab' is not numeric"),
+    ],
+)
+def test_csv_data_errors(csv_file, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CSVModel(str(csv_file), **kwargs).load_data()
+
+
+def test_csv_spec_errors(csv_file, tmp_path):
+    with pytest.raises(ValueError, match="unknown kernel 'cubic'"):
+        CSVModel(str(csv_file), ("x",), "y", kernel="expquad + cubic")
+    with pytest.raises(ValueError, match="both an input and the target"):
+        CSVModel(str(csv_file), ("x", "y"), "y")
+    with pytest.raises(ValueError, match="task"):
+        CSVModel(str(csv_file), ("x",), "y", task="survival")
+    holes = tmp_path / "holes.csv"
+    holes.write_text("x,y\n1,2\n2,\n3,4\n")
+    with pytest.raises(ValueError, match="1 row"):
+        CSVModel(str(holes), ("x",), "y").load_data()
+    with pytest.raises(ValueError, match="no such file"):
+        CSVModel(str(tmp_path / "none.csv"), ("x",), "y").load_data()
+
+
+def test_map_fit_saves_and_reloads(csv_file, tmp_path):
+    model = CSVModel(str(csv_file), ("x",), "y", kernel="matern52")
+    res = workflow.run(model, "map", n_restarts=2, seed=1)
+    assert res.fit.grad_norm < 1e-3
+    out = tmp_path / "result"
+    files = workflow.save(res, out, with_report=False)
+    assert {f.name for f in files} == {"fit.json", "posterior.nc", "predictions.csv"}
+    record = json.loads((out / "fit.json").read_text())
+    assert record["method"] == "map" and record["spec"]["kernel"] == "matern52"
+    assert record["log_marginal_likelihood"] == pytest.approx(res.fit.log_marginal_likelihood)
+    again = workflow.load(out)
+    for k, v in res.fit.params.items():
+        np.testing.assert_array_equal(again.fit.params[k], v)
+    x_new = np.linspace(-1, 11, 7)
+    a, b = res.model.predict(x_new, res.fit), again.model.predict(x_new, again.fit)
+    np.testing.assert_allclose(b.mean, a.mean, rtol=1e-12)
+    np.testing.assert_allclose(b.var, a.var, rtol=1e-12)
+    pd.testing.assert_frame_equal(again.predictions, pd.read_csv(out / "predictions.csv"))
+
+
+def test_failed_save_keeps_previous_result(csv_file, tmp_path, monkeypatch):
+    model = CSVModel(str(csv_file), ("x", "z"), "lab", task="classification")
+    res = workflow.run(model, "laplace", n_restarts=1)
+    assert res.predictions["p_positive"].between(0, 1).all()
+    out = tmp_path / "result"
+    workflow.save(res, out, with_report=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt  # interrupted while writing the predictions
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", boom)
+    with pytest.raises(KeyboardInterrupt):
+        workflow.save(res, out, with_report=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result"]  # no staging left
+    monkeypatch.undo()
+    with pytest.raises(KeyboardInterrupt):
+        monkeypatch.setattr(pd.DataFrame, "to_csv", boom)
+        workflow.save(res, tmp_path / "fresh", with_report=False)
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_load_rejects_foreign_and_corrupted_directories(tmp_path):
+    with pytest.raises(ValueError, match="not a bayes_gp result directory"):
+        workflow.load(tmp_path)
+    (tmp_path / "fit.json").write_text("{not json")
+    with pytest.raises(ValueError, match="corrupted"):
+        workflow.load(tmp_path)
+    (tmp_path / "fit.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a bayes_gp fit record"):
+        workflow.load(tmp_path)
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--x", "x,w", "--y", "y"], "'w' not in"),
+        (["--x", "x", "--y", "y", "--kernel", "matern52 + cubic"], "unknown kernel 'cubic'"),
+        (["--x", "text", "--y", "y"], "not numeric"),
+        (["--x", "x"], "needs --x COLUMNS and --y COLUMN"),
+        (["--x", "x", "--y", "y", "--method", "laplace"], "supports --method nuts, map, not 'laplace'"),
+    ],
+)
+def test_fit_bad_csv_input_is_one_line(csv_file, tmp_path, args, match):
+    rc, _, err = _cli("fit", csv_file, "--out", tmp_path / "o", *args)
+    assert rc != 0
+    assert match in _one_line_error(err)
+    assert not (tmp_path / "o").exists()
+
+
+def test_fit_unknown_model_is_one_line(tmp_path):
+    rc, _, err = _cli("fit", "no_such_model", "--out", tmp_path / "o")
+    assert rc == 1 and "unknown model 'no_such_model'" in _one_line_error(err)
+    rc, _, err = _cli("report", tmp_path)
+    assert rc == 1 and "not a bayes_gp result directory" in _one_line_error(err)
+
+
+def test_fit_csv_classification_end_to_end(csv_file, tmp_path):
+    out = tmp_path / "clf"
+    rc, stdout, err = _cli(
+        "fit", csv_file, "--x", "x,z", "--y", "lab", "--task", "classification",
+        "--method", "ep", "--restarts", "1", "--out", out, "--no-report",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert "[bayes-gp] fitting" in err or "fitting by ep" in err
+    assert "log marginal likelihood" in stdout
+    preds = pd.read_csv(out / "predictions.csv")
+    assert set(preds["predicted"]) <= {"up", "down"}
+    again = workflow.load(out)
+    assert again.model.link == "probit"
+    np.testing.assert_allclose(
+        again.model.predict_proba(again.data.X_train, again.fit), preds["p_positive"], rtol=1e-9
+    )
