@@ -16,13 +16,17 @@ predictive
     Closed-form predictive equations and log marginal likelihood (NumPy, Cholesky).
 linalg
     Positive semi-definiteness checks, Cholesky with growing jitter.
+report
+    ``report(fit, path=None, *, model=...)``: a self-contained HTML report (diagnostics, figures,
+    LOO comparison). ``bayes_gp.report`` is the package and, called, the function.
 """
 
-from bayes_gp import eigen, inference, kernels
+from bayes_gp import eigen, inference, kernels, report
 from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.inference import MapFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.regression import GPRegression, Prediction
+from bayes_gp.report import Report
 
 __all__ = [
     "kernels",
@@ -37,5 +41,7 @@ __all__ = [
     "PSDCheck",
     "NotPSDError",
     "NotPSDWarning",
+    "report",
+    "Report",
 ]
 __version__ = "0.1.0"

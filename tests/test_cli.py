@@ -171,26 +171,6 @@ def test_failed_json_dump_keeps_old_outputs(tmp_path, capsys, monkeypatch, two_k
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-def test_write_atomic_failed_replace_leaves_old_content(tmp_path, monkeypatch):
-    target = tmp_path / "a.bin"
-    target.write_bytes(b"old")
-
-    def failing_replace(src, dst):
-        raise OSError("replace failed")
-
-    monkeypatch.setattr(cli.os, "replace", failing_replace)
-    with pytest.raises(OSError, match="replace failed"):
-        cli.write_atomic({target: b"new", tmp_path / "b.bin": b"other"})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]
-    assert target.read_bytes() == b"old"
-
-
-def test_write_atomic_writes_all(tmp_path):
-    files = {tmp_path / "a.bin": b"\x00\x01", tmp_path / "b.json": b"{}"}
-    cli.write_atomic(files)
-    assert {p: p.read_bytes() for p in sorted(tmp_path.iterdir())} == files
-
-
 def test_write_failure_is_one_line(tmp_path, capsys, monkeypatch, two_kernels):
     def failing_write(files):
         raise PermissionError(13, "Permission denied")
