@@ -175,3 +175,30 @@ def test_fit_csv_classification_end_to_end(csv_file, tmp_path):
     np.testing.assert_allclose(
         again.model.predict_proba(again.data.X_train, again.fit), preds["p_positive"], rtol=1e-9
     )
+
+
+@pytest.mark.slow
+def test_fit_csv_nuts_end_to_end_with_report(csv_file, tmp_path):
+    """NUTS through the command line: netCDF posterior that reloads, predictions, an HTML report
+    with the summary table, and `bayes-gp report` rebuilding it from the directory alone."""
+    import arviz as az
+
+    out = tmp_path / "nuts"
+    rc, stdout, err = _cli(
+        "fit", csv_file, "--x", "x", "--y", "y", "--method", "nuts", "--sampler", "pymc",
+        "--draws", "100", "--tune", "150", "--chains", "2", "--seed", "3", "--out", out,
+    )  # fmt: skip
+    assert rc == 0, err
+    assert "divergences:" in stdout and "r_hat" in stdout
+    idata = az.from_netcdf(out / "posterior.nc")
+    assert idata["posterior"]["ls"].shape == (2, 100)
+    assert idata["log_likelihood"]["y"].shape == (2, 100, 40)
+    html = (out / "report.html").read_text()
+    mean_ls = float(idata["posterior"]["ls"].mean())
+    assert f"{mean_ls:.3g}"[:3] in html  # the summary table holds the posterior mean
+    assert "r̂" in html or "r_hat" in html
+    assert "http://" not in html and "https://" not in html.replace("https://www.w3.org", "")
+    (out / "report.html").unlink()
+    rc, _, err = _cli("report", out)
+    assert rc == 0, err
+    assert (out / "report.html").read_text().count("data:image/png") >= 3
