@@ -13,6 +13,7 @@ whose hyperparameters are fitted by type-II maximisation of the approximate evid
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,9 @@ from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.gpr import _as_inputs
 
 __all__ = ["GPClassifier", "ClassifierFit"]
+
+#: A type-II latent amplitude above this warns: separable data drive it to infinity.
+ETA_WARN = 100.0
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,8 @@ class GPClassifier:
         def neg(x):
             out = fn(*unravel(x))
             K, dK, lp, dlp = out[0], out[1 : 1 + n_grad], out[1 + n_grad], out[2 + n_grad :]
+            if not np.all(np.isfinite(K)):  # an optimiser step overflowed the kernel
+                return np.inf, np.zeros_like(x)
             try:
                 state = self._approximate(
                     method, K, cache.get("f") if method == "laplace" else None
@@ -286,9 +292,20 @@ class GPClassifier:
         _, g = neg(best.x)
         state = cache["state"]
         restarts = restarts_table(results, to_params)
+        params = to_params(best.x)
+        eta = [np.max(v) for k, v in params.items() if k.rsplit("_", 1)[-1] == "eta"]
+        if eta and max(eta) > ETA_WARN:
+            warnings.warn(
+                f"type-II {method} fit: latent amplitude eta = {max(eta):.3g}. The approximate "
+                "evidence keeps growing with the latent scale, as it does for (nearly) separable "
+                "classes, and the optimum may be at infinity: use prior=True (MAP), NUTS "
+                "(sample), or fixed hyperparameters (params=...)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return ClassifierFit(
             method,
-            to_params(best.x),
+            params,
             state.log_evidence,
             -float(best.fun),
             bool(prior),

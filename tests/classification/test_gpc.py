@@ -189,3 +189,20 @@ def test_nuts_laplace_ep_and_sklearn_on_pima():
     # Type-II Laplace with the same kernel reaches scikit-learn's optimum (same objective).
     assert lap.log_marginal_likelihood >= sk.log_marginal_likelihood_value_ - 1e-4
     assert int(np.asarray(idata["sample_stats"]["diverging"]).sum()) == 0
+
+
+def test_separable_data_type2_overflow_is_handled_and_warned():
+    """On separable classes the EP evidence grows without bound in eta: the optimiser's steps
+    overflow K. The fit must treat those points as infeasible, finish, and warn."""
+    from sklearn.model_selection import train_test_split
+
+    d = load_breast_cancer()
+    X, _, y, _ = train_test_split(
+        d.data, d.target, train_size=40, stratify=d.target, random_state=0
+    )
+    X = (X - X.mean(0)) / X.std(0)
+    clf = GPClassifier(X, y, "expquad", link="probit")
+    with pytest.warns(RuntimeWarning, match="separable"):
+        fit = clf.fit_ep(n_restarts=1, random_seed=0)
+    assert np.isfinite(fit.log_marginal_likelihood)
+    assert np.mean(clf.predict(X, fit) == y) == 1.0
