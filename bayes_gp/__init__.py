@@ -23,10 +23,12 @@ report
 
 from bayes_gp import eigen, inference, kernels, report
 from bayes_gp.classification import ClassifierFit, GPClassifier
+from bayes_gp.deep import DeepKernelRegression
 from bayes_gp.inference import MapFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.regression import GPRegression, Prediction
 from bayes_gp.report import Report
+from bayes_gp.weight_space import BayesianLinearRegression, KernelRidge
 
 __all__ = [
     "kernels",
@@ -43,5 +45,8 @@ __all__ = [
     "NotPSDWarning",
     "report",
     "Report",
+    "BayesianLinearRegression",
+    "KernelRidge",
+    "DeepKernelRegression",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,21 @@
+"""Deep kernel learning (seed 002 §3.4) and the "GP neural network" feature extractor
+(seed 000 eqs. 30–33).
+
+``DeepKernelRegression``
+    A multilayer perceptron in PyTensor feeding a catalogue kernel; network weights and kernel
+    hyperparameters fitted jointly on the exact GP marginal likelihood; NUTS over the GP
+    hyperparameters with the network fixed.
+``FeatureExtractor``
+    The network: dense layers with ReLU/GELU/sigmoid/tanh, or a learned mixture of them per unit.
+"""
+
+from bayes_gp.deep.dkl import DeepKernelRegression, DKLFit
+from bayes_gp.deep.network import ACTIVATIONS, MIXTURE_ACTIVATIONS, FeatureExtractor
+
+__all__ = [
+    "DeepKernelRegression",
+    "DKLFit",
+    "FeatureExtractor",
+    "ACTIVATIONS",
+    "MIXTURE_ACTIVATIONS",
+]
