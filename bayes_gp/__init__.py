@@ -26,7 +26,7 @@ from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.deep import DeepKernelRegression
 from bayes_gp.inference import MapFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
-from bayes_gp.regression import GPRegression, Prediction
+from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
 from bayes_gp.report import Report
 from bayes_gp.weight_space import BayesianLinearRegression, KernelRidge
 
@@ -35,6 +35,7 @@ __all__ = [
     "eigen",
     "inference",
     "GPRegression",
+    "HeteroscedasticGPRegression",
     "GPClassifier",
     "ClassifierFit",
     "Prediction",

@@ -2,5 +2,13 @@
 
 from bayes_gp.regression.catalogue import KERNELS, DataScale, kernel_spec
 from bayes_gp.regression.gpr import GPRegression, Prediction
+from bayes_gp.regression.hetero import HeteroscedasticGPRegression
 
-__all__ = ["GPRegression", "Prediction", "KERNELS", "DataScale", "kernel_spec"]
+__all__ = [
+    "GPRegression",
+    "HeteroscedasticGPRegression",
+    "Prediction",
+    "KERNELS",
+    "DataScale",
+    "kernel_spec",
+]
