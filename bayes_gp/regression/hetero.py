@@ -407,7 +407,12 @@ class HeteroscedasticGPRegression:
             Seed of the subset of draws and of the predictive draws.
         """
         Xn = self._check_new(X_new)
-        mf, vf, mg, vg = self._latent_at(Xn, idata, max_draws, seed)
+        latent = self._latent_at(Xn, idata, max_draws, seed)
+        return self._mixture(*latent, include_noise, n_per_draw, seed)
+
+    @staticmethod
+    def _mixture(mf, vf, mg, vg, include_noise: bool, n_per_draw: int, seed: int) -> Prediction:
+        """:meth:`predict` from the per-draw moments of :meth:`_latent_at`."""
         rng = np.random.default_rng(seed)
         S, m = mf.shape
         ys = mf[:, None] + np.sqrt(vf)[:, None] * rng.standard_normal((S, n_per_draw, m))
@@ -438,11 +443,76 @@ class HeteroscedasticGPRegression:
         """
         Xn = self._check_new(X_new)
         _, _, mg, vg = self._latent_at(Xn, idata, max_draws, seed)
+        return self._noise_from(mg, vg, n_per_draw, seed)
+
+    @staticmethod
+    def _noise_from(mg, vg, n_per_draw: int, seed: int):
+        """:meth:`noise_sd` from the per-draw moments of :math:`g_*`."""
         rng = np.random.default_rng(seed)
         S, m = mg.shape
         gs = mg[:, None] + np.sqrt(vg)[:, None] * rng.standard_normal((S, n_per_draw, m))
         lower, upper = np.quantile(np.exp(gs).reshape(-1, m), _INTERVAL, axis=0)
         return np.exp(mg + vg / 2.0).mean(axis=0), lower, upper
+
+    @single_blas_thread
+    def predictive_bands(
+        self, X_new, idata, *, max_draws: int = 500, n_per_draw: int = 4, seed: int = 0
+    ) -> tuple[Prediction, Prediction, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``(predict(X_new, idata), predict(X_new, idata, include_noise=True),
+        noise_sd(X_new, idata))`` with the same arguments, from one pass over the posterior
+        draws: the same numbers in a third of the time.
+        """
+        Xn = self._check_new(X_new)
+        mf, vf, mg, vg = self._latent_at(Xn, idata, max_draws, seed)
+        return (
+            self._mixture(mf, vf, mg, vg, False, n_per_draw, seed),
+            self._mixture(mf, vf, mg, vg, True, n_per_draw, seed),
+            self._noise_from(mg, vg, n_per_draw, seed),
+        )
+
+    def posterior_predictive(
+        self, idata, n_draws: int | None = None, *, seed: int = 0
+    ) -> np.ndarray:
+        r"""Replicated data sets at the training inputs, :math:`y^{rep} = f + e^{g}\varepsilon`.
+
+        One replicate per posterior draw of :math:`(f, g)`, with :math:`f` the exact draw from
+        :math:`p(f \mid y, g, \theta)` that :meth:`sample` stored and :math:`\varepsilon \sim
+        N(0, I)` (the posterior predictive of the observations, as in a posterior predictive
+        check).
+
+        Parameters
+        ----------
+        idata : DataTree
+            The output of :meth:`sample` (posterior ``f`` and ``g``).
+        n_draws : int, optional
+            At most this many posterior draws (a fixed random subset); all of them by default.
+        seed : int
+            Seed of the subset and of :math:`\varepsilon`.
+
+        Returns
+        -------
+        ndarray (S, n)
+            One replicated data set per row.
+        """
+        try:
+            post = idata["posterior"]
+        except (KeyError, TypeError):
+            raise ValueError(
+                "`idata` must be the ArviZ data returned by `.sample()` (with a posterior group)"
+            ) from None
+        missing = [name for name in ("f", "g") if name not in post]
+        if missing:
+            raise ValueError(f"`idata` has no posterior draws of {missing}")
+        if n_draws is not None and int(n_draws) < 1:
+            raise ValueError(f"`n_draws` must be a positive integer or None, got {n_draws!r}")
+        n = self.X.shape[0]
+        f = np.asarray(post["f"], float).reshape(-1, n)
+        g = np.asarray(post["g"], float).reshape(-1, n)
+        rng = np.random.default_rng(seed)
+        idx = np.arange(f.shape[0])
+        if n_draws is not None and f.shape[0] > n_draws:
+            idx = np.sort(rng.choice(f.shape[0], n_draws, replace=False))
+        return f[idx] + np.exp(g[idx]) * rng.standard_normal((idx.size, n))
 
     def __repr__(self) -> str:
         return (

@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from bayes_gp.report import describe, diagnostics, figures
 from bayes_gp.report import html as H
 from bayes_gp.report.loo import LooScore, point_loo, psis_loo, score_table
 
-__all__ = ["Report", "report", "CI_PROB", "PRIOR_DRAWS", "PPC_DRAWS", "GRID_POINTS"]
+__all__ = ["Report", "report", "NoiseModel", "CI_PROB", "PRIOR_DRAWS", "PPC_DRAWS", "GRID_POINTS"]
 
 #: Probability of the credible intervals in the summary table (as the predictive bands).
 CI_PROB = 0.94
@@ -118,11 +119,33 @@ class _Entry:
     nuts: bool
 
 
+@runtime_checkable
+class NoiseModel(Protocol):
+    """What the report uses of a regression model with input-dependent noise (such as
+    :class:`~bayes_gp.HeteroscedasticGPRegression`), besides ``X``, ``y``, ``feature_names``,
+    ``model`` (the PyMC model) and ``hyperparameters``: public methods only, on the DataTree of
+    its NUTS run.
+
+    ``predictive_bands(X_new, idata)``
+        ``(pred_f, pred_y, (noise_mean, noise_lower, noise_upper))``: the predictive mean,
+        variance and 94% interval (``Prediction``) of :math:`f_*` and of :math:`y_*`, and the
+        posterior mean and 94% interval of the noise standard deviation at ``X_new``.
+    ``posterior_predictive(idata, n_draws, seed=)``
+        Replicated data sets at the training inputs, ``(n_draws, n)``.
+    """
+
+    def predictive_bands(self, X_new, idata) -> tuple: ...
+
+    def posterior_predictive(
+        self, idata, n_draws: int | None = None, *, seed: int = 0
+    ) -> np.ndarray: ...
+
+
 def _is_model(obj) -> bool:
     from bayes_gp.classification import GPClassifier
-    from bayes_gp.regression import GPRegression
+    from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression
 
-    return isinstance(obj, GPRegression | GPClassifier)
+    return isinstance(obj, GPRegression | GPClassifier | HeteroscedasticGPRegression)
 
 
 def _default_name(model, fit) -> str:
@@ -132,6 +155,9 @@ def _default_name(model, fit) -> str:
     if model is not None:
         spec = getattr(model, "spec", None)
         kernel = spec.name if spec is not None else getattr(model.kernel, "__name__", "custom")
+        noise_spec = getattr(model, "noise_spec", None)
+        if noise_spec is not None:
+            kernel += f", noise GP {noise_spec.name}"
     if isinstance(fit, xr.DataTree):
         sampler = fit["posterior"].attrs.get("bayes_gp_sampler")
         method = f"NUTS ({sampler})" if sampler else "NUTS"
@@ -153,7 +179,8 @@ def _entry(name, item, model) -> _Entry:
         model, item = item
     if model is not None and not _is_model(model):
         raise TypeError(
-            f"`model` must be a GPRegression or GPClassifier, got {type(model).__name__}"
+            "`model` must be a GPRegression, GPClassifier or HeteroscedasticGPRegression, got "
+            f"{type(model).__name__}"
         )
     if isinstance(item, xr.DataTree):
         if "posterior" not in item.children:
@@ -262,9 +289,11 @@ def _prior_tree(model, idata, params: Sequence[str]):
 def _regression_ppc(model, fit, nuts: bool):
     """Replicated data :math:`y^{rep} = f + \\epsilon` at the training inputs, drawn from the
     conditional posterior of :math:`f` given :math:`y` and each of ``PPC_DRAWS`` hyperparameter
-    draws (NUTS) or the point estimate (MAP)."""
+    draws (NUTS) or the point estimate (MAP); a :class:`NoiseModel` draws its own."""
     from bayes_gp.linalg import jittered_cholesky
 
+    if isinstance(model, NoiseModel):
+        return model.posterior_predictive(fit, PPC_DRAWS, seed=0)
     rng = np.random.default_rng(0)
     if nuts:
         values_list = model._draws(fit, PPC_DRAWS, seed=0)
@@ -347,6 +376,15 @@ def _bands(part: _Part, model, fit, nuts: bool, X_new) -> None:
                 f"{name}: predictive probability", xlabel, str(model.classes_[1]),
             )  # fmt: skip
 
+    elif isinstance(model, NoiseModel):
+
+        def make():
+            pred_f, pred_y, noise = model.predictive_bands(grid, fit)
+            return figures.noise_bands_figure(
+                model.X[:, 0], model.y, grid, pred_f, pred_y, noise,
+                f"{name}: predictive bands", xlabel, _abs_residuals(model, fit),
+            )  # fmt: skip
+
     else:
 
         def make():
@@ -359,7 +397,22 @@ def _bands(part: _Part, model, fit, nuts: bool, X_new) -> None:
     caption = "Predictive mean and 94% bands" + (
         " (mixture over posterior draws)" if nuts else " (at the point estimate)"
     )
+    if isinstance(model, NoiseModel):
+        caption += (
+            "; below, the noise standard deviation exp(g(x)) with its 94% band, and the absolute "
+            "residuals |y − E[f(x)]| of the data (for Gaussian noise about 68% of them lie "
+            "below the noise sd, 95% below twice it)"
+        )
     part.add_figures("Predictive bands", ("bands", caption, make))
+
+
+def _abs_residuals(model, idata) -> np.ndarray | None:
+    """:math:`|y_i - E[f(x_i) \\mid y]|` from the posterior draws of ``f`` (None without them)."""
+    post = idata["posterior"]
+    if "f" not in post:
+        return None
+    f = np.asarray(post["f"], float).reshape(-1, model.X.shape[0])
+    return np.abs(model.y - f.mean(axis=0))
 
 
 def _predictions_table(part: _Part, model, fit, X_new) -> None:
@@ -373,9 +426,15 @@ def _predictions_table(part: _Part, model, fit, X_new) -> None:
     if isinstance(model, GPClassifier):
         cols[f"P(y = {model.classes_[1]})"] = model.predict_proba(Xn, fit)
     else:
-        pred = model.predict(Xn, fit, include_noise=True)
+        noise = None
+        if isinstance(model, NoiseModel):
+            _, pred, noise = model.predictive_bands(Xn, fit)
+        else:
+            pred = model.predict(Xn, fit, include_noise=True)
         cols.update({"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
                      "upper 97%": pred.upper})  # fmt: skip
+        if noise is not None:
+            cols["noise sd"] = noise[0]
     df = pd.DataFrame(cols)
     note = f" (first {MAX_PREDICTION_ROWS} of {len(X_new)})" if len(X_new) > len(Xn) else ""
     part.body.append(H.section(f"Predictions at X_new{note}", H.dataframe_table(df), level=3))
@@ -511,6 +570,11 @@ def _ppc_section(part: _Part, model, fit, nuts: bool) -> None:
 
     if isinstance(model, GPClassifier):
         caption = "Calibration of replicated labels: PAV-adjusted reliability (az.plot_ppc_pava)"
+    elif isinstance(model, NoiseModel):
+        caption = (
+            f"Observed data vs {PPC_DRAWS} replicated data sets y_rep = f + exp(g) ε, (f, g) "
+            "from the posterior draws (az.plot_ppc_dist)"
+        )
     else:
         caption = (
             f"Observed data vs {PPC_DRAWS} replicated data sets y_rep = f + ε, f from its "
@@ -633,7 +697,8 @@ def report(
     Parameters
     ----------
     result : DataTree, MapFit, ClassifierFit, (model, fit), or a list or dict of them
-        A DataTree from ``GPRegression.sample`` / ``GPClassifier.sample`` (MCMC diagnostics,
+        A DataTree from ``GPRegression.sample`` / ``GPClassifier.sample`` /
+        ``HeteroscedasticGPRegression.sample`` (MCMC diagnostics,
         summary, trace/rank/pair/energy plots, prior vs posterior, posterior predictive check,
         predictive bands); a type-II fit (point estimate, log marginal likelihood, restarts,
         optimiser checks, predictive check and bands; MCMC diagnostics do not apply); or several
@@ -641,7 +706,7 @@ def report(
         MAP-vs-NUTS table of LOO predictive scores). Dict keys name the fits.
     path : str or PathLike, optional
         Write the HTML there, atomically.
-    model : GPRegression or GPClassifier, optional
+    model : GPRegression, GPClassifier or HeteroscedasticGPRegression, optional
         The model the fit(s) came from (required for type-II fits; for a DataTree without it
         the report has the diagnostics only). A ``(model, fit)`` pair overrides it.
     X_new : array_like, optional

@@ -94,15 +94,18 @@ def prior_text(model, rv) -> str:
 
 
 def describe_model(model) -> list[tuple[str, object]]:
-    """Rows ``(name, value)`` describing a ``GPRegression`` or ``GPClassifier``."""
+    """Rows ``(name, value)`` describing a ``GPRegression``, ``GPClassifier`` or
+    ``HeteroscedasticGPRegression``."""
     from bayes_gp.classification import GPClassifier
+    from bayes_gp.regression import HeteroscedasticGPRegression
 
+    hetero = isinstance(model, HeteroscedasticGPRegression)
     spec = getattr(model, "spec", None)
     kernel = spec.name if spec is not None else getattr(model.kernel, "__name__", "custom")
     n, D = model.X.shape
     rows: list[tuple[str, object]] = [
         ("model", repr(model) if not isinstance(model, GPClassifier) else "GPClassifier"),
-        ("kernel", kernel + (" (ARD)" if model.ard else "")),
+        ("kernel of f" if hetero else "kernel", kernel + (" (ARD)" if model.ard else "")),
     ]
     if spec is not None:
         rows.append(("kernel formula", kernel_formula(spec)))
@@ -116,6 +119,8 @@ def describe_model(model) -> list[tuple[str, object]]:
             ("latent GP", f"f ~ GP(0, k), whitened (f = L z); jitter {model.jitter:g}"),
             ("positive fraction", float(np.mean(model.t))),
         ]
+    elif hetero:
+        rows += _hetero_rows(model)
     else:
         mean = model.mean if model.mean is not None else "constant at the sample mean"
         noise = f"fixed σ = {model.noise:g}" if model.noise is not None else "learned (σ)"
@@ -130,6 +135,33 @@ def describe_model(model) -> list[tuple[str, object]]:
         ("inputs", ", ".join(model.feature_names)),
     ]
     return rows
+
+
+def _hetero_rows(model) -> list[tuple[str, object]]:
+    """The likelihood, mean and log-noise GP of a ``HeteroscedasticGPRegression``."""
+    spec = model.noise_spec
+    names = ", ".join(f"noise_{p}" for p in spec.params)
+    return [
+        (
+            "likelihood",
+            "Gaussian with input-dependent noise: y_i ~ N(f(x_i), exp(g(x_i))²) independently; "
+            "f integrated out given g: y ~ N(m, K_f + diag(exp(2g)))",
+        ),
+        ("mean function", "constant at the sample mean"),
+        ("noise", "learned: sd exp(g(x)), g a latent GP (log noise sd)"),
+        (
+            "noise GP",
+            "g ~ GP(noise_mean, k_g), whitened (g = noise_mean + L_g z_g); "
+            f"jitter {model.jitter_g:g}",
+        ),
+        ("noise GP kernel", spec.name + (" (ARD)" if model.ard else "")),
+        ("noise GP kernel formula", f"{kernel_formula(spec)}  (hyperparameters {names})"),
+        ("noise GP equation", spec.equation or "–"),
+        (
+            "posterior latents",
+            "g sampled by NUTS; f drawn exactly from p(f | y, g, θ) for each draw",
+        ),
+    ]
 
 
 def prior_rows(model) -> list[str]:

@@ -30,6 +30,7 @@ __all__ = [
     "ppc_figure",
     "compare_figure",
     "regression_bands_figure",
+    "noise_bands_figure",
     "classifier_bands_figure",
     "n_components",
 ]
@@ -57,8 +58,14 @@ def to_data_uri(fig, dpi: int = DPI) -> str:
 
 
 def _arviz_uri(plot) -> str:
-    """The figure of an ArviZ ``PlotCollection``/``PlotMatrix`` as a data URI (closed after)."""
-    return to_data_uri(plot.viz["figure"].item())
+    """The figure of an ArviZ ``PlotCollection``/``PlotMatrix`` as a data URI (closed after).
+
+    A figure without a layout engine gets the constrained one: with more variables than fit in
+    one row, ArviZ's grid otherwise overlaps a panel's title with the tick labels above it."""
+    fig = plot.viz["figure"].item()
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("constrained")
+    return to_data_uri(fig)
 
 
 def n_components(idata, var_names: Sequence[str]) -> int:
@@ -139,6 +146,17 @@ def _bands_axes():
     return fig, fig.subplots()
 
 
+def _regression_bands(ax, x, y, grid, pred_f, pred_y) -> None:
+    ax.fill_between(grid, pred_y.lower, pred_y.upper, color="C0", alpha=0.15, lw=0,
+                    label="94% band of y* (with noise)")  # fmt: skip
+    ax.fill_between(grid, pred_f.lower, pred_f.upper, color="C0", alpha=0.35, lw=0,
+                    label="94% band of f*")  # fmt: skip
+    ax.plot(grid, pred_f.mean, color="C0", lw=1.5, label="predictive mean")
+    ax.plot(x, y, "k.", ms=4, label="data")
+    ax.set_ylabel("y")
+    ax.legend(fontsize=8, loc="best")
+
+
 def regression_bands_figure(
     x: np.ndarray,
     y: np.ndarray,
@@ -150,16 +168,42 @@ def regression_bands_figure(
 ) -> str:
     """Data, predictive mean and 94% bands of :math:`f_*` and of :math:`y_*` (with noise)."""
     fig, ax = _bands_axes()
-    ax.fill_between(grid, pred_y.lower, pred_y.upper, color="C0", alpha=0.15, lw=0,
-                    label="94% band of y* (with noise)")  # fmt: skip
-    ax.fill_between(grid, pred_f.lower, pred_f.upper, color="C0", alpha=0.35, lw=0,
-                    label="94% band of f*")  # fmt: skip
-    ax.plot(grid, pred_f.mean, color="C0", lw=1.5, label="predictive mean")
-    ax.plot(x, y, "k.", ms=4, label="data")
+    _regression_bands(ax, x, y, grid, pred_f, pred_y)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("y")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="best")
+    return to_data_uri(fig)
+
+
+def noise_bands_figure(
+    x: np.ndarray,
+    y: np.ndarray,
+    grid: np.ndarray,
+    pred_f,
+    pred_y,
+    noise: tuple[np.ndarray, np.ndarray, np.ndarray],
+    title: str,
+    xlabel: str = "x",
+    abs_residuals: np.ndarray | None = None,
+) -> str:
+    """The bands of :func:`regression_bands_figure` above a panel of the input-dependent noise
+    standard deviation: ``noise = (mean, lower, upper)`` on ``grid``, and optionally the absolute
+    residuals of the data at ``x``."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 5.6), layout="constrained")
+    ax, ax_noise = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    _regression_bands(ax, x, y, grid, pred_f, pred_y)
+    ax.set_title(title, fontsize=10)
+    mean, lower, upper = noise
+    ax_noise.fill_between(grid, lower, upper, color="C2", alpha=0.3, lw=0,
+                          label="94% band of the noise sd")  # fmt: skip
+    ax_noise.plot(grid, mean, color="C2", lw=1.5, label="posterior mean of the noise sd")
+    if abs_residuals is not None:
+        ax_noise.plot(x, abs_residuals, ".", color="0.4", ms=4, label="|y − E[f(x)]|")
+    ax_noise.set_ylim(bottom=0.0)
+    ax_noise.set_xlabel(xlabel)
+    ax_noise.set_ylabel("noise sd exp(g)")
+    ax_noise.legend(fontsize=8, loc="best")
     return to_data_uri(fig)
 
 

@@ -242,7 +242,7 @@ def test_invalid_inputs(gpr, map_fit):
         report(map_fit)
     with pytest.raises(TypeError, match="must be a DataTree"):
         report({"a": 1.0}, model=gpr)
-    with pytest.raises(TypeError, match="must be a GPRegression or GPClassifier"):
+    with pytest.raises(TypeError, match="GPRegression, GPClassifier or HeteroscedasticGPR"):
         report(map_fit, model="gpr")
     with pytest.raises(TypeError, match=r"\(model, fit\)"):
         report([(map_fit, gpr)])
