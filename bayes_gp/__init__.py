@@ -11,7 +11,8 @@ regression
 classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
 inference
-    Type-II fits (ML-II, MAP) with restarts, NUTS backends.
+    Type-II fits (ML-II, MAP) with restarts, NUTS backends; ``fit_many``: one fit per group in
+    parallel on Dask.
 predictive
     Closed-form predictive equations and log marginal likelihood (NumPy, Cholesky).
 linalg
@@ -25,6 +26,7 @@ from bayes_gp import eigen, inference, kernels, report
 from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.deep import DeepKernelRegression
 from bayes_gp.inference import MapFit
+from bayes_gp.inference.many import ManyFit, fit_many
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
 from bayes_gp.report import Report
@@ -40,6 +42,8 @@ __all__ = [
     "ClassifierFit",
     "Prediction",
     "MapFit",
+    "fit_many",
+    "ManyFit",
     "check_psd",
     "PSDCheck",
     "NotPSDError",

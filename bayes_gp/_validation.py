@@ -24,6 +24,9 @@ __all__ = [
     "check_per_dim",
     "fixed_scalar",
     "positive_float",
+    "check_aligned",
+    "check_jitter",
+    "hyperparameter_values",
 ]
 
 
@@ -139,3 +142,75 @@ def positive_float(name: str, value: Any) -> float:
     if not (np.isfinite(v) and v > 0):
         raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
     return v
+
+
+def check_aligned(X: Any, y: Any, names: tuple[str, str] = ("X", "y")) -> None:
+    """Raise ``ValueError`` when ``X`` and ``y`` are both pandas objects with different indexes.
+
+    The models use rows by position; pandas users expect rows matched by label, so two objects
+    whose labels disagree would silently pair the wrong rows.
+    """
+    ix, iy = getattr(X, "index", None), getattr(y, "index", None)
+    if ix is None or iy is None or not hasattr(ix, "equals"):
+        return
+    if len(ix) == len(iy) and not ix.equals(iy):
+        raise ValueError(
+            f"`{names[0]}` and `{names[1]}` are pandas objects with different indexes: rows are "
+            f"used by position, so align them first (e.g. `{names[1]}.loc[{names[0]}.index]`) "
+            "or pass arrays"
+        )
+
+
+def check_jitter(value: Any) -> float:
+    """``value`` as a float; the jitter must be a finite number >= 0."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`jitter` must be a non-negative number, got {value!r}") from None
+    if not (np.isfinite(v) and v >= 0):
+        raise ValueError(f"`jitter` must be a non-negative number, got {value!r}")
+    return v
+
+
+def hyperparameter_values(model, rvs, params, cache: dict | None = None) -> list[np.ndarray]:
+    """The values of the random variables ``rvs`` of a PyMC ``model`` in ``params`` (by name),
+    checked: every name present, numeric, finite, of the variable's shape, and positive where the
+    variable is (a log-transformed prior). ``cache`` (a dict owned by the caller and cleared when
+    the model changes) keeps the shapes between calls.
+
+    Raises
+    ------
+    ValueError
+        Naming the hyperparameter and what is wrong with its value.
+    """
+    from pymc.logprob.transforms import LogTransform
+
+    names = [rv.name for rv in rvs]
+    if not hasattr(params, "keys"):
+        raise TypeError(f"`params` must be a dict of hyperparameter values by name {names}")
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise ValueError(f"`params` is missing {missing}; expected {names}")
+    cache = {} if cache is None else cache
+    if "hyperparameter_shapes" not in cache:
+        init = model.initial_point()
+        cache["hyperparameter_shapes"] = {
+            rv.name: np.shape(init[model.rvs_to_values[rv].name]) for rv in rvs
+        }
+    shapes = cache["hyperparameter_shapes"]
+    out = []
+    for rv in rvs:
+        name = rv.name
+        try:
+            v = np.asarray(params[name], dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"`params[{name!r}]` must be numeric, got {params[name]!r}") from None
+        shape = shapes[name]
+        if v.shape != shape:
+            raise ValueError(f"`params[{name!r}]` has shape {v.shape}, expected {shape}")
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"`params[{name!r}]` must be finite, got {v!r}")
+        if isinstance(model.rvs_to_transforms.get(rv), LogTransform) and np.any(v <= 0):
+            raise ValueError(f"`params[{name!r}]` must be positive, got {v!r}")
+        out.append(v)
+    return out

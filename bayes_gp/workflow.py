@@ -370,6 +370,10 @@ def _point_dataset(res: FitResult):
         prior=int(bool(fit.prior)),
         grad_norm=float(fit.grad_norm),
     )
+    for key in ("jitter", "jitter_default"):
+        value = float(getattr(fit, key, np.nan))
+        if np.isfinite(value):
+            ds.attrs[key] = value
     return ds
 
 
@@ -507,10 +511,14 @@ def load(out: str | os.PathLike) -> FitResult:
     post = out / POSTERIOR
     try:
         if method == "nuts":
-            fit = az.from_netcdf(post)
+            fit = az.from_netcdf(post).load()  # read now: a damaged file fails here
+            _check_posterior(fit, gp)
+            jitter = fit["posterior"].attrs.get("bayes_gp_jitter")
+            if jitter is not None and hasattr(gp, "_set_jitter"):
+                gp._set_jitter(float(jitter))  # the model the draws came from
         else:
             fit = _point_fit(xr.load_dataset(post), gp, method)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"cannot read {post}: {exc}") from None
     res = FitResult(decl.name, decl.task, method, gp, data, fit, settings, spec)
     res.scores = record.get("scores", {})
@@ -519,6 +527,17 @@ def load(out: str | os.PathLike) -> FitResult:
     if preds.exists():
         res.predictions = pd.read_csv(preds)
     return res
+
+
+def _check_posterior(fit, gp) -> None:
+    """A saved NUTS fit must hold a posterior with the model's hyperparameters."""
+    try:
+        post = fit["posterior"]
+    except KeyError:
+        raise KeyError("no posterior group: not a saved NUTS fit") from None
+    missing = sorted(set(gp.hyperparameters) - set(post.data_vars))
+    if missing:
+        raise KeyError(f"the saved posterior lacks {missing}: it belongs to another model")
 
 
 def _point_fit(ds, gp, method: str):
@@ -530,6 +549,8 @@ def _point_fit(ds, gp, method: str):
     if missing:
         raise KeyError(f"the saved point estimate lacks {sorted(missing)}")
     a = ds.attrs
+    if "jitter" in a and hasattr(gp, "_set_jitter"):
+        gp._set_jitter(float(a["jitter"]))  # the model the fit was made with
     if method == "map":
         return MapFit(
             params,
@@ -537,6 +558,8 @@ def _point_fit(ds, gp, method: str):
             bool(a["prior"]),
             grad_norm=float(a["grad_norm"]),
             log_marginal_likelihood=float(a["log_marginal_likelihood"]),
+            jitter=float(a.get("jitter", np.nan)),
+            jitter_default=float(a.get("jitter_default", np.nan)),
         )
     fit = gp.fit_laplace(params=params) if method == "laplace" else gp.fit_ep(params=params)
     return ClassifierFit(
@@ -547,6 +570,7 @@ def _point_fit(ds, gp, method: str):
         bool(a["prior"]),
         fit.state,
         grad_norm=float(a["grad_norm"]),
+        jitter=fit.jitter,
     )
 
 

@@ -35,3 +35,17 @@ def test_quickstart_runs(capsys):
     assert abs(pred.mean[0] - np.sin(1.3 * 2.5)) < 0.1
     assert pred.sd[1] > 5 * pred.sd[0]  # extrapolation is uncertain
     assert "ls" in capsys.readouterr().out
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run installs from scratch and tests with exactly the README's command."""
+    ci = (README.parent / ".ci" / "run").read_text()
+    bash = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S)[0]
+    readme_test = next(
+        line.split("#")[0].strip() for line in bash.splitlines() if "./run test" in line
+    )
+    commands = [
+        line.split("||")[0].strip() for line in ci.splitlines() if line.strip().startswith("./run")
+    ]
+    assert commands == [readme_test]
+    assert "set -euo pipefail" in ci and 'exit "$status"' in ci

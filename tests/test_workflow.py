@@ -132,6 +132,90 @@ def test_load_rejects_foreign_and_corrupted_directories(tmp_path):
         workflow.load(tmp_path)
 
 
+def test_laplace_fit_reloads_and_predicts_the_same_numbers(csv_file, tmp_path):
+    model = CSVModel(str(csv_file), ("x", "z"), "lab", task="classification")
+    res = workflow.run(model, "laplace", n_restarts=1, seed=2)
+    out = tmp_path / "laplace"
+    workflow.save(res, out, with_report=False)
+    again = workflow.load(out)
+    assert again.fit.method == "laplace" and again.model.jitter == res.model.jitter
+    x_new = np.random.default_rng(1).normal(size=(6, 2))
+    np.testing.assert_array_equal(
+        again.model.predict_proba(x_new, again.fit), res.model.predict_proba(x_new, res.fit)
+    )
+    latent_a, latent_b = again.model.latent(x_new, again.fit), res.model.latent(x_new, res.fit)
+    for a, b in zip(latent_a, latent_b, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_raised_jitter_survives_save_and_load(csv_file, tmp_path):
+    """A fit whose pre-flight check raised the jitter reloads into a model with that jitter, so
+    the reloaded fit predicts the same numbers."""
+    import dataclasses
+
+    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, seed=1)
+    raised = 1e-3
+    res.model._set_jitter(raised)
+    res.fit = dataclasses.replace(res.fit, jitter=raised, jitter_default=res.model.default_jitter)
+    out = tmp_path / "jitter"
+    workflow.save(res, out, with_report=False)
+    again = workflow.load(out)
+    assert again.model.jitter == raised and again.fit.jitter == raised
+    assert again.fit.jitter_default == res.model.default_jitter
+    x_new = np.linspace(-1, 11, 5)
+    a, b = res.model.predict(x_new, res.fit), again.model.predict(x_new, again.fit)
+    np.testing.assert_array_equal(b.mean, a.mean)
+    np.testing.assert_array_equal(b.var, a.var)
+
+
+def test_interrupted_posterior_write_keeps_previous_result(csv_file, tmp_path, monkeypatch):
+    """A crash half-way through writing posterior.nc (a partial file, then an error) leaves the
+    previous result directory as it was, and no staging directory behind."""
+    import xarray as xr
+
+    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, seed=1)
+    out = tmp_path / "result"
+    workflow.save(res, out, with_report=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def crash(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)  # a torn write
+        raise OSError("disk full")
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", crash)
+    with pytest.raises(OSError, match="disk full"):
+        workflow.save(res, out, with_report=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result"]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "foreign", "foreign-as-nuts"])
+def test_load_rejects_a_damaged_or_foreign_posterior(csv_file, tmp_path, damage):
+    import xarray as xr
+
+    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, seed=1)
+    out = tmp_path / "result"
+    workflow.save(res, out, with_report=False)
+    post = out / "posterior.nc"
+    match = "cannot read .*posterior.nc"
+    if damage == "truncated":
+        data = post.read_bytes()
+        post.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        post.write_bytes(b"")
+    else:  # a valid netCDF file from elsewhere
+        post.unlink()
+        xr.Dataset({"temperature": ("time", np.arange(3.0))}).to_netcdf(post)
+        match += ".*lacks \\['eta', 'ls', 'sigma'\\]"
+        if damage == "foreign-as-nuts":
+            record = json.loads((out / "fit.json").read_text())
+            record["method"] = "nuts"
+            (out / "fit.json").write_text(json.dumps(record))
+            match = "cannot read .*posterior.nc.*no posterior group"
+    with pytest.raises(ValueError, match=match):
+        workflow.load(out)
+
+
 # -- the command line --------------------------------------------------------------------------
 
 
@@ -142,7 +226,10 @@ def test_load_rejects_foreign_and_corrupted_directories(tmp_path):
         (["--x", "x", "--y", "y", "--kernel", "matern52 + cubic"], "unknown kernel 'cubic'"),
         (["--x", "text", "--y", "y"], "not numeric"),
         (["--x", "x"], "needs --x COLUMNS and --y COLUMN"),
-        (["--x", "x", "--y", "y", "--method", "laplace"], "supports --method nuts, map, not 'laplace'"),
+        (
+            ["--x", "x", "--y", "y", "--method", "laplace"],
+            "supports --method nuts, map, not 'laplace'",
+        ),
     ],
 )
 def test_fit_bad_csv_input_is_one_line(csv_file, tmp_path, args, match):
@@ -198,6 +285,12 @@ def test_fit_csv_nuts_end_to_end_with_report(csv_file, tmp_path):
     assert f"{mean_ls:.3g}"[:3] in html  # the summary table holds the posterior mean
     assert "r̂" in html or "r_hat" in html
     assert "http://" not in html and "https://" not in html.replace("https://www.w3.org", "")
+    again = workflow.load(out)  # the reloaded fit predicts the saved numbers
+    preds = pd.read_csv(out / "predictions.csv")
+    pred = again.model.predict(preds[["x"]].to_numpy(), again.fit)
+    np.testing.assert_allclose(pred.mean, preds["mean"], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(pred.sd, preds["sd_f"], rtol=1e-13, atol=1e-15)
+    assert again.fit["posterior"].attrs["bayes_gp_jitter"] == again.model.jitter
     (out / "report.html").unlink()
     rc, _, err = _cli("report", out)
     assert rc == 0, err

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import log_ndtr
 
-from bayes_gp.classification.likelihoods import log_lik_derivatives
+from bayes_gp.classification.likelihoods import log_lik_derivatives, normal_hazard
 
 __all__ = ["LaplaceState", "EPState", "laplace_mode", "laplace_grad", "ep_run", "ep_grad"]
 
@@ -40,6 +40,7 @@ class LaplaceState:
     d3: np.ndarray  # third derivatives
     log_evidence: float  # log q(y | X, theta), R&W eq. 3.32
     n_iter: int
+    converged: bool = True  # False: max_iter Newton steps without meeting tol
 
     def predict_latent(self, K_star: np.ndarray, k_star_star: np.ndarray):
         """Latent predictive mean and variance, R&W Algorithm 3.2 lines 4–6."""
@@ -62,6 +63,7 @@ def laplace_mode(
 
     obj = psi(a, f)
     n_iter = 0
+    converged = False
     for _ in range(max_iter):
         n_iter += 1
         _, d1, d2, _ = log_lik_derivatives(link, y, f)
@@ -81,7 +83,7 @@ def laplace_mode(
             if obj_try >= obj - 1e-12 or step < 1e-8:
                 break
             step *= 0.5
-        converged = abs(obj_try - obj) < tol
+        converged = abs(obj_try - obj) < tol * max(1.0, abs(obj))  # relative for huge eta
         a, f, obj = a_try, f_try, obj_try
         if converged:
             break
@@ -89,7 +91,7 @@ def laplace_mode(
     sW = np.sqrt(-d2)
     L = _chol(np.eye(n) + sW[:, None] * K * sW[None, :])
     log_q = -0.5 * a @ f + np.sum(logp) - np.sum(np.log(np.diag(L)))  # line 10, eq. 3.32
-    return LaplaceState(f, a, sW, L, d1, d3, float(log_q), n_iter)
+    return LaplaceState(f, a, sW, L, d1, d3, float(log_q), n_iter, bool(converged))
 
 
 def laplace_grad(state: LaplaceState, K: np.ndarray, dK: list[np.ndarray]) -> np.ndarray:
@@ -123,6 +125,7 @@ class EPState:
     Sigma: np.ndarray
     log_evidence: float  # log Z_EP, R&W eq. 3.65
     n_sweeps: int
+    converged: bool = True  # False: max_sweeps sweeps without meeting tol
 
     def predict_latent(self, K: np.ndarray, K_star: np.ndarray, k_star_star: np.ndarray):
         """Latent predictive mean and variance, R&W Algorithm 3.6 lines 2–6."""
@@ -169,6 +172,7 @@ def ep_run(K: np.ndarray, y: np.ndarray, *, tol: float = 1e-8, max_sweeps: int =
     mu = np.zeros(n)
     log_z_old = -np.inf
     n_sweeps = 0
+    converged = False
     for _ in range(max_sweeps):
         n_sweeps += 1
         for i in range(n):
@@ -178,7 +182,7 @@ def ep_run(K: np.ndarray, y: np.ndarray, *, tol: float = 1e-8, max_sweeps: int =
             # line 7: moments of the tilted distribution (R&W eqs. 3.58)
             denom = np.sqrt(1.0 + var_c)
             z = y[i] * mu_c / denom
-            h = np.exp(-0.5 * z * z - 0.5 * np.log(2 * np.pi) - log_ndtr(z))  # N(z)/Phi(z)
+            h = normal_hazard(z)  # N(z)/Phi(z)
             mu_hat = mu_c + y[i] * var_c * h / denom
             var_hat = var_c - var_c**2 * h / (1.0 + var_c) * (z + h)
             # line 8: site updates
@@ -194,9 +198,10 @@ def ep_run(K: np.ndarray, y: np.ndarray, *, tol: float = 1e-8, max_sweeps: int =
         L, sS, Sigma, mu = _ep_refresh(K, nu_t, tau_t)  # lines 11-13
         log_z = _ep_log_z(K, y, nu_t, tau_t, L, Sigma, mu)
         if abs(log_z - log_z_old) < tol:
+            converged = True
             break
         log_z_old = log_z
-    return EPState(nu_t, tau_t, L, sS, mu, Sigma, log_z, n_sweeps)
+    return EPState(nu_t, tau_t, L, sS, mu, Sigma, log_z, n_sweeps, converged)
 
 
 def ep_grad(state: EPState, K: np.ndarray, dK: list[np.ndarray]) -> np.ndarray:

@@ -25,9 +25,10 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.linalg import cho_solve, solve_triangular
 
-from bayes_gp._validation import f64
+from bayes_gp._validation import check_aligned, check_jitter, f64, hyperparameter_values
 from bayes_gp.classification.approx import ep_grad, ep_run, laplace_grad, laplace_mode
 from bayes_gp.classification.likelihoods import LINKS, average_probability, log_lik_derivatives
+from bayes_gp.inference.jitter import JitterChoice, advice, check_points, preflight
 from bayes_gp.inference.typeii import (
     function_of_values,
     multistart,
@@ -36,6 +37,7 @@ from bayes_gp.inference.typeii import (
     restarts_table,
 )
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
+from bayes_gp.predictive import JitterWarning
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.gpr import _as_inputs
 
@@ -62,6 +64,8 @@ class ClassifierFit:
     restarts : list of Restart
     grad_norm : float
     state : LaplaceState or EPState
+    jitter : float
+        The latent-GP jitter on the diagonal of :math:`K` during the fit (NaN: not recorded).
     """
 
     method: str
@@ -73,6 +77,7 @@ class ClassifierFit:
     restarts: list = field(default_factory=list)
     grad_norm: float = float("nan")
     seconds: float = float("nan")
+    jitter: float = float("nan")
 
 
 class GPClassifier:
@@ -94,6 +99,9 @@ class GPClassifier:
         amplitude prior is :math:`\\eta \\sim \\mathrm{HalfNormal}(2)` (latent scale of a sigmoid).
     jitter : float
         The latent-GP jitter :math:`\\nu` added to the diagonal of :math:`K` (seed 001 §5).
+        :meth:`sample` first factorises :math:`K + \\nu I` at the initial point and at prior
+        draws and raises :math:`\\nu` tenfold until that succeeds
+        (:mod:`bayes_gp.inference.jitter`); the value used is recorded in the posterior.
     """
 
     def __init__(
@@ -107,6 +115,7 @@ class GPClassifier:
         priors: Mapping[str, Any] | None = None,
         jitter: float = 1e-6,
     ):
+        check_aligned(X, y)
         X, names = _as_inputs(X)
         labels = np.asarray(getattr(y, "to_numpy", lambda: y)())
         if labels.ndim != 1:
@@ -134,10 +143,44 @@ class GPClassifier:
         unknown = set(self.priors) - set(self.spec.params)
         if unknown:
             raise ValueError(f"`priors` has unknown names {sorted(unknown)}")
-        self.jitter = float(jitter)
+        self.jitter = check_jitter(jitter)
+        #: the jitter before any pre-flight increase
+        self.default_jitter = self.jitter
         self.scale = DataScale.of(X, self.y_pm)
         self.model = self._build()
         self._fns: dict = {}
+
+    def _set_jitter(self, jitter: float) -> None:
+        """Rebuild the model with latent jitter ``jitter`` (a pre-flight increase, or the jitter
+        of a saved fit). The PyMC model is a new object afterwards."""
+        if float(jitter) != self.jitter:
+            self.jitter = float(jitter)
+            self.model = self._build()
+            self._fns = {}
+
+    @single_blas_thread
+    def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
+        """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.preflight`): factorise
+        :math:`K + \\nu I` at the initial point and at prior draws of the hyperparameters, raise
+        :math:`\\nu` until all succeed and rebuild the model with it.
+
+        Raises
+        ------
+        NotPSDError
+            When even a jitter of 1e-4 times the mean diagonal fails, with advice.
+        """
+        n = self.X.shape[0]
+        points = check_points(self.model, self._hyper_rvs, random_seed=random_seed)
+        empty = np.zeros((0, self.X.shape[1]))
+
+        def matrix_at(values):
+            return self._grams(values, empty)[0] - self.jitter * np.eye(n)
+
+        choice = preflight(
+            matrix_at, points, self.default_jitter, advice=advice(self.X, "latent jitter")
+        )
+        self._set_jitter(choice.jitter)
+        return choice
 
     # ------------------------------------------------------------------ model
     def _build(self) -> pm.Model:
@@ -189,10 +232,7 @@ class GPClassifier:
         return self._at_values("grams", build)(*values, Xn)
 
     def _values(self, params: Mapping[str, Any]) -> list[np.ndarray]:
-        missing = [n for n in self.hyperparameters if n not in params]
-        if missing:
-            raise ValueError(f"`params` is missing {missing}; expected {self.hyperparameters}")
-        return [np.asarray(params[n], float) for n in self.hyperparameters]
+        return hyperparameter_values(self.model, self._hyper_rvs, params, self._fns)
 
     # ------------------------------------------------------------ type-II fits
     def _objective_fn(self, prior: bool):
@@ -226,26 +266,45 @@ class GPClassifier:
     def _approximate(self, method: str, K: np.ndarray, warm=None):
         if method == "laplace":
             return laplace_mode(K, self.y_pm, self.link, f0=warm)
-        if self.link != "probit":
+        return ep_run(K, self.y_pm)
+
+    def _warn_unconverged(self, method: str, state) -> None:
+        if not state.converged:
+            what = (
+                f"Newton iterations for the Laplace mode stopped after {state.n_iter}"
+                if method == "laplace"
+                else f"EP stopped after {state.n_sweeps} sweeps"
+            )
+            warnings.warn(
+                f"{what} without converging; the approximation, its log evidence and the "
+                "predictions are unreliable. This happens at extreme hyperparameters (a huge "
+                "latent amplitude eta, nearly separable classes): use prior=True, fixed params=, "
+                "or NUTS (sample)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def _fit(self, method, n_restarts, prior, random_seed, params, maxiter) -> ClassifierFit:
+        t0 = time.perf_counter()
+        if method == "ep" and self.link != "probit":
             raise ValueError(
                 "EP is implemented for the probit link only (its tilted moments are closed-form); "
                 "use link='probit', or the Laplace approximation / NUTS for the logit link"
             )
-        return ep_run(K, self.y_pm)
-
-    def _fit(self, method, n_restarts, prior, random_seed, params, maxiter) -> ClassifierFit:
-        t0 = time.perf_counter()
         if params is not None:
-            K, _, _ = self._grams(self._values(params), np.zeros((0, self.X.shape[1])))
+            values = self._values(params)
+            K, _, _ = self._grams(values, np.zeros((0, self.X.shape[1])))
             state = self._approximate(method, K)
+            self._warn_unconverged(method, state)
             return ClassifierFit(
                 method,
-                dict(params),
+                dict(zip(self.hyperparameters, values, strict=True)),
                 state.log_evidence,
                 state.log_evidence,
                 False,
                 state,
                 seconds=time.perf_counter() - t0,
+                jitter=self.jitter,
             )
         vv, fn, constrained, n_grad = self._objective_fn(prior)
         names = [v.name for v in vv]
@@ -259,10 +318,18 @@ class GPClassifier:
             if not np.all(np.isfinite(K)):  # an optimiser step overflowed the kernel
                 return np.inf, np.zeros_like(x)
             try:
-                state = self._approximate(
-                    method, K, cache.get("f") if method == "laplace" else None
-                )
-            except np.linalg.LinAlgError:
+                with np.errstate(all="ignore"):
+                    state = self._approximate(
+                        method, K, cache.get("f") if method == "laplace" else None
+                    )
+            except (np.linalg.LinAlgError, ValueError):
+                # a non-PD B or non-finite values (scipy's check_finite raises ValueError) at
+                # an extreme optimiser step: infeasible, so L-BFGS-B backtracks
+                return np.inf, np.zeros_like(x)
+            if not (
+                state.converged
+                and np.all(np.isfinite(state.f if method == "laplace" else state.mu))
+            ):
                 return np.inf, np.zeros_like(x)
             grad = laplace_grad(state, K, dK) if method == "laplace" else ep_grad(state, K, dK)
             grad = grad + np.concatenate([np.ravel(g) for g in dlp])
@@ -290,6 +357,12 @@ class GPClassifier:
         best = results[0][0]
         cache.clear()
         _, g = neg(best.x)
+        if "state" not in cache:  # every restart ended infeasible
+            raise RuntimeError(
+                f"type-II {method} fit failed: the approximation broke down at every restart's "
+                "end point (non-finite values or no convergence). Rescale the inputs, use "
+                "prior=True, or fix the hyperparameters with params="
+            )
         state = cache["state"]
         restarts = restarts_table(results, to_params)
         params = to_params(best.x)
@@ -313,6 +386,7 @@ class GPClassifier:
             restarts,
             float(np.linalg.norm(g)),
             time.perf_counter() - t0,
+            jitter=self.jitter,
         )
 
     @single_blas_thread
@@ -364,9 +438,12 @@ class GPClassifier:
 
         The latent GP is whitened (:math:`f = L z`, ``pm.gp.Latent(reparameterize=True)``) so NUTS
         mixes. Returns ArviZ data with a pointwise ``log_likelihood`` group (Bernoulli terms).
+        The latent jitter is chosen first by :meth:`check_jitter` and recorded in the
+        posterior's ``bayes_gp_jitter`` attribute.
         """
         from bayes_gp.inference.nuts import run_nuts
 
+        choice = self.check_jitter(random_seed)
         idata = run_nuts(
             self.model,
             draws=draws,
@@ -378,6 +455,7 @@ class GPClassifier:
             progressbar=progressbar,
             **kwargs,
         )
+        idata["posterior"].attrs.update(choice.attrs())
         f = np.asarray(idata["posterior"]["f"])
         ll = log_lik_derivatives(self.link, self.y_pm, f)[0]
         post = idata["posterior"]
@@ -412,7 +490,13 @@ class GPClassifier:
             else:
                 m, v = fit.state.predict_latent(K, Ks, kss)
             return Xn, m[None, :], v[None, :]
-        post = fit["posterior"]
+        try:
+            post = fit["posterior"]
+        except (KeyError, TypeError, AttributeError):
+            raise TypeError(
+                "`fit` must be a ClassifierFit (fit_laplace / fit_ep) or the ArviZ DataTree from "
+                f"sample(), got {type(fit).__name__}"
+            ) from None
         arrays = [np.asarray(post[n]) for n in self.hyperparameters]
         f = np.asarray(post["f"])
         flat = [a.reshape((-1, *a.shape[2:])) for a in arrays]
@@ -420,13 +504,21 @@ class GPClassifier:
         idx = np.arange(f.shape[0])
         if idx.size > max_draws:
             idx = np.sort(np.random.default_rng(0).choice(idx.size, max_draws, replace=False))
-        means, variances = [], []
+        means, variances, extra = [], [], 0.0
         for i in idx:
             K, Ks, kss = self._grams([a[i] for a in flat], Xn)
-            L, _ = jittered_cholesky(K)
+            L, jitter = jittered_cholesky(K)
+            extra = max(extra, jitter)
             means.append(Ks.T @ cho_solve((L, True), f[i]))  # E[f* | f, theta]
             V = solve_triangular(L, Ks, lower=True)
             variances.append(np.maximum(kss - np.sum(V * V, axis=0), 0.0))
+        if extra > 0:
+            warnings.warn(
+                f"K + jitter I was not numerically positive definite at some posterior draws; "
+                f"added up to {extra:.3g} more to its diagonal for the predictions",
+                JitterWarning,
+                stacklevel=3,
+            )
         return Xn, np.array(means), np.array(variances)
 
     @single_blas_thread

@@ -57,6 +57,7 @@ from bayes_gp.linalg import EAGER_MODE, single_blas_thread
 from bayes_gp.predictive import LOG_2PI, factorize, predict
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.gpr import Prediction, _as_inputs
+from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["DeepKernelRegression", "DKLFit"]
 
@@ -631,8 +632,9 @@ class DeepKernelRegression:
             cov = self.spec.build(Q, hyper)
             sigma = default_prior("sigma", scale, False)
             Z = self.net.forward(self._inputs(self.X), net)
-            gp = pm.gp.Marginal(mean_func=pm.gp.mean.Constant(f64(self.y_mean)), cov_func=cov)
-            gp.marginal_likelihood("y", X=Z, y=self.y, sigma=sigma, jitter=self.jitter, dims="obs")
+            n = self.y.shape[0]
+            C = cov(Z) + (pt.square(sigma) + self.jitter) * pt.eye(n)
+            marginal_normal("y", f64(self.y_mean) * pt.ones(n), C, observed=self.y, dims="obs")
         self._gp_model = (model, net, cov, sigma)
         return model
 

@@ -5,6 +5,14 @@ runs the numba-compiled log-density with a Rust NUTS and no per-step Python over
 here (N=40, 4 chains x 1000 iterations, BLAS limited to one thread): nutpie 1.5 s of sampling
 after ~21 s of compilation, PyMC 3.7 s after ~10 s, numpyro slower than both; the benchmark in
 ``benchmarks/`` measures the choice at larger N.
+
+GPU: ``sampler="numpyro"`` compiles the model to JAX and runs wherever JAX's default backend is.
+With ``jax[cuda13]`` (or ``jax[cuda12]``) installed and an NVIDIA GPU visible, that is the GPU
+(``jax.default_backend() == "gpu"``); ``JAX_PLATFORMS=cpu`` (set before JAX is imported) forces
+the CPU. PyTensor turns on ``jax_enable_x64`` when ``floatX`` is float64 (the default), so the GP
+runs in double precision on either. The platform used is recorded in the posterior's
+``bayes_gp_jax_platform`` attribute. Chains run one after another on a single GPU unless
+``nuts={"chain_method": "vectorized"}`` is passed.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 from threadpoolctl import threadpool_limits
+
+from bayes_gp.linalg import single_blas_thread
 
 __all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood"]
 
@@ -57,6 +67,10 @@ def run_nuts(
         raise ValueError(f"`target_accept` must be in [0.5, 1), got {target_accept}")
     if backend == "pymc":
         kwargs.setdefault("cores", 1)
+    if backend == "numpyro":  # the JAX implementations of bayes_gp's own Ops
+        from bayes_gp.regression.likelihood import register_jax
+
+        register_jax()
     nuts = {"target_accept": target_accept, **kwargs.pop("nuts", {})}
     # One BLAS thread per chain: the chains already occupy the cores, and nested BLAS threads
     # oversubscribe them (measured: nutpie 25x faster at N=40 on 2 cores, PLATFORM.md: 2.6x at
@@ -73,9 +87,15 @@ def run_nuts(
             **kwargs,
         )
     idata["posterior"].attrs["bayes_gp_sampler"] = backend
+    if backend == "numpyro":
+        import jax
+
+        # where the chains ran: JAX's default backend, "cpu", "gpu" or "tpu" (module docstring)
+        idata["posterior"].attrs["bayes_gp_jax_platform"] = jax.default_backend()
     return idata
 
 
+@single_blas_thread
 def add_log_likelihood(
     idata,
     names: list[str],

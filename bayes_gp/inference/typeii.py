@@ -71,6 +71,11 @@ class MapFit:
         Euclidean norm of the gradient of the objective at the optimum (unconstrained space).
     seconds : float
         Wall time of the optimisation, compilation included.
+    jitter : float
+        Absolute jitter on the diagonal of the covariance during the fit (chosen by the
+        pre-flight Cholesky check, :mod:`bayes_gp.inference.jitter`); NaN when not recorded.
+    jitter_default : float
+        The model's jitter before that check (``jitter > jitter_default``: it was raised).
     """
 
     params: dict
@@ -80,6 +85,8 @@ class MapFit:
     grad_norm: float = float("nan")
     log_marginal_likelihood: float = float("nan")
     seconds: float = float("nan")
+    jitter: float = float("nan")
+    jitter_default: float = float("nan")
 
     def with_log_marginal_likelihood(self, value: float) -> MapFit:
         return dataclasses.replace(self, log_marginal_likelihood=float(value))
@@ -144,31 +151,69 @@ def prior_starts(model: pm.Model, names: list[str], n: int, rng, accept=None) ->
 #: objective, which on badly scaled problems (a well-pinned period) happens far from the optimum,
 #: and it reports line-search failures at rounding level, at the optimum, as abnormal.
 CONVERGED_GRAD = 1e-3
+#: ... or when a Newton step from the end point would gain less than this (in the objective's
+#: units, nats), judged with a finite-difference Hessian.
+DECREMENT_TOL = 1e-6
+
+
+def newton_decrement(neg, x: np.ndarray, g: np.ndarray) -> float:
+    """:math:`\\tfrac12 g^T H^{-1} g`, the decrease of the objective a Newton step would still
+    achieve, with :math:`H` from central differences of the gradient.
+
+    Flat directions (eigenvalues of :math:`H` within finite-difference noise of zero, such as a
+    rational-quadratic :math:`\\alpha \\to \\infty`) are left out when the gradient along them
+    is below ``CONVERGED_GRAD``; a larger gradient along a flat direction, or clearly negative
+    curvature (not a minimum), gives ``inf``.
+    """
+    n = x.size
+    H = np.empty((n, n))
+    for i in range(n):
+        h = 1e-5 * max(1.0, abs(x[i]))
+        e = np.zeros(n)
+        e[i] = h
+        H[:, i] = (neg(x + e)[1] - neg(x - e)[1]) / (2.0 * h)
+    lam, V = np.linalg.eigh(0.5 * (H + H.T))
+    gv = V.T @ g
+    if not (np.all(np.isfinite(lam)) and np.all(np.isfinite(gv))):
+        return float("inf")
+    tau = 1e-9 * float(np.max(np.abs(lam), initial=0.0)) + 1e-3  # finite-difference noise
+    stiff, flat = lam > tau, np.abs(lam) <= tau
+    if np.any(lam < -tau) or np.any(np.abs(gv[flat]) >= CONVERGED_GRAD):
+        return float("inf")
+    return float(0.5 * np.sum(gv[stiff] ** 2 / lam[stiff]))
 
 
 def multistart(neg, starts, *, maxiter: int, gtol: float):
     """L-BFGS-B from each start on ``neg(x) -> (f, grad)``; ``(result, start)`` pairs, best first.
 
     The relative-decrease test of L-BFGS-B is tightened to ``ftol = 1e-14`` so that the gradient
-    test (``gtol``) decides; ``result.success`` is set from the final gradient alone
-    (``max |g| < CONVERGED_GRAD``), whatever L-BFGS-B's own stopping message says.
+    test (``gtol``) decides; ``result.success`` is set from the final gradient
+    (``max |g| < CONVERGED_GRAD``), whatever L-BFGS-B's own stopping message says. An end point
+    with a larger gradient still counts as converged when its Newton decrement is below
+    ``DECREMENT_TOL``: no step can improve the objective by more than that.
     """
+
+    def gmax_of(res):
+        g = np.asarray(res.jac, float) if res.get("jac") is not None else np.array([np.inf])
+        return float(np.max(np.abs(g), initial=0.0))
+
     results = []
     for x0 in starts:
-        res = sopt.minimize(
-            neg,
-            x0,
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": maxiter, "gtol": gtol, "ftol": 1e-14},
-        )
-        g = np.asarray(res.jac, float) if res.get("jac") is not None else np.array([np.inf])
-        gmax = float(np.max(np.abs(g), initial=0.0))
+        options = {"maxiter": maxiter, "gtol": gtol, "ftol": 1e-14}
+        res = sopt.minimize(neg, x0, jac=True, method="L-BFGS-B", options=options)
+        gmax = gmax_of(res)
+        dec = 0.0
+        if np.isfinite(res.fun) and gmax >= CONVERGED_GRAD:
+            # a stiff direction (a well-pinned period) can keep a gradient above the threshold
+            # at an end point that no step can improve: judge it by the Newton decrement
+            dec = newton_decrement(neg, res.x, np.asarray(res.jac, float))
         # ABNORMAL line-search ends at an optimum (no decrease left at rounding level) count as
         # converged; a "converged" stop with a large gradient does not.
-        res.success = bool(np.isfinite(res.fun) and gmax < CONVERGED_GRAD)
+        res.success = bool(np.isfinite(res.fun) and (gmax < CONVERGED_GRAD or dec < DECREMENT_TOL))
         if not res.success:
-            res.message = f"{res.message} (max |gradient| = {gmax:.3g})"
+            res.message = f"{res.message} (max |gradient| = {gmax:.3g}, Newton decrement {dec:.3g})"
+        elif gmax >= CONVERGED_GRAD:
+            res.message = f"{res.message} (Newton decrement {dec:.2g} at max |gradient| {gmax:.2g})"
         results.append((res, x0))
     results.sort(key=lambda r: r[0].fun)
     return results

@@ -44,7 +44,7 @@ from bayes_gp.kernels.nonstationary import (
     PaciorekSchervish,
     Wiener,
 )
-from bayes_gp.kernels.periodic import Periodic, Periodized
+from bayes_gp.kernels.periodic import Periodic, Periodized, TruncationWarning
 from bayes_gp.kernels.precomputed import precomputed_covariance
 from bayes_gp.kernels.stationary import (
     BesselOscillatory,
@@ -85,6 +85,7 @@ __all__ = [
     "BesselOscillatory",
     "Periodic",
     "Periodized",
+    "TruncationWarning",
     "DotProduct",
     "Polynomial",
     "Sigmoid",

@@ -11,16 +11,32 @@ Two constructions of a periodic covariance from a stationary one:
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pytensor.tensor as pt
 
-from bayes_gp._validation import as_parameter, check_integer_in, check_per_dim, check_positive
+from bayes_gp._validation import (
+    as_parameter,
+    check_integer_in,
+    check_per_dim,
+    check_positive,
+    constant_value,
+)
 from bayes_gp.kernels.base import Kernel, Stationary
 from bayes_gp.kernels.metrics import LengthScale, Metric, pairwise_diff
 
-__all__ = ["Periodic", "Periodized"]
+__all__ = ["Periodic", "Periodized", "TruncationWarning", "TRUNCATION_TOL"]
+
+#: Relative size :math:`k(r_M)/k(0)` of the first omitted image above which a
+#: :class:`Periodized` kernel with known hyperparameters warns.
+TRUNCATION_TOL = 1e-6
+
+
+class TruncationWarning(UserWarning):
+    """A truncated periodisation omits images that are not negligible: its values are off by
+    about the reported amount, and its Gram matrices need not be positive semi-definite."""
 
 
 class Periodic(Stationary):
@@ -120,6 +136,42 @@ class Periodized(Kernel):
         self.base = base
         self.period = as_parameter(period)
         self.n_images = n_images
+        self._warn_if_truncation_is_coarse(period)
+
+    def _first_omitted(self, period: np.ndarray, n_images: np.ndarray) -> np.ndarray | None:
+        r""":math:`k(r_M)/k(0)` with :math:`r_M = \min_d (M + \tfrac12) p_d/\ell_d`, the
+        largest omitted image after wrapping (for kernels that decay with :math:`r`), for each
+        :math:`M` in ``n_images``; ``None`` when the length-scales are not known numbers."""
+        from bayes_gp.linalg import EAGER_MODE
+
+        metric = self.base.metric
+        ls = constant_value(metric.ls) if isinstance(metric, LengthScale) else None
+        if ls is None:
+            return None
+        ratio = np.broadcast_to(period, (self.n_dims,)) / np.broadcast_to(ls, (self.n_dims,))
+        r2 = np.concatenate([[0.0], ((np.asarray(n_images) + 0.5) * np.min(ratio)) ** 2])
+        g = self.base.full_from_distance(pt.as_tensor_variable(r2[None, :]), squared=True)
+        k = np.asarray(g.eval(mode=EAGER_MODE), float)[0]
+        return np.abs(k[1:]) / k[0] if k[0] > 0 else None
+
+    def _warn_if_truncation_is_coarse(self, period) -> None:
+        period = constant_value(period)
+        if period is None:
+            return
+        candidates = np.arange(self.n_images, 1001)
+        err = self._first_omitted(period, candidates)
+        if err is None or err[0] <= TRUNCATION_TOL:
+            return
+        ok = np.flatnonzero(err <= TRUNCATION_TOL)
+        need = f">= {candidates[ok[0]]}" if ok.size else "> 1000"
+        warnings.warn(
+            f"Periodized: the first omitted image is {err[0]:.2g} x k(0) with n_images="
+            f"{self.n_images} (period small against the length-scale): the kernel values are "
+            f"off by at least that and its Gram matrices need not be positive semi-definite; "
+            f"use n_images {need}, or the Periodic kernel",
+            TruncationWarning,
+            stacklevel=4,
+        )
 
     def _sum_over_images(self, diff):
         r""":math:`\sum_m k(\tau + m p)` for differences ``diff`` of shape ``(n, m, D)``."""

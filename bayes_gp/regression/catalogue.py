@@ -222,4 +222,6 @@ def kernel_spec(expr: str, *, exclude: tuple[str, ...] = ()) -> KernelSpec:
     ard = tuple(p for p in params if p.rsplit("_", 1)[-1] in ("ls",))
     canonical = " + ".join(" * ".join(lab for _, lab in row) for row in labelled)
     equations = "; ".join(f"{f}: {KERNELS[f].equation}" for f in dict.fromkeys(names))
-    return KernelSpec(canonical, tuple(params), build, ard, f"sum/product (R&W §4.2.4); {equations}")
+    return KernelSpec(
+        canonical, tuple(params), build, ard, f"sum/product (R&W §4.2.4); {equations}"
+    )

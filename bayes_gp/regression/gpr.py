@@ -14,6 +14,7 @@ likelihood (type-II ML, ``prior=False``) or the log posterior (MAP, ``prior=True
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,11 +23,26 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from bayes_gp._validation import f64
+from bayes_gp._validation import (
+    check_aligned,
+    check_jitter,
+    f64,
+    hyperparameter_values,
+    positive_float,
+)
+from bayes_gp.inference.jitter import (
+    N_PRIOR_DRAWS,
+    JitterChoice,
+    advice,
+    check_points,
+    preflight,
+)
 from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
+from bayes_gp.regression.approx import approx_spec, build_likelihood
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["GPRegression", "Prediction"]
 
@@ -81,6 +97,19 @@ def _as_inputs(X, name: str = "X") -> tuple[np.ndarray, list[str]]:
     return X, names
 
 
+def _check_fit(fit) -> None:
+    """``fit`` must be a MapFit or ArviZ data with a ``posterior`` group."""
+    if isinstance(fit, MapFit):
+        return
+    try:
+        fit["posterior"]
+    except (KeyError, TypeError, AttributeError):
+        raise TypeError(
+            "`fit` must be a MapFit (from fit_map) or the ArviZ DataTree from sample(), got "
+            f"{type(fit).__name__}"
+        ) from None
+
+
 class GPRegression:
     """A GP regression model declared as a PyMC model.
 
@@ -110,6 +139,21 @@ class GPRegression:
         A fixed noise standard deviation :math:`\\sigma`; by default :math:`\\sigma` is learned.
     jitter : float
         Added to the diagonal of :math:`C`, relative to the variance of ``y`` (numerical safety).
+        :meth:`fit_map` and :meth:`sample` first factorise :math:`C` at the initial point and at
+        a few prior draws and raise the jitter tenfold until that succeeds
+        (:mod:`bayes_gp.inference.jitter`); the jitter used is recorded in the fit.
+    approx : None, "hsgp", "vfe" or "fitc"
+        An approximation of the marginal likelihood for large N
+        (:mod:`bayes_gp.regression.approx`): ``"hsgp"``, the Hilbert-space reduced-rank GP with
+        the weights integrated out (stationary kernels with a spectral density: squared
+        exponential, Matérn of any :math:`\nu`, their sums), :math:`O(m^3)` per gradient after
+        an :math:`O(Nm^2)` set-up; ``"vfe"`` (Titsias' bound) or ``"fitc"`` with inducing inputs,
+        :math:`O(NM^2)`. ``None``: the exact GP. The object is :attr:`approximation`.
+    approx_options : dict, optional
+        ``"hsgp"``: ``m`` (basis functions per input dimension) and ``c`` (boundary factor);
+        ``"vfe"``/``"fitc"``: ``n_inducing`` or the inducing inputs ``Xu``. Omitted ones get
+        data-based defaults (Riutort-Mayol et al. 2022 for ``m``, ``c``; ``min(N, 200)``
+        k-means centres for the inducing inputs).
     """
 
     def __init__(
@@ -123,9 +167,15 @@ class GPRegression:
         priors: Mapping[str, Any] | None = None,
         noise: float | None = None,
         jitter: float = 1e-10,
+        approx: str | None = None,
+        approx_options: Mapping[str, Any] | None = None,
     ):
+        check_aligned(X, y)
         X, names = _as_inputs(X)
-        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        try:
+            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"`y` must be numeric: {exc}") from None
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
@@ -142,8 +192,9 @@ class GPRegression:
             self.spec = None
         else:
             raise TypeError("`kernel` must be a catalogue name or a callable")
-        if noise is not None and not (np.isfinite(noise) and noise > 0):
-            raise ValueError(f"`noise` must be a positive number, got {noise!r}")
+        if noise is not None:
+            noise = positive_float("noise", noise)
+        jitter = check_jitter(jitter)
         priors = dict(priors or {})
         if self.spec is not None:
             unknown = set(priors) - {*self.spec.params, "sigma", "c", "intercept", "slope"}
@@ -160,8 +211,46 @@ class GPRegression:
         self.noise = noise
         self.scale = DataScale.of(X, y)
         self.jitter = float(jitter) * self.scale.y_sd**2
+        #: the jitter before any pre-flight increase
+        self.default_jitter = self.jitter
+        self.approx = approx_spec(approx, approx_options, X)
         self.model = self._build()
         self._fns: dict = {}
+
+    def _set_jitter(self, jitter: float) -> None:
+        """Rebuild the model with absolute jitter ``jitter`` (a pre-flight increase, or the
+        jitter of a saved fit). The PyMC model is a new object afterwards."""
+        if float(jitter) != self.jitter:
+            self.jitter = float(jitter)
+            self.model = self._build()
+            self._fns = {}
+
+    @single_blas_thread
+    def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
+        """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.preflight`): factorise
+        :math:`C = K + \\sigma^2 I` at the initial point and at prior draws, raise the jitter
+        until all succeed and rebuild the model with it.
+
+        Raises
+        ------
+        NotPSDError
+            When even a jitter of 1e-4 times the mean diagonal fails, with advice.
+        """
+        n = self.X.shape[0]
+        if getattr(self, "approx", None) is not None:  # no dense C to factorise
+            return JitterChoice(self.jitter, self.default_jitter, 0)
+        rvs = self.model.free_RVs
+        # each point costs one dense Cholesky: above n = 3000 only the initial point is checked
+        n_draws = N_PRIOR_DRAWS if n <= 3000 else 0
+        points = check_points(self.model, rvs, n_draws, random_seed=random_seed)
+
+        def matrix_at(values):
+            return self._train(values)[1] - self.jitter * np.eye(n)
+
+        what = "observation noise" if self.noise is None else "a larger noise level"
+        choice = preflight(matrix_at, points, self.default_jitter, advice=advice(self.X, what))
+        self._set_jitter(choice.jitter)
+        return choice
 
     # ------------------------------------------------------------------ model
     def _prior(self, name: str, ard: bool = False, default: Callable | None = None):
@@ -196,10 +285,19 @@ class GPRegression:
                 cov = self.spec.build(D, hyper)
             mean_func = self._mean_function(D)
             sigma = self.noise if self.noise is not None else self._prior("sigma")
-            gp = pm.gp.Marginal(mean_func=mean_func, cov_func=cov)
-            gp.marginal_likelihood(
-                "y", X=self.X, y=self.y, sigma=sigma, jitter=self.jitter, dims="obs"
-            )
+            if self.approx is not None:  # large N: bayes_gp.regression.approx
+                self.approximation = build_likelihood(
+                    self.approx, "y", self.X, self.y, cov, mean_func, sigma, self.jitter, "obs"
+                )
+            else:
+                # y ~ N(m(X), K + (sigma^2 + jitter) I), as pm.gp.Marginal.marginal_likelihood
+                # declares it, with the fused log density and R&W eq. 5.9 gradient
+                self.approximation = None
+                Xt = pt.as_tensor_variable(self.X)
+                n = self.X.shape[0]
+                mu = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
+                C = cov(Xt) + (pt.square(sigma) + self.jitter) * pt.eye(n)
+                marginal_normal("y", mu, C, observed=self.y, dims="obs")
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
         return model
 
@@ -284,20 +382,22 @@ class GPRegression:
         return self._compiled("new_full", lambda Xv: self._cov(Xv))(*values, Xn)
 
     def _values(self, params: Mapping[str, Any]) -> list[np.ndarray]:
-        missing = [name for name in self.hyperparameters if name not in params]
-        if missing:
-            raise ValueError(f"`params` is missing {missing}; expected {self.hyperparameters}")
-        return [np.asarray(params[name], dtype=float) for name in self.hyperparameters]
+        return hyperparameter_values(self.model, self.model.free_RVs, params, self._fns)
 
     @single_blas_thread
     def log_marginal_likelihood(self, params: Mapping[str, Any]) -> float:
         r"""Exact log marginal likelihood :math:`\log p(y \mid \theta)` (seed 000 eq. 23).
+
+        For an approximate model (``approx=``), the approximation's own objective: the exact
+        marginal of the reduced-rank HSGP model, FITC's marginal, or VFE's lower bound.
 
         Parameters
         ----------
         params : dict
             Hyperparameter values on the data's scale, by name (see :attr:`hyperparameters`).
         """
+        if self.approximation is not None:
+            return self.approximation.log_marginal_likelihood(self._values(params))
         m, C = self._train(self._values(params))
         return log_marginal_likelihood(factorize(C, self.y - m))
 
@@ -315,8 +415,10 @@ class GPRegression:
 
         The objective is non-convex (seed 002 §3.3.2), so the optimiser (L-BFGS-B with PyTensor
         gradients, in the unconstrained space) starts from the prior's support point and from
-        ``n_restarts - 1`` draws from the priors; the best optimum wins.
+        ``n_restarts - 1`` draws from the priors; the best optimum wins. The jitter is chosen
+        first by :meth:`check_jitter` and recorded in ``MapFit.jitter``.
         """
+        choice = self.check_jitter(random_seed)
         fit = optimize(
             self.model,
             n_restarts=n_restarts,
@@ -325,7 +427,13 @@ class GPRegression:
             maxiter=maxiter,
         )
         lml = self.log_marginal_likelihood(fit.params)
-        return fit.with_log_marginal_likelihood(lml)
+        if self.approximation is not None:  # HSGP: warns if ls is below what the basis resolves
+            self.approximation.check([self._values(fit.params)])
+        return dataclasses.replace(
+            fit.with_log_marginal_likelihood(lml),
+            jitter=choice.jitter,
+            jitter_default=choice.default,
+        )
 
     def sample(
         self,
@@ -337,6 +445,7 @@ class GPRegression:
         *,
         target_accept: float = 0.9,
         progressbar: bool = False,
+        log_likelihood: bool = True,
         **kwargs,
     ):
         """NUTS over all hyperparameters with the marginal likelihood (f integrated out).
@@ -344,10 +453,17 @@ class GPRegression:
         Returns ArviZ data (``xarray.DataTree``) with ``posterior``, ``sample_stats`` and a
         ``log_likelihood`` group holding, per draw, the exact leave-one-out log predictive
         densities :math:`\\log p(y_i \\mid y_{-i}, \\theta)` (R&W eq. 5.10–5.12) for PSIS-LOO of
-        this non-factorising model.
+        this non-factorising model. The jitter is chosen first by :meth:`check_jitter` and
+        recorded in the posterior's ``bayes_gp_jitter`` attribute.
+
+        For an approximate model the leave-one-out terms are those of the approximate Gaussian
+        model (:meth:`bayes_gp.regression.approx.HSGPLikelihood.loo`,
+        :meth:`~bayes_gp.regression.approx.SparseLikelihood.loo`). They cost :math:`O(Nm^2)` and
+        N numbers per draw: ``log_likelihood=False`` leaves the group out (no LOO then).
         """
         from bayes_gp.inference.nuts import add_log_likelihood, run_nuts
 
+        choice = self.check_jitter(random_seed)
         idata = run_nuts(
             self.model,
             draws=draws,
@@ -359,9 +475,16 @@ class GPRegression:
             progressbar=progressbar,
             **kwargs,
         )
+        idata["posterior"].attrs.update(choice.attrs())
+        if self.approximation is not None:
+            self.approximation.check(self._draws(idata))
+        if not log_likelihood:
+            return idata
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo)
 
     def _pointwise_loo(self, values: list[np.ndarray]) -> np.ndarray:
+        if self.approximation is not None:
+            return self.approximation.loo(values)
         m, C = self._train(values)
         return loo_log_density(factorize(C, self.y - m))
 
@@ -374,9 +497,15 @@ class GPRegression:
             )
         return Xn
 
-    def _predict_at(self, values, Xn, diag: bool, include_noise: bool):
+    def _predict_at(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
+        if self.approximation is not None:
+            if jitters is not None:
+                jitters.append(0.0)
+            return self.approximation.predict(values, Xn, diag, include_noise)
         m, C, Ks, kss_diag, ms, s2 = self._new(values, Xn)
         fac = factorize(C, self.y - m)
+        if jitters is not None:  # extra jitter that factorize had to add (0: none)
+            jitters.append(fac.jitter)
         if diag:
             mean, var = predict(fac, Ks, kss_diag)
             cov = None
@@ -399,13 +528,19 @@ class GPRegression:
         posterior draws — mean by the law of total expectation, variance by the law of total
         variance — so hyperparameter uncertainty widens the bands; intervals from
         posterior-predictive draws.
+
+        ``extra["jitter"]`` is the largest jitter that had to be added to :math:`C` beyond the
+        model's own (0 normally; a :class:`~bayes_gp.predictive.JitterWarning` says when not).
         """
         Xn = self._check_new(X_new)
+        _check_fit(fit)
         if isinstance(fit, MapFit):
-            mean, var, cov = self._predict_at(self._values(fit.params), Xn, diag, include_noise)
+            jitters: list[float] = []
+            values = self._values(fit.params)
+            mean, var, cov = self._predict_at(values, Xn, diag, include_noise, jitters)
             z = 1.880793608151251  # 94% central interval
             sd = np.sqrt(var)
-            return Prediction(mean, var, cov, mean - z * sd, mean + z * sd)
+            return Prediction(mean, var, cov, mean - z * sd, mean + z * sd, {"jitter": jitters[0]})
         if not diag:
             raise ValueError("`diag=False` is only available for MAP fits")
         return self._predict_mixture(Xn, fit, include_noise)
@@ -424,9 +559,9 @@ class GPRegression:
 
     def _predict_mixture(self, Xn, idata, include_noise, max_draws: int = 500, seed: int = 0):
         rng = np.random.default_rng(seed)
-        means, variances, samples = [], [], []
+        means, variances, samples, jitters = [], [], [], []
         for values in self._draws(idata, max_draws, seed):
-            mu, var, _ = self._predict_at(values, Xn, True, include_noise)
+            mu, var, _ = self._predict_at(values, Xn, True, include_noise, jitters)
             means.append(mu)
             variances.append(var)
             samples.append(mu + np.sqrt(var) * rng.standard_normal((4, mu.shape[0])))
@@ -435,7 +570,8 @@ class GPRegression:
         var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
         draws = np.concatenate(samples, axis=0)
         lower, upper = np.quantile(draws, [0.03, 0.97], axis=0)
-        return Prediction(mean, var, None, lower, upper, {"n_draws": len(means)})
+        extra = {"n_draws": len(means), "jitter": float(max(jitters, default=0.0))}
+        return Prediction(mean, var, None, lower, upper, extra)
 
     # ---------------------------------------------------------- function draws
     @single_blas_thread
@@ -509,6 +645,8 @@ class GPRegression:
 
     def __repr__(self) -> str:
         k = self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
+        approx = "" if self.approx is None else f", approx={self.approx.name!r}"
         return (
-            f"GPRegression(n={self.X.shape[0]}, D={self.X.shape[1]}, kernel={k!r}, ard={self.ard})"
+            f"GPRegression(n={self.X.shape[0]}, D={self.X.shape[1]}, kernel={k!r}, ard={self.ard}"
+            f"{approx})"
         )

@@ -56,12 +56,13 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.linalg import solve_triangular
 
-from bayes_gp._validation import f64
+from bayes_gp._validation import check_aligned, f64
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import factorize, loo_log_density, predict
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.gpr import Prediction, _as_inputs
+from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["HeteroscedasticGPRegression"]
 
@@ -70,7 +71,10 @@ _INTERVAL = (0.03, 0.97)  # central 94% interval
 
 def _as_targets(y, n: int) -> np.ndarray:
     """``y`` as a finite 1-D float array with ``n`` values (the checks of GPRegression)."""
-    y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+    try:
+        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`y` must be numeric: {exc}") from None
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
@@ -130,6 +134,7 @@ class HeteroscedasticGPRegression:
         priors: Mapping[str, Any] | None = None,
         jitter: float = 1e-6,
     ):
+        check_aligned(X, y)
         X, names = _as_inputs(X)
         y = _as_targets(y, X.shape[0])
         if not isinstance(kernel, str):
@@ -216,7 +221,7 @@ class HeteroscedasticGPRegression:
                 "g", X=self.X, reparameterize=True, jitter=self.jitter_g, dims="obs"
             )
             C = cov_f(X) + self.jitter_f * pt.eye(n) + pt.diag(pt.exp(2.0 * g))
-            pm.MvNormal("y", mu=mean_f(X), cov=C, observed=self.y, dims="obs")
+            marginal_normal("y", mean_f(X), C, observed=self.y, dims="obs")  # R&W eq. 5.9 gradient
         self._cov_f, self._cov_g = cov_f, cov_g
         self._mean_f, self._mean_g = mean_f, mean_g
         names = [*self.spec.params, *self._noise_names, "noise_mean"]

@@ -18,6 +18,7 @@ __all__ = [
     "point_fit_settings",
     "restarts_frame",
     "point_estimates",
+    "jitter_text",
 ]
 
 #: The catalogue kernels as formulas, :math:`r = |x - x'|/\ell` (ARD: scaled per input).
@@ -187,6 +188,8 @@ def nuts_settings(idata) -> list[tuple[str, object]]:
     ]
     if "sampling_time" in attrs:
         rows.append(("sampling time (s)", float(attrs["sampling_time"])))
+    if "bayes_gp_jitter" in attrs:
+        rows.append(("jitter on the diagonal", jitter_text(attrs)))
     try:
         ss = idata["sample_stats"]
     except KeyError:
@@ -226,7 +229,28 @@ def point_fit_settings(fit) -> list[tuple[str, object]]:
         rows.append(("gradient norm at optimum", float(fit.grad_norm)))
     if np.isfinite(getattr(fit, "seconds", np.nan)):
         rows.append(("time (s)", float(fit.seconds)))
+    if np.isfinite(getattr(fit, "jitter", np.nan)):
+        default = getattr(fit, "jitter_default", np.nan)
+        attrs = {"bayes_gp_jitter": fit.jitter}
+        if np.isfinite(default):
+            attrs["bayes_gp_jitter_default"] = default
+        rows.append(("jitter on the diagonal", jitter_text(attrs)))
     return rows
+
+
+def jitter_text(attrs: dict) -> str:
+    """The jitter of a fit, and whether the pre-flight Cholesky check had to raise it
+    (:mod:`bayes_gp.inference.jitter`), from ``bayes_gp_jitter*`` attributes."""
+    jitter = float(attrs["bayes_gp_jitter"])
+    default = float(attrs.get("bayes_gp_jitter_default", jitter))
+    points = attrs.get("bayes_gp_jitter_points")
+    where = f" at some of {int(points)} checked hyperparameter values" if points else ""
+    if jitter > default:
+        return (
+            f"{jitter:.3g}, raised from {default:.3g}: the Cholesky factorisation failed{where} "
+            "with the default (the posterior is that of the model with the larger jitter)"
+        )
+    return f"{jitter:.3g} (the model's default)"
 
 
 def _flat(params: dict, feature_names: Sequence[str] | None = None) -> dict[str, float]:

@@ -54,6 +54,7 @@ __all__ = [
     "pareto_k_verdict",
     "mcmc_verdicts",
     "optimizer_verdicts",
+    "jitter_verdict",
     "prior_tail_verdict",
     "PRIOR_TAIL",
     "OPTIMUM_TOL",
@@ -408,7 +409,40 @@ def optimizer_verdicts(fit) -> list[Verdict]:
             f"{n_best} of {len(restarts)} restarts within {OPTIMUM_TOL:g} of the best objective",
         )
     )
+    jitter = getattr(fit, "jitter", np.nan)
+    if np.isfinite(jitter):
+        default = getattr(fit, "jitter_default", np.nan)
+        out.append(
+            jitter_verdict(
+                {
+                    "bayes_gp_jitter": jitter,
+                    "bayes_gp_jitter_default": default if np.isfinite(default) else jitter,
+                }
+            )
+        )
     return out
+
+
+def jitter_verdict(attrs: dict) -> Verdict:
+    """Whether the pre-flight Cholesky check (:mod:`bayes_gp.inference.jitter`) had to raise the
+    diagonal jitter above the model's default, from the ``bayes_gp_jitter*`` attributes of a
+    posterior (or of a type-II fit). ``"warn"`` when it did: the fit is that of a model with a
+    larger jitter, i.e. a little extra white noise."""
+    jitter = float(attrs["bayes_gp_jitter"])
+    default = float(attrs.get("bayes_gp_jitter_default", jitter))
+    raised = jitter > default
+    return Verdict(
+        "jitter (Cholesky pre-flight)",
+        jitter,
+        f"= default {default:.3g}",
+        "warn" if raised else "ok",
+        "The covariance matrix was not numerically positive definite with the default jitter, "
+        "so a larger one was added to its diagonal. Add observation noise or a noise prior away "
+        "from 0, remove duplicate inputs, or rescale the inputs."
+        if raised
+        else "",
+        f"raised from {default:.3g} to {jitter:.3g}" if raised else "default jitter sufficed",
+    )
 
 
 #: A point estimate beyond this prior tail probability (either side) is flagged.
@@ -474,4 +508,7 @@ def mcmc_verdicts(
         out.append(rhat_verdict(idata, latent, latent=True))
         out += ess_verdict(idata, latent, latent=True)
     out += [divergence_verdict(idata), bfmi_verdict(idata), treedepth_verdict(idata)]
+    attrs = dict(idata["posterior"].attrs)
+    if "bayes_gp_jitter" in attrs:
+        out.append(jitter_verdict(attrs))
     return out

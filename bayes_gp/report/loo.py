@@ -61,9 +61,10 @@ class LooScore:
 
     @property
     def se(self) -> float:
-        """Standard error :math:`\\sqrt{n \\operatorname{var}(\\mathrm{elpd}_i)}` (as ArviZ)."""
+        """Standard error :math:`\\sqrt{n \\operatorname{var}(\\mathrm{elpd}_i)}` with the sample
+        variance (``ddof=1``), as ``arviz.loo`` computes its ``se``."""
         n = self.pointwise.size
-        return float(np.sqrt(n * np.var(self.pointwise)))
+        return float(np.sqrt(n * np.var(self.pointwise, ddof=1))) if n > 1 else 0.0
 
 
 def _fit_label(fit) -> str:

@@ -54,7 +54,7 @@ import pytensor
 from pytensor.graph.basic import Variable
 from scipy.linalg import cho_solve, solve_triangular
 
-from bayes_gp._validation import f64
+from bayes_gp._validation import check_aligned, f64
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
 from bayes_gp.predictive import LOG_2PI, factorize, log_marginal_likelihood, predict
 from bayes_gp.regression.gpr import Prediction, _as_inputs
@@ -161,8 +161,12 @@ class BayesianLinearRegression:
         scale_prior: Callable | None = None,
         sigma_prior: Callable | None = None,
     ):
+        check_aligned(X, y)
         X, _ = _as_inputs(X)
-        y = np.asarray(y, dtype=float)
+        try:
+            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"`y` must be numeric: {exc}") from None
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:

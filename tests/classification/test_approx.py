@@ -149,3 +149,63 @@ def test_ep_is_closer_to_the_true_evidence_than_laplace():
     assert se < 0.02
     assert lap < log_z - 0.1  # Laplace underestimates
     assert abs(ep.log_evidence - log_z) < abs(lap - log_z) / 3  # EP much closer
+
+
+def test_normal_hazard_is_finite_and_accurate_everywhere():
+    from bayes_gp.classification.likelihoods import normal_hazard
+
+    z = np.array([-30.0, -5.0, -1.0, 0.0, 1.5, 8.0])
+    np.testing.assert_allclose(normal_hazard(z), stats.norm.pdf(z) / stats.norm.cdf(z), rtol=1e-12)
+    # far tail: N(z)/Phi(z) = -z (1 + 1/z^2 - 2/z^4 + ...) where exp(-z^2/2 - log Phi) is inf-inf
+    zt = np.array([-1e3, -1e8, -1e12, -1e200])
+    np.testing.assert_allclose(normal_hazard(zt), -zt * (1 + (1 / zt) ** 2 - 2 * (1 / zt) ** 4), rtol=1e-14)
+    assert normal_hazard(np.array([40.0, 1e300]))[1] == 0.0
+    _, d1, d2, d3 = log_lik_derivatives("probit", np.ones(4), np.array([-1e12, -1e6, -40.0, 50.0]))
+    assert np.all(np.isfinite(d1)) and np.all(np.isfinite(d2)) and np.all(np.isfinite(d3))
+    assert np.all((-d2 >= 0) & (-d2 <= 1))  # W of the probit lies in [0, 1]
+
+
+@pytest.mark.parametrize("sd", [0.0, 0.3, 1.0, 2.9, 3.1, 6.0, 20.0, 50.0, 1e3, 1e5])
+def test_logit_average_probability_against_adaptive_quadrature(sd):
+    """Accurate for every latent sd, including the large ones where plain Gauss-Hermite fails
+    (1e-3 error at sd = 20): what NUTS draws with a large eta produce far from the data."""
+    means = np.array([-200.0, -30.0, -4.0, 0.0, 0.7, 2.0, 9.0, 45.0])
+    got = average_probability("logit", means, np.full(means.size, sd**2))
+    for m, p in zip(means, got, strict=True):
+        if sd == 0.0:
+            exact = expit(m)
+        else:  # sigma(f) is 0 / 1 beyond |f| = 45 to within 3e-20
+            exact = (
+                stats.norm.sf(45.0, m, sd)
+                + integrate.quad(
+                    lambda f, m=m: expit(f) * stats.norm.pdf(f, m, sd),
+                    -45.0,
+                    45.0,
+                    points=[np.clip(m, -44.0, 44.0)],
+                    limit=2000,
+                    epsabs=1e-15,
+                    epsrel=1e-13,
+                )[0]
+            )
+        assert abs(p - exact) < 1e-12, (m, sd, p, exact)
+
+
+def test_average_probability_keeps_shapes_and_blocks():
+    """Many draws times many points: evaluated in blocks, same answer, same shape."""
+    rng = np.random.default_rng(0)
+    m = rng.normal(0, 3, (7, 3000))
+    v = rng.uniform(0, 40, (7, 3000))
+    p = average_probability("logit", m, v)
+    assert p.shape == (7, 3000)
+    np.testing.assert_allclose(
+        p[3, 100:110], average_probability("logit", m[3, 100:110], v[3, 100:110]), rtol=1e-14
+    )
+    assert np.all((p > 0) & (p < 1))
+
+
+def test_laplace_mode_flags_non_convergence():
+    X, _, y = _problem()
+    K, _ = _se(X, X, 1.0, 2.0)
+    assert laplace_mode(K, y, "logit").converged
+    assert not laplace_mode(K, y, "logit", max_iter=1).converged
+    assert ep_run(K, y).converged and not ep_run(K, y, max_sweeps=1).converged

@@ -206,3 +206,37 @@ def test_separable_data_type2_overflow_is_handled_and_warned():
         fit = clf.fit_ep(n_restarts=1, random_seed=0)
     assert np.isfinite(fit.log_marginal_likelihood)
     assert np.mean(clf.predict(X, fit) == y) == 1.0
+
+
+def test_probit_laplace_survives_extreme_optimiser_steps():
+    """An L-BFGS-B step to a huge eta made the probit hazard inf - inf and crashed the fit;
+    such points are infeasible now and the fit finishes at a finite optimum."""
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(n_samples=80, noise=0.25, random_state=3)
+    X = (X - X.mean(0)) / X.std(0)
+    clf = GPClassifier(X, y, link="probit")
+    fit = clf.fit_laplace(n_restarts=3, random_seed=0)
+    assert np.isfinite(fit.log_marginal_likelihood) and fit.state.converged
+    ep = clf.fit_ep(n_restarts=3, random_seed=0)
+    # the two approximations agree on the easy points and on the hyperparameters' scale
+    assert abs(float(fit.params["ls"]) - float(ep.params["ls"])) < 0.2
+    assert np.mean(clf.predict(X, fit) == y) > 0.85
+
+
+def test_unconverged_approximation_warns(monkeypatch):
+    import functools
+
+    import bayes_gp.classification.gpc as gpc
+
+    X, y = _problem()
+    clf = GPClassifier(X, y)
+    monkeypatch.setattr(gpc, "laplace_mode", functools.partial(gpc.laplace_mode, max_iter=1))
+    with pytest.warns(RuntimeWarning, match="without converging"):
+        clf.fit_laplace(params={"ls": 1.0, "eta": 2.0})
+
+
+def test_ep_with_logit_is_refused_before_any_work():
+    X, y = _problem()
+    with pytest.raises(ValueError, match="probit link only"):
+        GPClassifier(X, y).fit_ep(n_restarts=1)

@@ -68,8 +68,9 @@ def test_nuts_report_summary_and_verdicts(nuts_report, nuts):
     v = {x.check: x for x in rep.verdicts}
     assert set(v) == {
         "r̂", "bulk ESS", "tail ESS", "divergences", "E-BFMI", "tree-depth saturation",
-        "Pareto k̂ (PSIS-LOO)",
+        "Pareto k̂ (PSIS-LOO)", "jitter (Cholesky pre-flight)",
     }  # fmt: skip
+    assert v["jitter (Cholesky pre-flight)"].status == "ok"  # the default jitter sufficed
     assert v["r̂"].value == pytest.approx(rep.summary["r_hat"].max())
     assert v["bulk ESS"].value == pytest.approx(rep.summary["ess_bulk"].min())
     assert v["tail ESS"].value == pytest.approx(rep.summary["ess_tail"].min())
@@ -124,8 +125,10 @@ def test_map_report(gpr, map_fit):
     assert [v.check for v in rep.verdicts] == [
         "best restart converged",
         "restarts reaching the best optimum",
+        "jitter (Cholesky pre-flight)",
         "point estimate inside its prior",
     ]
+    assert "jitter on the diagonal" in rep.html
     assert list(rep.summary.index) == ["ls", "eta", "sigma"]
     assert rep.summary.loc["ls", "estimate"] == pytest.approx(float(map_fit.params["ls"]))
     elpd = point_loo(gpr, map_fit).elpd

@@ -10,7 +10,7 @@ from scipy.stats import norm
 from bayes_gp import GPClassifier, GPRegression, MapFit
 from bayes_gp.classification.approx import ep_run, laplace_mode
 from bayes_gp.classification.likelihoods import average_probability
-from bayes_gp.report.loo import LooScore, point_loo, score_table
+from bayes_gp.report.loo import LooScore, point_loo, psis_loo, score_table
 
 
 def test_regression_point_loo_is_exact_conditioning():
@@ -85,7 +85,7 @@ def test_score_table_differences_are_paired():
     d = np.array([-0.5, 1.0, -1.0])
     assert table.loc["b", "elpd_diff"] == pytest.approx(d.sum())
     assert table.loc["b", "dse"] == pytest.approx(np.sqrt(3 * np.var(d)))
-    assert table.loc["b", "se"] == pytest.approx(np.sqrt(3 * np.var(b.pointwise)))
+    assert table.loc["b", "se"] == pytest.approx(np.sqrt(3 * np.var(b.pointwise, ddof=1)))
     assert table.loc["b", "mlpd"] == pytest.approx(-4.0 / 3)
     assert np.isnan(table.loc["a", "p_loo"]) and table.loc["b", "p_loo"] == 2.5
     other_n = LooScore("c", "psis", np.array([-1.0, -1.0]))
@@ -93,3 +93,19 @@ def test_score_table_differences_are_paired():
     assert mixed.loc["c", "elpd_diff"] == 0.0 and np.isnan(mixed.loc["a", "elpd_diff"])
     with pytest.raises(ValueError, match="no LOO scores"):
         score_table([])
+
+
+def test_psis_score_se_equals_arviz():
+    """The report's LOO standard error is ArviZ's (sample variance, ddof=1), not a variant."""
+    import arviz as az
+
+    rng = np.random.default_rng(3)
+    idata = az.from_dict(
+        {
+            "posterior": {"mu": rng.normal(size=(2, 200))},
+            "log_likelihood": {"y": rng.normal(-1.0, 0.3, size=(2, 200, 12))},
+        }
+    )
+    score, loo = psis_loo(idata, "m")
+    assert score.elpd == pytest.approx(float(loo.elpd), rel=1e-12)
+    assert score.se == pytest.approx(float(loo.se), rel=1e-12)

@@ -1,0 +1,576 @@
+r"""Many independent GP fits in parallel on Dask: one per group, series or site.
+
+A common workload fits the same GP model separately to each of :math:`K` groups (sites, subjects,
+series). Without pooling, the joint posterior factorises over the groups,
+
+.. math::
+   p(\theta_1, \dots, \theta_K \mid y) = \prod_{g=1}^{K} p(\theta_g \mid y_g),
+   \qquad p(\theta_g \mid y_g) \propto N(y_g \mid m_g, K_{\theta_g} + \sigma_g^2 I)\, p(\theta_g),
+
+(seed 000 eq. 23 for each factor), so the :math:`K` fits are independent tasks.
+:func:`fit_many` runs each as one task on a ``dask.distributed`` cluster (a local cluster of
+processes by default), building a :class:`~bayes_gp.GPRegression` in the worker and running NUTS
+(``.sample``) or a type-II fit (``.fit_map``), and gathers the results: NUTS draws into one ArviZ
+``DataTree`` with a ``group`` dimension, MAP estimates into one table with a row per group.
+
+Reproducibility: group :math:`g`'s seed is derived from ``random_seed`` and the group's *label*
+(``numpy.random.SeedSequence`` with the label's hash as spawn key), not from its position or from
+which worker ran it, so a group's result is the same whatever the scheduling, the order of the
+groups or the other groups in the call, and equals a direct fit
+``GPRegression(X_g, y_g, ...).sample(random_seed=result.seeds[g])``.
+
+Each task pins BLAS to one thread (the worker processes already are the parallelism). Worker
+processes of a ``LocalCluster`` are daemonic and cannot start processes of their own, so PyMC's
+sampler runs its chains one after another there (``cores=1``); nutpie runs its chains on threads
+and numpyro sequentially on one CPU device, both of which work in a worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+import traceback
+import uuid
+import warnings
+from collections.abc import Callable, Hashable, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from threadpoolctl import threadpool_limits
+
+from bayes_gp.inference.typeii import MapFit
+
+__all__ = ["ManyFit", "FitManyError", "fit_many", "group_seed"]
+
+METHODS = ("nuts", "map")
+#: Posterior groups of the per-group NUTS fits that are gathered along ``group``.
+GATHERED = ("posterior", "sample_stats", "log_likelihood", "observed_data")
+
+
+class FitManyError(RuntimeError):
+    """Raised by ``fit_many(..., errors="raise")`` after all groups ran, when some failed.
+
+    ``.result`` holds the :class:`ManyFit` with the groups that succeeded.
+    """
+
+    def __init__(self, message: str, result: ManyFit):
+        super().__init__(message)
+        self.result = result
+
+
+# ----------------------------------------------------------------------------------- seeds
+def _label_key(label: Hashable) -> bytes:
+    """A stable byte string for a group label (NumPy scalars count as the Python value)."""
+    if isinstance(label, np.generic):
+        label = label.item()
+    return f"{type(label).__name__}:{label!r}".encode()
+
+
+def _root_sequence(random_seed: int | None) -> np.random.SeedSequence:
+    if random_seed is not None and not (
+        isinstance(random_seed, int | np.integer) and not isinstance(random_seed, bool)
+    ):
+        raise TypeError(f"`random_seed` must be an int or None, got {random_seed!r}")
+    if random_seed is not None and random_seed < 0:
+        raise ValueError(f"`random_seed` must be non-negative, got {random_seed}")
+    return np.random.SeedSequence(None if random_seed is None else int(random_seed))
+
+
+def group_seed(random_seed: int | np.random.SeedSequence | None, label: Hashable) -> int:
+    """The seed of group ``label``'s fit under ``random_seed`` (an int in ``[0, 2**32)``).
+
+    A child of ``SeedSequence(random_seed)`` whose spawn key is the BLAKE2b hash of the label, so
+    it depends only on ``random_seed`` and the label (seeds of distinct labels are independent
+    streams, as for ``SeedSequence.spawn``).
+    """
+    root = random_seed
+    if not isinstance(root, np.random.SeedSequence):
+        root = _root_sequence(root)
+    digest = hashlib.blake2b(_label_key(label), digest_size=16).digest()
+    words = tuple(int(w) for w in np.frombuffer(digest, dtype=np.uint32))
+    child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *words))
+    return int(child.generate_state(1, dtype=np.uint32)[0])
+
+
+# ------------------------------------------------------------------------------- the tasks
+@dataclass(frozen=True)
+class _Task:
+    label: Hashable
+    X: Any
+    y: np.ndarray
+    kernel: str | Callable
+    model_kwargs: dict
+    method: str
+    fit_kwargs: dict
+    seed: int
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    label: Hashable
+    fit: Any  # DataTree (NUTS) or MapFit, None on failure
+    error: str | None
+    seconds: float
+    worker: str
+    feature_names: tuple = ()
+    warnings: tuple = ()
+
+
+def _fit_group(task: _Task) -> _Outcome:
+    """Build and fit one group's GPRegression (runs in a worker)."""
+    from bayes_gp.regression import GPRegression
+
+    t0 = time.perf_counter()
+    worker = f"pid {os.getpid()}"
+    caught: list = []
+    try:
+        with (
+            threadpool_limits(limits=1, user_api="blas"),
+            warnings.catch_warnings(record=True) as caught,
+        ):
+            warnings.simplefilter("always")
+            gp = GPRegression(_own(task.X), _own(task.y), kernel=task.kernel, **task.model_kwargs)
+            if task.method == "map":
+                fit = gp.fit_map(random_seed=task.seed, **task.fit_kwargs)
+            else:
+                fit = gp.sample(random_seed=task.seed, **task.fit_kwargs)
+    except Exception as exc:
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f" (at {os.path.basename(last.filename)}:{last.lineno})"
+        return _Outcome(
+            task.label,
+            None,
+            f"{type(exc).__name__}: {exc}{where}",
+            time.perf_counter() - t0,
+            worker,
+            warnings=_messages(caught),
+        )
+    return _Outcome(
+        task.label,
+        fit,
+        None,
+        time.perf_counter() - t0,
+        worker,
+        tuple(gp.feature_names),
+        _messages(caught),
+    )
+
+
+def _own(a):
+    """A fresh, aligned copy: arrays deserialised by Dask can sit at unaligned offsets of a
+    message buffer, which PyTensor's C and numba code reject."""
+    if isinstance(a, pd.DataFrame | pd.Series):
+        return a.copy(deep=True)
+    return np.array(a, copy=True)
+
+
+def _messages(caught) -> tuple:
+    seen: dict[str, None] = {}
+    for w in caught or ():
+        seen.setdefault(f"{w.category.__name__}: {w.message}", None)
+    return tuple(seen)
+
+
+# --------------------------------------------------------------------------------- result
+@dataclass(frozen=True)
+class ManyFit:
+    """The fits of :func:`fit_many`, one per group.
+
+    Attributes
+    ----------
+    method : {"nuts", "map"}
+    groups : tuple
+        Every group label, in input order (failed groups included).
+    fits : dict
+        Label → the group's own result: an ArviZ ``DataTree`` (NUTS; unpadded, ready for
+        ``az.loo``) or a :class:`~bayes_gp.inference.MapFit`. Successful groups only.
+    errors : dict
+        Label → error message, for the groups whose fit failed.
+    seeds : dict
+        Label → the seed the group's fit used (see :func:`group_seed`).
+    idata : DataTree or None
+        NUTS: the successful groups' ``posterior``, ``sample_stats``, ``log_likelihood`` and
+        ``observed_data`` concatenated along a new ``group`` dimension. Groups with fewer
+        observations than the largest are padded with NaN along ``obs``; the ``n_obs``
+        coordinate (along ``group``) says how many entries are real. ``None`` for MAP.
+    table : pandas.DataFrame
+        One row per group (index ``group``, failed groups included): ``n_obs``, ``seed``,
+        ``seconds`` (wall time of the task in the worker, model build and compilation included),
+        ``worker``, ``error`` and ``n_warnings``; for MAP the hyperparameters (ARD vectors as
+        ``ls[feature]``), ``objective``, ``log_marginal_likelihood``, ``converged`` and
+        ``grad_norm``; for NUTS ``sampling_seconds``, ``divergences``, ``max_rhat`` and
+        ``min_ess_bulk``.
+    warnings : dict
+        Label → the distinct warnings raised while fitting that group.
+    random_seed : int
+        The root entropy of the seeds (drawn fresh when ``random_seed=None``; pass it back to
+        reproduce the run).
+    """
+
+    method: str
+    groups: tuple
+    fits: dict
+    errors: dict
+    seeds: dict
+    idata: Any
+    table: pd.DataFrame
+    warnings: dict = field(default_factory=dict)
+    random_seed: int | None = None
+    data: dict = field(default_factory=dict, repr=False)
+    kernel: Any = "expquad"
+    model_kwargs: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> tuple:
+        """Labels of the groups whose fit succeeded, in input order."""
+        return tuple(g for g in self.groups if g in self.fits)
+
+    def model(self, label: Hashable):
+        """Rebuild group ``label``'s :class:`~bayes_gp.GPRegression` here (for ``.predict``)."""
+        from bayes_gp.regression import GPRegression
+
+        if label not in self.data:
+            raise KeyError(f"no group {label!r}; groups are {list(self.groups)}")
+        X, y = self.data[label]
+        return GPRegression(X, y, kernel=self.kernel, **self.model_kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"ManyFit(method={self.method!r}, groups={len(self.groups)}, ok={len(self.fits)}, "
+            f"failed={len(self.errors)})"
+        )
+
+
+# ------------------------------------------------------------------------------ the input
+def _split(data, x, y, group) -> dict:
+    """Label → (X, y) from a DataFrame with a group column, or from a mapping."""
+    if isinstance(data, pd.DataFrame):
+        if y is None or group is None or x is None:
+            raise ValueError("with a DataFrame, give the column names `x=`, `y=` and `group=`")
+        if not isinstance(group, str):
+            raise TypeError(f"`group` must be one column name, got {group!r}")
+        xs = [x] if isinstance(x, str) else list(x)
+        if not xs:
+            raise ValueError("`x` names no column")
+        missing = [c for c in [*xs, y, group] if c not in data.columns]
+        if missing:
+            raise ValueError(
+                f"columns {missing} are not in the data; its columns are {list(data.columns)}"
+            )
+        if data[group].isna().any():
+            n = int(data[group].isna().sum())
+            raise ValueError(f"the group column {group!r} has {n} missing value(s)")
+        out = {}
+        for label, d in data.groupby(group, sort=False):
+            out[label] = (d[xs], d[y].to_numpy())
+        return out
+    if isinstance(data, Mapping):
+        if x is not None or y is not None or group is not None:
+            raise ValueError("`x=`, `y=` and `group=` name DataFrame columns; a mapping gives them")
+        out = {}
+        for label, value in data.items():
+            if not (isinstance(value, tuple | list) and len(value) == 2):
+                raise TypeError(f"`data[{label!r}]` must be a pair (X, y), got {type(value)}")
+            Xg, yg = value
+            out[label] = (Xg, yg.to_numpy() if hasattr(yg, "to_numpy") else np.asarray(yg))
+        return out
+    raise TypeError(
+        "`data` must be a pandas DataFrame with a group column or a mapping group -> (X, y), "
+        f"got {type(data).__name__}"
+    )
+
+
+def _check_sizes(groups: dict) -> None:
+    small = {}
+    for label, (X, yv) in groups.items():
+        n_x, n_y = len(X), int(np.size(yv))
+        if n_x != n_y:
+            raise ValueError(f"group {label!r}: X has {n_x} rows but y has {n_y} values")
+        if n_y < 2:
+            small[label] = n_y
+    if small:
+        raise ValueError(
+            f"GP regression needs at least 2 observations per group; groups {small} "
+            "(label: count) have fewer. Drop them first."
+        )
+
+
+# ------------------------------------------------------------------------------- the client
+def _default_workers(n_tasks: int) -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, n_tasks))
+
+
+@contextmanager
+def _client(client, n_workers: int | None, n_tasks: int):
+    """The user's client (left open), or a LocalCluster of processes closed afterwards."""
+    if client is not None:
+        yield client
+        return
+    from dask.distributed import Client, LocalCluster
+
+    n = _default_workers(n_tasks) if n_workers is None else int(n_workers)
+    if n < 1:
+        raise ValueError(f"`n_workers` must be at least 1, got {n_workers}")
+    # Processes, one thread each: GP fits hold the GIL in PyTensor/Python between LAPACK calls,
+    # and distributed starts workers with OMP/MKL/OPENBLAS_NUM_THREADS=1.
+    with (
+        LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,  # shutdown chatter; task errors are collected
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+# ------------------------------------------------------------------------------ gathering
+def _scalar_columns(params: dict, features: tuple) -> dict:
+    out = {}
+    for name, value in params.items():
+        v = np.asarray(value, dtype=float)
+        if v.ndim == 0:
+            out[name] = float(v)
+        else:
+            labels = features if len(features) == v.size else range(v.size)
+            for f, vi in zip(labels, v.ravel(), strict=True):
+                out[f"{name}[{f}]"] = float(vi)
+    return out
+
+
+def _nuts_diagnostics(idata) -> dict:
+    import arviz as az
+
+    post = idata["posterior"]
+    stats = idata["sample_stats"].to_dataset()
+    rhat = az.rhat(post).to_dataset()
+    ess = az.ess(post, method="bulk").to_dataset()
+    div = stats["diverging"] if "diverging" in stats else None
+    return {
+        "sampling_seconds": float(post.attrs.get("sampling_time", np.nan)),
+        "divergences": int(div.sum()) if div is not None else -1,
+        "max_rhat": float(max(float(v.max()) for v in rhat.data_vars.values())),
+        "min_ess_bulk": float(min(float(v.min()) for v in ess.data_vars.values())),
+    }
+
+
+def _gather_idata(fits: dict, labels: list, n_obs: dict):
+    if not labels:
+        return None
+    trees = [fits[g] for g in labels]
+    names = [n for n in GATHERED if all(n in t.children for t in trees)]
+    plain = [g.item() if isinstance(g, np.generic) else g for g in labels]
+    mixed = len({type(g) for g in plain}) > 1
+    values = np.array(plain, dtype=object) if mixed else np.asarray(plain)
+    index = xr.DataArray(values, dims="group", name="group")
+    out = {}
+    for name in names:
+        ds = xr.concat(
+            [t[name].to_dataset() for t in trees],
+            dim=index,
+            join="outer",
+            combine_attrs="drop_conflicts",
+            coords="minimal",
+            compat="override",
+        )
+        if "obs" in ds.dims:
+            ds = ds.assign_coords(n_obs=("group", [n_obs[g] for g in labels]))
+        out[name] = ds
+    tree = xr.DataTree.from_dict(out)
+    tree.attrs["bayes_gp_method"] = "nuts"
+    return tree
+
+
+# ------------------------------------------------------------------------------ fit_many
+def fit_many(
+    data,
+    *,
+    x: str | list[str] | None = None,
+    y: str | None = None,
+    group: str | None = None,
+    kernel: str | Callable = "expquad",
+    method: str = "nuts",
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 2,
+    sampler: str = "auto",
+    random_seed: int | None = None,
+    client=None,
+    n_workers: int | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    fit_kwargs: Mapping[str, Any] | None = None,
+    errors: str = "collect",
+) -> ManyFit:
+    """Fit one GP regression per group, in parallel on Dask, and gather the results.
+
+    Parameters
+    ----------
+    data : pandas.DataFrame or mapping
+        A long table with a group column (then ``x``, ``y`` and ``group`` name the columns), or
+        a mapping ``label -> (X, y)``.
+    x : str or list of str
+        Input column(s) (DataFrame input).
+    y : str
+        Response column (DataFrame input).
+    group : str
+        Group column (DataFrame input). Groups keep their order of first appearance.
+    kernel : str or callable
+        As for :class:`~bayes_gp.GPRegression` (a callable must be picklable, e.g. defined at
+        module level, since it travels to the workers).
+    method : {"nuts", "map"}
+        ``"nuts"``: :meth:`GPRegression.sample`; ``"map"``: :meth:`GPRegression.fit_map`.
+    draws, tune, chains, sampler
+        NUTS settings (ignored for MAP). Inside a worker PyMC's own sampler runs the chains one
+        after another; ``sampler="numpyro"`` runs on a GPU when JAX sees one (see README).
+    random_seed : int, optional
+        Root of the per-group seeds (:func:`group_seed`): each group's result depends only on it
+        and the group's label.
+    client : dask.distributed.Client, optional
+        Run on this client's cluster (not closed afterwards). By default a
+        ``LocalCluster(n_workers, threads_per_worker=1, processes=True)`` is started and closed.
+        In a script, call ``fit_many`` under ``if __name__ == "__main__":`` (worker processes are
+        spawned and import the main module).
+    n_workers : int, optional
+        Workers of the default local cluster (default: the usable CPU cores, at most one per
+        group).
+    model_kwargs : dict, optional
+        Passed to every group's ``GPRegression`` (``ard``, ``mean``, ``priors``, ``noise``, ...).
+    fit_kwargs : dict, optional
+        Passed to ``.sample`` (e.g. ``target_accept``, ``nuts={...}``, ``quiet``) or to
+        ``.fit_map`` (``n_restarts``, ``prior``, ``maxiter``).
+    errors : {"collect", "raise"}
+        A failing group never stops the others. ``"collect"``: its message goes to
+        ``result.errors`` and the ``error`` column of ``result.table``; ``"raise"``: after all
+        groups ran, raise :class:`FitManyError` (its ``.result`` holds the successes).
+
+    Returns
+    -------
+    ManyFit
+        ``.idata`` (NUTS: one DataTree indexed by ``group``), ``.table`` (one row per group),
+        ``.fits``, ``.errors``, ``.seeds``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Before any fit, for a missing column, a group with fewer than 2 observations, or bad
+        settings.
+    """
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}")
+    if errors not in ("collect", "raise"):
+        raise ValueError(f"`errors` must be 'collect' or 'raise', got {errors!r}")
+    groups = _split(data, x, y, group)
+    if not groups:
+        raise ValueError("`data` has no groups")
+    _check_sizes(groups)
+    model_kwargs = dict(model_kwargs or {})
+    fit_kwargs = dict(fit_kwargs or {})
+    if method == "nuts":
+        from bayes_gp.inference.nuts import resolve_sampler
+
+        for k in ("draws", "tune", "chains", "sampler", "random_seed"):
+            if k in fit_kwargs:
+                raise ValueError(f"give `{k}` as an argument of fit_many, not in `fit_kwargs`")
+        backend = resolve_sampler(sampler)
+        if int(fit_kwargs.get("cores", 1)) != 1 and backend == "pymc":
+            raise ValueError(
+                "`cores` must be 1: Dask worker processes are daemonic and cannot start the "
+                "processes PyMC's sampler uses for parallel chains (the workers are the "
+                "parallelism)"
+            )
+        if int(draws) < 1 or int(tune) < 0 or int(chains) < 1:
+            raise ValueError("`draws` and `chains` must be at least 1 and `tune` at least 0")
+        fit_kwargs = {
+            "draws": int(draws),
+            "tune": int(tune),
+            "chains": int(chains),
+            "sampler": backend,
+            "quiet": True,
+            **fit_kwargs,
+        }
+    elif "random_seed" in fit_kwargs:
+        raise ValueError("give `random_seed` as an argument of fit_many, not in `fit_kwargs`")
+
+    root = _root_sequence(random_seed)
+    labels = list(groups)
+    seeds = {g: group_seed(root, g) for g in labels}
+    tasks = [
+        _Task(g, X, yv, kernel, model_kwargs, method, fit_kwargs, seeds[g])
+        for g, (X, yv) in groups.items()
+    ]
+
+    outcomes: dict = {}
+    with _client(client, n_workers, len(tasks)) as c:
+        token = uuid.uuid4().hex[:8]
+        futures = [
+            c.submit(_fit_group, t, key=f"bayes_gp-fit-{token}-{i}", pure=False)
+            for i, t in enumerate(tasks)
+        ]
+        for g, fut in zip(labels, futures, strict=True):
+            try:
+                outcomes[g] = fut.result()
+            except Exception as exc:  # the worker died (memory, segfault): KilledWorker etc.
+                outcomes[g] = _Outcome(g, None, f"{type(exc).__name__}: {exc}", np.nan, "")
+            fut.release()
+
+    fits = {g: o.fit for g, o in outcomes.items() if o.error is None}
+    failed = {g: o.error for g, o in outcomes.items() if o.error is not None}
+    n_obs = {g: int(np.size(groups[g][1])) for g in labels}
+    rows = []
+    for g in labels:
+        o = outcomes[g]
+        row: dict[str, Any] = {
+            "group": g,
+            "n_obs": n_obs[g],
+            "seed": seeds[g],
+            "seconds": o.seconds,
+            "worker": o.worker,
+        }
+        if o.error is None and method == "map":
+            fit: MapFit = o.fit
+            row.update(_scalar_columns(fit.params, o.feature_names))
+            row.update(
+                objective=fit.objective,
+                log_marginal_likelihood=fit.log_marginal_likelihood,
+                converged=fit.converged,
+                grad_norm=fit.grad_norm,
+            )
+        elif o.error is None:
+            row.update(_nuts_diagnostics(o.fit))
+        row.update(error=o.error, n_warnings=len(o.warnings))
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("group")
+    table["error"] = pd.Series([outcomes[g].error for g in labels], index=table.index, dtype=object)
+    if method == "map" and "converged" in table:
+        table["converged"] = table["converged"].astype("boolean")
+    ok = [g for g in labels if g in fits]
+    result = ManyFit(
+        method=method,
+        groups=tuple(labels),
+        fits=fits,
+        errors=failed,
+        seeds=seeds,
+        idata=_gather_idata(fits, ok, n_obs) if method == "nuts" else None,
+        table=table,
+        warnings={g: outcomes[g].warnings for g in labels if outcomes[g].warnings},
+        random_seed=int(root.entropy),
+        data=groups,
+        kernel=kernel,
+        model_kwargs=model_kwargs,
+    )
+    if failed and errors == "raise":
+        lines = "\n".join(f"  {g!r}: {m}" for g, m in failed.items())
+        raise FitManyError(f"{len(failed)} of {len(labels)} group fits failed:\n{lines}", result)
+    return result

@@ -1,0 +1,161 @@
+"""One NUTS gradient of the exact GP log marginal likelihood, against the LAPACK floor.
+
+For N = 100 ... 2000 (1-D inputs, squared-exponential kernel, three hyperparameters ``ls``,
+``eta``, ``sigma``), times one evaluation of ``log p(y | theta)`` and its gradient:
+
+* ``bayes_gp``: the log density of :class:`bayes_gp.GPRegression`'s PyMC model (the fused
+  :class:`bayes_gp.regression.likelihood.GPLogp` Op: one ``potrf``/``potrs``, ``potri`` for the
+  gradient, R&W eq. 5.9), compiled with PyTensor's numba backend (what nutpie runs) and its C
+  backend;
+* ``pm.gp``: the same model written with ``pm.gp.Marginal`` (a ``pm.MvNormal`` differentiated
+  through its Cholesky factor), same backends;
+* ``jax``: a hand-written JAX function of the same GP (``jax.value_and_grad`` of
+  ``MultivariateNormal.log_prob`` built from ``jnp.linalg.cholesky``, as a numpyro user writes it),
+  jitted;
+* ``floor``: SciPy LAPACK ``dpotrf`` + ``dpotrs`` + ``dpotri`` on a precomputed matrix, the linear
+  algebra any exact gradient needs (``N^3`` flops), without the kernel.
+
+All with one BLAS thread. Each time is the minimum over repeated calls after a warm-up call.
+Prints milliseconds and ratios to the floor, and the largest difference between the gradients.
+
+    python benchmarks/gradient.py                 # N in 100 300 1000 2000
+    python benchmarks/gradient.py --sizes 100 300 # a subset
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+import warnings
+from datetime import date
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pymc as pm  # noqa: E402
+import pytensor  # noqa: E402
+from scipy.linalg import lapack  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+import bayes_gp  # noqa: E402
+
+THETA = {"ls": 1.2, "eta": 1.0, "sigma": 0.3}
+
+
+def data(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed + n)
+    X = np.sort(rng.uniform(0, 10, n))
+    return X, np.sin(X) + 0.3 * rng.normal(size=n)
+
+
+def best_time(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times) * 1e3
+
+
+def pymc_logp_dlogp(model: pm.Model, mode: str):
+    """``f() -> (logp, grad)`` of the observed term (the marginal likelihood) with respect to the
+    unconstrained (log) hyperparameters, at THETA."""
+    import pytensor.tensor as pt
+
+    lp = model.logp(vars=model.observed_RVs, jacobian=False)
+    wrt = model.value_vars
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = pytensor.function(wrt, [lp, *pt.grad(lp, wrt)], mode=mode, trust_input=True)
+    values = [np.asarray(np.log(THETA[v.name.removesuffix("_log__")])) for v in wrt]
+    return lambda: f(*values)
+
+
+def jax_value_and_grad(X, y, jitter):
+    d2 = jnp.asarray((X[:, None] - X[None, :]) ** 2)
+    yj = jnp.asarray(y)
+    n = X.size
+
+    def logp(log_theta):
+        ls, eta, sigma = jnp.exp(log_theta)
+        C = eta**2 * jnp.exp(-0.5 * d2 / ls**2) + (sigma**2 + jitter) * jnp.eye(n)
+        L = jnp.linalg.cholesky(C)
+        a = jax.scipy.linalg.cho_solve((L, True), yj)
+        return -0.5 * yj @ a - jnp.sum(jnp.log(jnp.diag(L))) - 0.5 * n * jnp.log(2 * jnp.pi)
+
+    vg = jax.jit(jax.value_and_grad(logp))
+    x = jnp.log(jnp.array([THETA["ls"], THETA["eta"], THETA["sigma"]]))
+    return lambda: jax.block_until_ready(vg(x))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 300, 1000, 2000])
+    ap.add_argument("--modes", nargs="+", default=["NUMBA", "FAST_RUN"])
+    args = ap.parse_args()
+    threadpool_limits(limits=1, user_api="blas")
+    print(f"gradient  {date.today()}  {platform.platform()}")
+    print(
+        f"numpy {np.__version__}, pytensor {pytensor.__version__}, pymc {pm.__version__}, "
+        f"jax {jax.__version__}, bayes_gp {bayes_gp.__version__}; BLAS threads 1\n"
+    )
+    cols = [f"bg {m}" for m in args.modes] + [f"pm {m}" for m in args.modes] + ["jax", "floor"]
+    print(
+        f"{'N':>5} |"
+        + "".join(f" {c:>12}" for c in cols)
+        + " | bg/floor  pm/bg  jax/bg | grad diff"
+    )
+    for n in args.sizes:
+        X, y = data(n)
+        ours = bayes_gp.GPRegression(X, y, "expquad", mean="zero")
+        with pm.Model() as ref:
+            ls = pm.LogNormal("ls", 0.0, 1.0)
+            eta = pm.LogNormal("eta", 0.0, 1.0)
+            sigma = pm.LogNormal("sigma", 0.0, 1.0)
+            gp = pm.gp.Marginal(cov_func=eta**2 * pm.gp.cov.ExpQuad(1, ls=ls))
+            gp.marginal_likelihood("y", X=X[:, None], y=y, sigma=sigma, jitter=ours.jitter)
+        repeats = max(5, int(3000 / n))
+        times: dict[str, float] = {}
+        grads = []
+        for mode in args.modes:
+            fb, fr = pymc_logp_dlogp(ours.model, mode), pymc_logp_dlogp(ref, mode)
+            grads += [np.asarray(fb()[1:]), np.asarray(fr()[1:])]
+            times[f"bg {mode}"] = best_time(fb, repeats)
+            times[f"pm {mode}"] = best_time(fr, repeats)
+        times["jax"] = best_time(jax_value_and_grad(X, y, ours.jitter), repeats)
+        C = THETA["eta"] ** 2 * np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / THETA["ls"] ** 2)
+        C += (THETA["sigma"] ** 2 + ours.jitter) * np.eye(n)
+
+        def floor(C=C, y=y):
+            L, _ = lapack.dpotrf(C, lower=1)
+            lapack.dpotrs(L, y, lower=1)
+            lapack.dpotri(L, lower=1)
+
+        times["floor"] = best_time(floor, repeats)
+        # the value variables are (ls, eta, sigma) in this order in both models
+        gdiff = max(float(np.max(np.abs(g - grads[1]))) for g in grads)
+        bg = times[f"bg {args.modes[0]}"]
+        print(
+            f"{n:5d} |"
+            + "".join(f" {times[c]:12.3f}" for c in cols)
+            + f" | {bg / times['floor']:8.2f} {times[f'pm {args.modes[0]}'] / bg:6.2f}"
+            + f" {times['jax'] / bg:7.2f} | {gdiff:.1e}",
+            flush=True,
+        )
+    print(
+        "\nms per log density + gradient (minimum over repeats); bg = bayes_gp.GPRegression's model,"
+        "\npm = the same model through pm.gp.Marginal; ratios use the first mode; > 1 in pm/bg and"
+        "\njax/bg: bayes_gp faster. floor = dpotrf + dpotrs + dpotri alone (no kernel evaluation)."
+    )
+
+
+if __name__ == "__main__":
+    main()

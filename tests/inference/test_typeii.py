@@ -1,0 +1,61 @@
+"""Type-II optimiser bookkeeping: the convergence judgement of :func:`multistart`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bayes_gp.inference.typeii import CONVERGED_GRAD, multistart, newton_decrement
+
+# A stiff quadratic, 1/2 (x - c)^T A (x - c): one direction 1e8 times stiffer than the other,
+# like a well-pinned period next to a loose amplitude.
+A = np.diag([1.0, 1e8])
+C = np.array([0.3, -0.2])
+
+
+def _neg(x):
+    d = x - C
+    return 0.5 * d @ A @ d, A @ d
+
+
+def test_newton_decrement_of_a_quadratic_is_the_remaining_gain():
+    x = C + np.array([0.5, 1e-11])
+    f, g = _neg(x)
+    # on a quadratic the Newton step lands on the minimum: the decrement is f(x) - f(c)
+    np.testing.assert_allclose(newton_decrement(_neg, x, g), f, rtol=1e-6)
+    assert newton_decrement(lambda z: (-_neg(z)[0], -_neg(z)[1]), x, -g) == np.inf  # a maximum
+
+
+def test_large_gradient_in_a_stiff_direction_with_nothing_to_gain_counts_as_converged():
+    """At x = c + 2e-11 e_2 the gradient is 2e-3 (> CONVERGED_GRAD) but a Newton step would gain
+    2e-14: converged. At x = c + 0.5 e_1 the gradient is 0.5 and the gain 0.125: not."""
+    stuck = C + np.array([0.0, 2e-11])
+    far = C + np.array([0.5, 0.0])
+
+    def rounded(x):  # the objective's decrease is below rounding: every line search fails
+        return 0.0, _neg(x)[1]
+
+    results = multistart(rounded, [stuck, far], maxiter=50, gtol=1e-12)
+    by_start = {tuple(x0): r for r, x0 in results}
+    r_stuck, r_far = by_start[tuple(stuck)], by_start[tuple(far)]
+    assert np.max(np.abs(r_stuck.jac)) > CONVERGED_GRAD and r_stuck.success
+    assert "Newton decrement" in r_stuck.message
+    assert not r_far.success and "Newton decrement" in r_far.message
+
+
+def test_flat_directions_are_judged_by_their_gradient():
+    """A direction with zero curvature (a rational-quadratic alpha -> infinity) has no Newton
+    step: it is ignored when its gradient is negligible and makes the end point unconverged when
+    it is not."""
+    A3 = np.diag([1.0, 1e6, 0.0])
+
+    def neg3(x):
+        return 0.5 * x @ A3 @ x + 1e-7 * x[2], A3 @ x + np.array([0.0, 0.0, 1e-7])
+
+    x = np.array([1e-5, 1e-8, 3.0])
+    _, g = neg3(x)
+    np.testing.assert_allclose(newton_decrement(neg3, x, g), 0.5 * (1e-10 + 1e-10), rtol=1e-5)
+
+    def tilted(x):
+        return 0.5 * x @ A3 @ x + 1e-2 * x[2], A3 @ x + np.array([0.0, 0.0, 1e-2])
+
+    assert newton_decrement(tilted, x, tilted(x)[1]) == np.inf
