@@ -57,6 +57,7 @@ import xarray as xr
 from scipy.linalg import solve_triangular
 
 from bayes_gp._validation import check_aligned, f64
+from bayes_gp.inference.jitter import JitterChoice, advice, check_points, preflight
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import factorize, loo_log_density, predict
@@ -159,6 +160,8 @@ class HeteroscedasticGPRegression:
         self.noise_scale = dataclasses.replace(self.scale, y_mean=0.0, y_sd=1.0)
         self.jitter_f = jitter * self.scale.y_sd**2
         self.jitter_g = jitter
+        #: the log-noise GP's jitter before any pre-flight increase
+        self.default_jitter_g = jitter
         self.priors = dict(priors or {})
         known = {*self.spec.params, *self._noise_names, "noise_mean"}
         unknown = set(self.priors) - known
@@ -233,6 +236,38 @@ class HeteroscedasticGPRegression:
         """Names of the hyperparameters (kernel of ``f``, then the log-noise GP's)."""
         return [rv.name for rv in self._hyper_rvs]
 
+    @single_blas_thread
+    def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
+        """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.preflight`) of the
+        log-noise GP: factorise :math:`K_g + \\nu I` (which the whitened latent ``g`` needs at
+        every step) at the initial point and at prior draws, raise :math:`\\nu` until all succeed
+        and rebuild the model with it. (:math:`K_f + \\operatorname{diag}(e^{2g})` has the
+        positive noise variances on its diagonal.)
+
+        Raises
+        ------
+        NotPSDError
+            When even a jitter of 1e-4 times the mean diagonal fails, with advice.
+        """
+        n = self.X.shape[0]
+        points = check_points(self.model, self._hyper_rvs, random_seed=random_seed)
+        empty = np.zeros((0, self.X.shape[1]))
+
+        def matrix_at(values):
+            return self._grams(values, empty)[5] - self.jitter_g * np.eye(n)
+
+        choice = preflight(
+            matrix_at,
+            points,
+            self.default_jitter_g,
+            advice=advice(self.X, "a smoother noise kernel (larger length-scale prior)"),
+        )
+        if choice.jitter != self.jitter_g:
+            self.jitter_g = float(choice.jitter)
+            self.model = self._build()
+            self._fns = {}
+        return choice
+
     # --------------------------------------------------------------- sampling
     def sample(
         self,
@@ -255,6 +290,7 @@ class HeteroscedasticGPRegression:
         """
         from bayes_gp.inference.nuts import run_nuts
 
+        choice = self.check_jitter(random_seed)
         idata = run_nuts(
             self.model,
             draws=draws,
@@ -266,6 +302,7 @@ class HeteroscedasticGPRegression:
             progressbar=progressbar,
             **kwargs,
         )
+        idata["posterior"].attrs.update(choice.attrs())
         return self._add_latent_f(idata, np.random.default_rng(random_seed))
 
     @single_blas_thread

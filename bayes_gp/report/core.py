@@ -30,6 +30,8 @@ PRIOR_DRAWS = 500
 PRIOR_TAIL_DRAWS = 4000
 #: Replicated data sets in the posterior predictive check.
 PPC_DRAWS = 50
+#: Largest n for which replicated data are drawn jointly (n x n predictive covariance).
+PPC_JOINT_MAX = 3000
 #: Grid size of the 1-D predictive bands.
 GRID_POINTS = 200
 #: Rows shown of the predictions at ``X_new``.
@@ -289,7 +291,10 @@ def _prior_tree(model, idata, params: Sequence[str]):
 def _regression_ppc(model, fit, nuts: bool):
     """Replicated data :math:`y^{rep} = f + \\epsilon` at the training inputs, drawn from the
     conditional posterior of :math:`f` given :math:`y` and each of ``PPC_DRAWS`` hyperparameter
-    draws (NUTS) or the point estimate (MAP); a :class:`NoiseModel` draws its own."""
+    draws (NUTS) or the point estimate (MAP); a :class:`NoiseModel` draws its own. Above
+    ``PPC_JOINT_MAX`` observations each :math:`y^{rep}_i` is drawn from its marginal (the same
+    per-point distribution without the n x n covariance, which large-N approximate models
+    never form)."""
     from bayes_gp.linalg import jittered_cholesky
 
     if isinstance(model, NoiseModel):
@@ -300,11 +305,16 @@ def _regression_ppc(model, fit, nuts: bool):
     else:
         values_list = [model._values(fit.params)]
     reps = []
+    joint = model.X.shape[0] <= PPC_JOINT_MAX
     for values in values_list:
-        mean, _, cov = model._predict_at(values, model.X, False, True)
-        L, _ = jittered_cholesky(cov)
         k = 1 if nuts else PPC_DRAWS
-        reps.append(mean + (L @ rng.standard_normal((mean.shape[0], k))).T)
+        mean, var, cov = model._predict_at(values, model.X, not joint, True)
+        if joint:
+            L, _ = jittered_cholesky(cov)
+            reps.append(mean + (L @ rng.standard_normal((mean.shape[0], k))).T)
+        else:
+            sd = np.sqrt(np.maximum(var, 0.0))
+            reps.append(mean + sd * rng.standard_normal((k, mean.shape[0])))
     return np.concatenate(reps, axis=0)
 
 

@@ -235,3 +235,34 @@ def test_nuts_recovers_an_increasing_noise_sd():
     pred = gp.predict(x, idata, include_noise=True)
     inside = np.mean((y >= pred.lower) & (y <= pred.upper))
     assert 0.85 <= inside <= 1.0
+
+
+def test_preflight_raises_the_log_noise_jitter_when_its_cholesky_fails():
+    """Triplicated inputs make K_g singular: with a jitter of 1e-16 its Cholesky fails at the
+    initial point, so the pre-flight check raises the jitter (tenfold steps) until every checked
+    matrix factorises, rebuilds the model and records the choice."""
+    rng = np.random.default_rng(0)
+    X = np.repeat(np.linspace(0, 1, 10), 3)
+    y = np.sin(3 * X) + 0.1 * rng.normal(size=X.size)
+    m = HeteroscedasticGPRegression(X, y, jitter=1e-16)
+    old_model = m.model
+    from bayes_gp.inference.jitter import check_points
+
+    points = check_points(m.model, m._hyper_rvs, random_seed=0)  # the points check_jitter uses
+    failing = [p for p in points if not _factorises(m._grams(p, np.zeros((0, 1)))[5])]
+    assert failing
+    choice = m.check_jitter(random_seed=0)
+    assert choice.default == 1e-16 and choice.jitter > choice.default
+    assert m.jitter_g == choice.jitter and m.model is not old_model
+    assert all(_factorises(m._grams(p, np.zeros((0, 1)))[5]) for p in points)
+    # a well-posed model keeps its jitter
+    ok = HeteroscedasticGPRegression(np.linspace(0, 1, 12), y[:12])
+    assert ok.check_jitter(random_seed=0).jitter == ok.default_jitter_g
+
+
+def _factorises(A):
+    try:
+        cholesky(A, lower=True)
+    except np.linalg.LinAlgError:
+        return False
+    return True
