@@ -50,7 +50,7 @@ import pytensor
 import pytensor.tensor as pt
 from scipy import optimize as sopt
 
-from bayes_gp._validation import f64
+from bayes_gp._validation import check_aligned, check_jitter, f64, positive_float
 from bayes_gp.deep.network import MIXTURE_ACTIVATIONS, FeatureExtractor
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
@@ -171,8 +171,12 @@ class DeepKernelRegression:
         jitter: float = 1e-10,
         mode=None,
     ):
+        check_aligned(X, y)
         X, names = _as_inputs(X)
-        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        try:
+            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"`y` must be numeric: {exc}") from None
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
@@ -186,12 +190,10 @@ class DeepKernelRegression:
         if not isinstance(kernel, str):
             raise ValueError(f"`kernel` must be a catalogue kernel name, got {kernel!r}")
         self.spec = kernel_spec(kernel)
-        if weight_sd is not None and not (np.isfinite(weight_sd) and weight_sd > 0):
-            raise ValueError(f"`weight_sd` must be a positive number or None, got {weight_sd!r}")
-        if not (np.isfinite(mixture_sd) and mixture_sd > 0):
-            raise ValueError(f"`mixture_sd` must be a positive number, got {mixture_sd!r}")
-        if not (np.isfinite(jitter) and jitter >= 0):
-            raise ValueError(f"`jitter` must be a non-negative number, got {jitter!r}")
+        if weight_sd is not None:
+            weight_sd = positive_float("weight_sd", weight_sd)
+        mixture_sd = positive_float("mixture_sd", mixture_sd)
+        jitter = check_jitter(jitter)
         self.net = FeatureExtractor(X.shape[1], hidden, features, activation, mixture)
         self.X, self.y, self.feature_names = X, y, names
         self.kernel, self.ard, self.standardize = kernel, bool(ard), bool(standardize)
@@ -506,6 +508,10 @@ class DeepKernelRegression:
         fit = self.fit_ if fit is None else fit
         if fit is None:
             raise ValueError("call `fit` first (or pass a DKLFit or named parameters)")
+        if not isinstance(fit, DKLFit | Mapping):
+            raise TypeError(
+                f"`fit` must be a DKLFit, named parameters or NUTS output, got {type(fit).__name__}"
+            )
         return self.pack(fit.params if isinstance(fit, DKLFit) else fit)
 
     def _require_fit(self, fit) -> DKLFit:

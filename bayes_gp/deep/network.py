@@ -129,7 +129,14 @@ class FeatureExtractor:
             raise ValueError(f"`features` must be a positive integer or None, got {features!r}")
         if activation != "mixture":
             get_activation(activation)  # validates the name
-        mixture = tuple(mixture)
+        if isinstance(mixture, str):
+            mixture = (mixture,)
+        try:
+            mixture = tuple(mixture)
+        except TypeError:
+            raise ValueError(
+                f"`mixture` must be a sequence of activation names, got {mixture!r}"
+            ) from None
         if activation == "mixture":
             if not mixture:
                 raise ValueError("`mixture` must name at least one activation")

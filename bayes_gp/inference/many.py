@@ -490,8 +490,11 @@ def fit_many(
                 "processes PyMC's sampler uses for parallel chains (the workers are the "
                 "parallelism)"
             )
-        if int(draws) < 1 or int(tune) < 0 or int(chains) < 1:
-            raise ValueError("`draws` and `chains` must be at least 1 and `tune` at least 0")
+        for name, value, least in (("draws", draws, 1), ("tune", tune, 0), ("chains", chains, 1)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise TypeError(f"`{name}` must be an integer, got {value!r}")
+            if value < least:
+                raise ValueError(f"`{name}` must be at least {least}, got {value}")
         fit_kwargs = {
             "draws": int(draws),
             "tune": int(tune),
