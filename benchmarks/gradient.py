@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
-import warnings
 from datetime import date
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -41,6 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
 import pytensor  # noqa: E402
+from _timing import best_time, logp_dlogp  # noqa: E402
 from scipy.linalg import lapack  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
@@ -53,30 +52,6 @@ def data(n: int, seed: int = 0):
     rng = np.random.default_rng(seed + n)
     X = np.sort(rng.uniform(0, 10, n))
     return X, np.sin(X) + 0.3 * rng.normal(size=n)
-
-
-def best_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times) * 1e3
-
-
-def pymc_logp_dlogp(model: pm.Model, mode: str):
-    """``f() -> (logp, grad)`` of the observed term (the marginal likelihood) with respect to the
-    unconstrained (log) hyperparameters, at THETA."""
-    import pytensor.tensor as pt
-
-    lp = model.logp(vars=model.observed_RVs, jacobian=False)
-    wrt = model.value_vars
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        f = pytensor.function(wrt, [lp, *pt.grad(lp, wrt)], mode=mode, trust_input=True)
-    values = [np.asarray(np.log(THETA[v.name.removesuffix("_log__")])) for v in wrt]
-    return lambda: f(*values)
 
 
 def jax_value_and_grad(X, y, jitter):
@@ -126,7 +101,7 @@ def main() -> None:
         times: dict[str, float] = {}
         grads = []
         for mode in args.modes:
-            fb, fr = pymc_logp_dlogp(ours.model, mode), pymc_logp_dlogp(ref, mode)
+            fb, fr = logp_dlogp(ours.model, THETA, mode), logp_dlogp(ref, THETA, mode)
             grads += [np.asarray(fb()[1:]), np.asarray(fr()[1:])]
             times[f"bg {mode}"] = best_time(fb, repeats)
             times[f"pm {mode}"] = best_time(fr, repeats)

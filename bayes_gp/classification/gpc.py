@@ -28,7 +28,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from bayes_gp._validation import check_aligned, check_jitter, f64, hyperparameter_values
 from bayes_gp.classification.approx import ep_grad, ep_run, laplace_grad, laplace_mode
 from bayes_gp.classification.likelihoods import LINKS, average_probability, log_lik_derivatives
-from bayes_gp.inference.jitter import JitterChoice, advice, check_points, preflight
+from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import (
     function_of_values,
     multistart,
@@ -80,7 +80,7 @@ class ClassifierFit:
     jitter: float = float("nan")
 
 
-class GPClassifier:
+class GPClassifier(PreflightJitter):
     """Binary classifier with a latent GP, declared as a PyMC model.
 
     Parameters
@@ -150,14 +150,6 @@ class GPClassifier:
         self.model = self._build()
         self._fns: dict = {}
 
-    def _set_jitter(self, jitter: float) -> None:
-        """Rebuild the model with latent jitter ``jitter`` (a pre-flight increase, or the jitter
-        of a saved fit). The PyMC model is a new object afterwards."""
-        if float(jitter) != self.jitter:
-            self.jitter = float(jitter)
-            self.model = self._build()
-            self._fns = {}
-
     @single_blas_thread
     def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
         """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.preflight`): factorise
@@ -169,18 +161,14 @@ class GPClassifier:
         NotPSDError
             When even a jitter of 1e-4 times the mean diagonal fails, with advice.
         """
-        n = self.X.shape[0]
-        points = check_points(self.model, self._hyper_rvs, random_seed=random_seed)
         empty = np.zeros((0, self.X.shape[1]))
-
-        def matrix_at(values):
-            return self._grams(values, empty)[0] - self.jitter * np.eye(n)
-
-        choice = preflight(
-            matrix_at, points, self.default_jitter, advice=advice(self.X, "latent jitter")
+        return self._preflight(
+            self._hyper_rvs,
+            lambda values: self._grams(values, empty)[0],
+            self.default_jitter,
+            "latent jitter",
+            random_seed,
         )
-        self._set_jitter(choice.jitter)
-        return choice
 
     # ------------------------------------------------------------------ model
     def _build(self) -> pm.Model:
@@ -453,6 +441,7 @@ class GPClassifier:
             random_seed=random_seed,
             target_accept=target_accept,
             progressbar=progressbar,
+            latent=True,
             **kwargs,
         )
         idata["posterior"].attrs.update(choice.attrs())

@@ -37,6 +37,7 @@ __all__ = [
     "advice",
     "MAX_RELATIVE_JITTER",
     "N_PRIOR_DRAWS",
+    "PreflightJitter",
 ]
 
 #: Largest jitter, relative to the mean diagonal of the matrix, that the pre-flight check adds
@@ -205,3 +206,44 @@ def advice(X: np.ndarray, what: str = "observation noise") -> str:
         f"Add {what} (or a prior that keeps it away from 0), {dup_text}, or rescale the inputs "
         "(standardise each column); also check that the kernel is a valid covariance"
     )
+
+
+class PreflightJitter:
+    """Mixin for the GP models: the pre-flight check of :func:`preflight` on the model's matrix,
+    and the rebuild with the chosen jitter.
+
+    The model class has ``X``, ``model``, a ``_build()`` method and a ``_fns`` cache, and keeps
+    its jitter in the attribute named by ``_jitter_attr``.
+    """
+
+    _jitter_attr = "jitter"
+
+    def _set_jitter(self, jitter: float) -> None:
+        """Rebuild the model with absolute jitter ``jitter`` (a pre-flight increase, or the
+        jitter of a saved fit). The PyMC model is a new object afterwards."""
+        if float(jitter) != getattr(self, self._jitter_attr):
+            setattr(self, self._jitter_attr, float(jitter))
+            self.model = self._build()
+            self._fns = {}
+
+    def _preflight(
+        self,
+        rvs: Sequence,
+        matrix: Callable[[list[np.ndarray]], np.ndarray],
+        default: float,
+        what: str,
+        random_seed: int | None,
+        n_draws: int = N_PRIOR_DRAWS,
+    ) -> JitterChoice:
+        """Check ``matrix(values)`` (the model's matrix *including* its current jitter) at the
+        initial point and ``n_draws`` prior draws of ``rvs``; adopt the jitter that works."""
+        n = self.X.shape[0]
+        points = check_points(self.model, rvs, n_draws, random_seed=random_seed)
+        current = getattr(self, self._jitter_attr)
+
+        def matrix_at(values):
+            return matrix(values) - current * np.eye(n)
+
+        choice = preflight(matrix_at, points, default, advice=advice(self.X, what))
+        self._set_jitter(choice.jitter)
+        return choice

@@ -32,11 +32,17 @@ __all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood"]
 SAMPLERS = ("pymc", "nutpie", "numpyro")
 
 
-def resolve_sampler(sampler: str) -> str:
-    """The backend ``sampler`` stands for; ``"auto"`` → the fastest one installed."""
+#: ``sampler="auto"``: the backends tried in order, by model kind (module docstring)
+AUTO = {"marginal": ("nutpie", "pymc"), "latent": ("pymc",)}
+
+
+def resolve_sampler(sampler: str, latent: bool = False) -> str:
+    """The backend ``sampler`` stands for. ``"auto"``: the one measured fastest for the model's
+    kind (module docstring): nutpie for models whose GP is integrated out (``latent=False``),
+    PyMC's NUTS for models that sample latent GP values (``latent=True``)."""
     if sampler == "auto":
-        for name, module in (("nutpie", "nutpie"), ("numpyro", "numpyro")):
-            if importlib.util.find_spec(module) is not None:
+        for name in AUTO["latent" if latent else "marginal"]:
+            if importlib.util.find_spec(name) is not None:
                 return name
         return "pymc"
     if sampler not in SAMPLERS:
@@ -59,10 +65,12 @@ def run_nuts(
     random_seed: int | None,
     target_accept: float,
     progressbar: bool,
+    latent: bool = False,
     **kwargs,
 ):
-    """Run NUTS on ``model`` and return ArviZ data (``xarray.DataTree``)."""
-    backend = resolve_sampler(sampler)
+    """Run NUTS on ``model`` and return ArviZ data (``xarray.DataTree``); ``latent``: the model
+    samples latent GP values (it picks the ``"auto"`` backend, :func:`resolve_sampler`)."""
+    backend = resolve_sampler(sampler, latent)
     if not 0.5 <= target_accept < 1.0:
         raise ValueError(f"`target_accept` must be in [0.5, 1), got {target_accept}")
     if backend == "pymc":

@@ -136,6 +136,15 @@ KERNELS: dict[str, KernelSpec] = {
         lambda D, h: h["eta"] ** 2 * K.Periodic(D, period=h["period"], ls=h["ls"]),
         equation="R&W (4.31)",
     ),
+    **{
+        f"pp{q}": KernelSpec(
+            f"pp{q}",
+            ("ls", "eta"),
+            _stationary(K.PiecewisePolynomial, q=q),
+            equation="R&W (4.21); sparse Gram matrices (bayes_gp.regression.compact)",
+        )
+        for q in range(4)
+    },
     "prml": KernelSpec(
         "prml",
         ("theta0", "theta1", "theta2", "theta3"),

@@ -30,18 +30,13 @@ from bayes_gp._validation import (
     hyperparameter_values,
     positive_float,
 )
-from bayes_gp.inference.jitter import (
-    N_PRIOR_DRAWS,
-    JitterChoice,
-    advice,
-    check_points,
-    preflight,
-)
+from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
 from bayes_gp.regression.approx import approx_spec, build_likelihood
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
 from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["GPRegression", "Prediction"]
@@ -110,7 +105,7 @@ def _check_fit(fit) -> None:
         ) from None
 
 
-class GPRegression:
+class GPRegression(PreflightJitter):
     """A GP regression model declared as a PyMC model.
 
     Parameters
@@ -121,7 +116,8 @@ class GPRegression:
         Observations.
     kernel : str or callable
         A catalogue name (``"expquad"``, ``"matern12"``, ``"matern32"``, ``"matern52"``,
-        ``"exponential"``, ``"ratquad"``, ``"periodic"``, ``"prml"``), a sum of products of
+        ``"exponential"``, ``"ratquad"``, ``"periodic"``, ``"prml"``, the compactly supported
+        ``"pp0"`` … ``"pp3"``), a sum of products of
         them (``"expquad + expquad * periodic"``; see :func:`~bayes_gp.regression.kernel_spec`
         for the hyperparameter names), or a callable
         ``kernel(input_dim)`` that, called inside the model, creates its own random variables and
@@ -154,6 +150,14 @@ class GPRegression:
         ``"vfe"``/``"fitc"``: ``n_inducing`` or the inducing inputs ``Xu``. Omitted ones get
         data-based defaults (Riutort-Mayol et al. 2022 for ``m``, ``c``; ``min(N, 200)``
         k-means centres for the inducing inputs).
+    sparse : bool, optional
+        For the compactly supported kernels ``"pp0"`` … ``"pp3"`` (R&W eq. 4.21): evaluate the
+        exact likelihood, its gradient, predictions and leave-one-out terms on the sparse Gram
+        matrix (band Cholesky factor and selected inverse, :mod:`bayes_gp.regression.compact`):
+        :math:`O(nb^2)` time and :math:`O(nb)` memory for bandwidth :math:`b` instead of
+        :math:`O(n^3)` and :math:`O(n^2)`. ``None`` (default): on for those kernels (the same
+        exact GP; a wide band is factorised densely); ``False``: the generic dense likelihood,
+        which JAX (``sampler="numpyro"``) can run.
     """
 
     def __init__(
@@ -169,6 +173,7 @@ class GPRegression:
         jitter: float = 1e-10,
         approx: str | None = None,
         approx_options: Mapping[str, Any] | None = None,
+        sparse: bool | None = None,
     ):
         check_aligned(X, y)
         X, names = _as_inputs(X)
@@ -214,16 +219,21 @@ class GPRegression:
         #: the jitter before any pre-flight increase
         self.default_jitter = self.jitter
         self.approx = approx_spec(approx, approx_options, X)
+        pp_q = PP_KERNELS.get(self.spec.name) if self.spec is not None else None
+        if sparse not in (None, True, False):
+            raise TypeError(f"`sparse` must be None, True or False, got {sparse!r}")
+        if sparse and pp_q is None:
+            raise ValueError(
+                "`sparse=True` needs a compactly supported kernel: one of "
+                f"{sorted(PP_KERNELS)} (R&W eq. 4.21)"
+            )
+        if sparse and self.approx is not None:
+            raise ValueError("`sparse=True` is the exact GP: it cannot be combined with `approx`")
+        #: the compact-support kernel's sparse exact likelihood is used (see `sparse`)
+        self.sparse = pp_q is not None and self.approx is None and sparse is not False
+        self._pp_q = pp_q
         self.model = self._build()
         self._fns: dict = {}
-
-    def _set_jitter(self, jitter: float) -> None:
-        """Rebuild the model with absolute jitter ``jitter`` (a pre-flight increase, or the
-        jitter of a saved fit). The PyMC model is a new object afterwards."""
-        if float(jitter) != self.jitter:
-            self.jitter = float(jitter)
-            self.model = self._build()
-            self._fns = {}
 
     @single_blas_thread
     def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
@@ -236,21 +246,17 @@ class GPRegression:
         NotPSDError
             When even a jitter of 1e-4 times the mean diagonal fails, with advice.
         """
-        n = self.X.shape[0]
-        if getattr(self, "approx", None) is not None:  # no dense C to factorise
+        if self.approximation is not None:  # approximate or sparse: no dense C to factorise
             return JitterChoice(self.jitter, self.default_jitter, 0)
-        rvs = self.model.free_RVs
-        # each point costs one dense Cholesky: above n = 3000 only the initial point is checked
-        n_draws = N_PRIOR_DRAWS if n <= 3000 else 0
-        points = check_points(self.model, rvs, n_draws, random_seed=random_seed)
-
-        def matrix_at(values):
-            return self._train(values)[1] - self.jitter * np.eye(n)
-
-        what = "observation noise" if self.noise is None else "a larger noise level"
-        choice = preflight(matrix_at, points, self.default_jitter, advice=advice(self.X, what))
-        self._set_jitter(choice.jitter)
-        return choice
+        return self._preflight(
+            self.model.free_RVs,
+            lambda values: self._train(values)[1],
+            self.default_jitter,
+            "observation noise" if self.noise is None else "a larger noise level",
+            random_seed,
+            # each point costs one dense Cholesky: above n = 3000 only the initial point
+            n_draws=N_PRIOR_DRAWS if self.X.shape[0] <= 3000 else 0,
+        )
 
     # ------------------------------------------------------------------ model
     def _prior(self, name: str, ard: bool = False, default: Callable | None = None):
@@ -285,7 +291,12 @@ class GPRegression:
                 cov = self.spec.build(D, hyper)
             mean_func = self._mean_function(D)
             sigma = self.noise if self.noise is not None else self._prior("sigma")
-            if self.approx is not None:  # large N: bayes_gp.regression.approx
+            if self.sparse:  # compact support: bayes_gp.regression.compact
+                self.approximation = CompactLikelihood(
+                    "y", self.X, self.y, hyper["ls"], hyper["eta"], self._pp_q, mean_func,
+                    sigma, self.jitter, "obs",
+                )  # fmt: skip
+            elif self.approx is not None:  # large N: bayes_gp.regression.approx
                 self.approximation = build_likelihood(
                     self.approx, "y", self.X, self.y, cov, mean_func, sigma, self.jitter, "obs"
                 )
@@ -646,6 +657,7 @@ class GPRegression:
     def __repr__(self) -> str:
         k = self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
         approx = "" if self.approx is None else f", approx={self.approx.name!r}"
+        approx += ", sparse=True" if self.sparse else ""
         return (
             f"GPRegression(n={self.X.shape[0]}, D={self.X.shape[1]}, kernel={k!r}, ard={self.ard}"
             f"{approx})"

@@ -57,7 +57,7 @@ import xarray as xr
 from scipy.linalg import solve_triangular
 
 from bayes_gp._validation import check_aligned, f64
-from bayes_gp.inference.jitter import JitterChoice, advice, check_points, preflight
+from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import factorize, loo_log_density, predict
@@ -89,7 +89,7 @@ def _as_targets(y, n: int) -> np.ndarray:
     return y
 
 
-class HeteroscedasticGPRegression:
+class HeteroscedasticGPRegression(PreflightJitter):
     r"""GP regression whose noise standard deviation is :math:`\exp(g(x))`, ``g`` a latent GP.
 
     Parameters
@@ -123,6 +123,8 @@ class HeteroscedasticGPRegression:
     spec, noise_spec : KernelSpec
         The kernels of :math:`f` and :math:`g`.
     """
+
+    _jitter_attr = "jitter_g"  # PreflightJitter: the latent log-noise GP's jitter
 
     def __init__(
         self,
@@ -249,24 +251,14 @@ class HeteroscedasticGPRegression:
         NotPSDError
             When even a jitter of 1e-4 times the mean diagonal fails, with advice.
         """
-        n = self.X.shape[0]
-        points = check_points(self.model, self._hyper_rvs, random_seed=random_seed)
         empty = np.zeros((0, self.X.shape[1]))
-
-        def matrix_at(values):
-            return self._grams(values, empty)[5] - self.jitter_g * np.eye(n)
-
-        choice = preflight(
-            matrix_at,
-            points,
+        return self._preflight(
+            self._hyper_rvs,
+            lambda values: self._grams(values, empty)[5],
             self.default_jitter_g,
-            advice=advice(self.X, "a smoother noise kernel (larger length-scale prior)"),
+            "a smoother noise kernel (larger length-scale prior)",
+            random_seed,
         )
-        if choice.jitter != self.jitter_g:
-            self.jitter_g = float(choice.jitter)
-            self.model = self._build()
-            self._fns = {}
-        return choice
 
     # --------------------------------------------------------------- sampling
     def sample(
@@ -300,6 +292,7 @@ class HeteroscedasticGPRegression:
             random_seed=random_seed,
             target_accept=target_accept,
             progressbar=progressbar,
+            latent=True,
             **kwargs,
         )
         idata["posterior"].attrs.update(choice.attrs())

@@ -158,7 +158,9 @@ def test_normal_hazard_is_finite_and_accurate_everywhere():
     np.testing.assert_allclose(normal_hazard(z), stats.norm.pdf(z) / stats.norm.cdf(z), rtol=1e-12)
     # far tail: N(z)/Phi(z) = -z (1 + 1/z^2 - 2/z^4 + ...) where exp(-z^2/2 - log Phi) is inf-inf
     zt = np.array([-1e3, -1e8, -1e12, -1e200])
-    np.testing.assert_allclose(normal_hazard(zt), -zt * (1 + (1 / zt) ** 2 - 2 * (1 / zt) ** 4), rtol=1e-14)
+    np.testing.assert_allclose(
+        normal_hazard(zt), -zt * (1 + (1 / zt) ** 2 - 2 * (1 / zt) ** 4), rtol=1e-14
+    )
     assert normal_hazard(np.array([40.0, 1e300]))[1] == 0.0
     _, d1, d2, d3 = log_lik_derivatives("probit", np.ones(4), np.array([-1e12, -1e6, -40.0, 50.0]))
     assert np.all(np.isfinite(d1)) and np.all(np.isfinite(d2)) and np.all(np.isfinite(d3))

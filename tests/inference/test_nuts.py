@@ -1,0 +1,30 @@
+"""The NUTS backend choice (``sampler="auto"``, measured in benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayes_gp import GPClassifier, GPRegression
+from bayes_gp.inference.nuts import resolve_sampler
+
+
+def test_auto_sampler_depends_on_the_model_kind():
+    assert resolve_sampler("auto") == "nutpie"  # GP integrated out: nutpie
+    assert resolve_sampler("auto", latent=True) == "pymc"  # latent GP values: PyMC's NUTS
+    for name in ("pymc", "nutpie", "numpyro"):
+        assert resolve_sampler(name, latent=True) == name  # an explicit choice is kept
+    with pytest.raises(ValueError, match="sampler"):
+        resolve_sampler("stan")
+
+
+@pytest.mark.slow
+def test_models_record_the_auto_backend():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 5, 25)
+    gpc = GPClassifier(X, (np.sin(X) > 0).astype(int), "expquad")
+    idata = gpc.sample(draws=5, tune=5, chains=1, random_seed=1)
+    assert idata["posterior"].attrs["bayes_gp_sampler"] == "pymc"
+    gpr = GPRegression(X, np.sin(X) + 0.1 * rng.normal(size=25), "expquad")
+    idata = gpr.sample(draws=5, tune=5, chains=1, random_seed=1)
+    assert idata["posterior"].attrs["bayes_gp_sampler"] == "nutpie"

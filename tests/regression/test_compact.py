@@ -1,0 +1,259 @@
+"""Sparse exact GP regression with the compact-support kernels k_ppD,q (R&W eq. 4.21):
+the kernel profile against the catalogue kernel, the neighbour pattern against brute force, the
+log density and its gradient (R&W eqs. 2.30, 5.9) against SciPy and finite differences on both the
+band and the dense path, every PyTensor backend, and GPRegression(sparse=True) against the dense
+model (type-II fit, predictions R&W 2.25-2.26, leave-one-out 5.10-5.12) and under NUTS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from scipy import stats
+from scipy.spatial.distance import cdist
+
+import bayes_gp.regression.compact as compact
+from bayes_gp import GPRegression
+from bayes_gp import kernels as K
+from bayes_gp.regression.compact import (
+    CompactFactor,
+    compact_gp_logp,
+    compact_logp_grad,
+    neighbour_pairs,
+    pp_profile,
+)
+from bayes_gp.regression.likelihood import register_jax
+
+
+def _dense_C(X, ls, eta, s2, q):
+    """C = eta^2 k_ppD,q + s2 I transcribed from R&W eq. 4.21 (via the catalogue kernel)."""
+    D = X.shape[1]
+    ls = np.broadcast_to(np.asarray(ls, dtype=float).reshape(-1), (D,))
+    kern = K.PiecewisePolynomial(D, ls=ls if D > 1 else float(ls[0]), q=q)
+    return eta**2 * kern(X).eval() + s2 * np.eye(X.shape[0])
+
+
+def _dense_logp(X, ls, eta, s2, r, q):
+    C = _dense_C(X, ls, eta, s2, q)
+    return stats.multivariate_normal(np.zeros(len(r)), C).logpdf(r)
+
+
+@pytest.mark.parametrize("D", [1, 2, 3])
+@pytest.mark.parametrize("q", [0, 1, 2, 3])
+def test_profile_matches_catalogue_kernel_and_its_derivative(q, D):
+    j = D // 2 + q + 1
+    r = np.linspace(0.0, 1.3, 27)
+    k, dk = pp_profile(r, j, q)
+    X = np.zeros((r.size, D))
+    X[:, 0] = r
+    ref = K.PiecewisePolynomial(D, ls=1.0, q=q)(X[:1], X).eval()[0]
+    np.testing.assert_allclose(k, ref, atol=1e-15)
+    assert k[0] == 1.0 and np.all(k[r >= 1] == 0)
+    h = 1e-6
+    inner = (r > h) & (np.abs(r - 1) > h)
+    fd = (pp_profile(r + h, j, q)[0] - pp_profile(r - h, j, q)[0]) / (2 * h)
+    np.testing.assert_allclose(dk[inner], fd[inner], rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("D,ls", [(1, [0.7]), (2, [0.9]), (3, [1.5, 0.8, 2.0])])
+def test_neighbour_pairs_are_exactly_the_pairs_closer_than_one_length_scale(D, ls):
+    rng = np.random.default_rng(D)
+    X = rng.uniform(0, 6, (150, D))
+    X[5] = X[6]  # coincident inputs: r = 0
+    p = neighbour_pairs(X, np.asarray(ls))
+    R = cdist(X / np.asarray(ls), X / np.asarray(ls))
+    want = {(a, c) for a, c in zip(*np.nonzero(np.tril(R < 1, -1)), strict=True)}
+    got = {
+        (max(p.perm[i], p.perm[j]), min(p.perm[i], p.perm[j]))
+        for i, j in zip(p.I, p.J, strict=True)
+    }
+    assert got == want
+    assert np.all(p.I > p.J) and p.b == np.max(p.I - p.J)
+    np.testing.assert_allclose(p.r, R[p.perm[p.I], p.perm[p.J]], atol=1e-14)
+    assert sorted(p.perm) == list(range(150))
+    if D > 1:  # reverse Cuthill-McKee narrows the band compared with the input order
+        raw = max(a - c for a, c in want)
+        assert p.b < raw
+
+
+CASES = [
+    (1, [1.3], 2, 300),
+    (1, [0.4], 0, 200),
+    (2, [1.1], 1, 250),
+    (2, [0.8, 1.6], 3, 250),  # ARD
+]
+
+
+@pytest.mark.parametrize("path", ["band", "dense"])
+@pytest.mark.parametrize("D,ls,q,n", CASES)
+def test_logp_and_gradient_match_scipy_and_finite_differences(D, ls, q, n, path, monkeypatch):
+    monkeypatch.setattr(compact, "BAND_MAX_FRACTION", 1.0 if path == "band" else 0.0)
+    rng = np.random.default_rng(n + q)
+    X = rng.uniform(0, 10, (n, D))
+    r = rng.standard_normal(n)
+    ls = np.asarray(ls)
+    eta, s2 = 1.2, 0.15
+    j = D // 2 + q + 1
+    assert CompactFactor(X, ls, eta, s2, q, j).banded is (path == "band")
+    lp, g_ls, g_eta, g_s2, g_r = compact_logp_grad(X, ls, eta, s2, r, q, j)
+    np.testing.assert_allclose(lp, _dense_logp(X, ls, eta, s2, r, q), rtol=1e-12)
+    np.testing.assert_allclose(g_r, -np.linalg.solve(_dense_C(X, ls, eta, s2, q), r), rtol=1e-9)
+    h = 1e-6
+
+    def fd(f):
+        return (f(h) - f(-h)) / (2 * h)
+
+    for d in range(ls.size):
+        e = np.eye(ls.size)[d]
+        want = fd(lambda t, e=e: _dense_logp(X, ls + t * e, eta, s2, r, q))
+        np.testing.assert_allclose(g_ls[d], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        g_eta, fd(lambda t: _dense_logp(X, ls, eta + t, s2, r, q)), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        g_s2, fd(lambda t: _dense_logp(X, ls, eta, s2 + t, r, q)), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_not_positive_definite_or_invalid_parameters_give_minus_infinity():
+    X = np.linspace(0, 5, 30)[:, None]
+    r = np.ones(30)
+    for ls, eta, s2 in [([1.0], 1.0, -2.0), ([-1.0], 1.0, 0.1), ([np.nan], 1.0, 0.1)]:
+        lp, g_ls, *_ = compact_logp_grad(X, np.asarray(ls), eta, s2, r, 2, 3)
+        assert lp == -np.inf and np.all(np.isnan(g_ls))
+
+
+def test_large_n_gradient_is_consistent_with_its_own_log_density():
+    # n = 20000: a dense C would take 3.2 GB; the band path needs O(n b)
+    rng = np.random.default_rng(0)
+    n = 20_000
+    X = rng.uniform(0, 2000, (n, 1))
+    r = rng.standard_normal(n)
+    args = (X, np.array([1.5]), 0.8, 0.3, r, 2, 3)
+    f = CompactFactor(*args[:4], 2, 3)
+    assert f.banded and f.pairs.b < 60
+    _, g_ls, g_eta, g_s2, _ = compact_logp_grad(*args)
+    h = 1e-5
+    for k, g in ((1, g_ls[0]), (2, g_eta), (3, g_s2)):
+        up, dn = list(args), list(args)
+        up[k], dn[k] = args[k] + h, args[k] - h
+        fd = (compact_logp_grad(*up)[0] - compact_logp_grad(*dn)[0]) / (2 * h)
+        np.testing.assert_allclose(g, fd, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
+def test_op_value_and_gradient_in_pytensor_backends(mode):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 8, (120, 2))
+    y = rng.standard_normal(120)
+    ls, eta, s, c = pt.dvector("ls"), pt.dscalar("eta"), pt.dscalar("s"), pt.dscalar("c")
+    lp = compact_gp_logp(X, ls, eta, s**2, y - c, 2, 3)
+    f = pytensor.function([ls, eta, s, c], [lp, *pt.grad(lp, [ls, eta, s, c])], mode=mode)
+    vals = (np.array([1.4, 0.9]), 1.1, 0.4, 0.2)
+    out = f(*vals)
+    ref = compact_logp_grad(X, vals[0], 1.1, 0.16, y - 0.2, 2, 3)
+    np.testing.assert_allclose(out[0], ref[0], rtol=1e-13)
+    np.testing.assert_allclose(out[1], ref[1], rtol=1e-12)
+    np.testing.assert_allclose(out[2], ref[2], rtol=1e-12)
+    np.testing.assert_allclose(out[3], ref[3] * 2 * 0.4, rtol=1e-12)  # ds2/ds = 2s
+    np.testing.assert_allclose(out[4], -ref[4].sum(), rtol=1e-12)  # dr/dc = -1
+
+
+def test_jax_backend_is_refused_with_a_clear_message():
+    pytest.importorskip("jax")
+    register_jax()
+    X = np.linspace(0, 3, 10)[:, None]
+    ls = pt.dvector("ls")
+    lp = compact_gp_logp(X, ls, 1.0, 0.1, np.zeros(10), 2, 3)
+    with pytest.raises(NotImplementedError, match="sparse=False"):
+        pytensor.function([ls], lp, mode="JAX")
+
+
+# ------------------------------------------------------------------------- GPRegression
+def _data(n=300, D=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 100, (n, D))
+    y = np.sin(X[:, 0]) + (0.5 * np.cos(X[:, 1]) if D > 1 else 0) + 0.2 * rng.normal(size=n)
+    return X if D > 1 else X[:, 0], y
+
+
+@pytest.mark.parametrize("ard,D,mean", [(False, 1, None), (True, 2, "linear")])
+def test_sparse_model_equals_dense_model(ard, D, mean):
+    X, y = _data(D=D)
+    sp = GPRegression(X, y, "pp2", ard=ard, mean=mean)
+    de = GPRegression(X, y, "pp2", ard=ard, mean=mean, sparse=False)
+    assert sp.sparse and not de.sparse and "sparse=True" in repr(sp)
+    # the same log density and gradient at the initial point and at prior draws
+    lp = [m.model.compile_logp() for m in (sp, de)]
+    dlp = [m.model.compile_dlogp() for m in (sp, de)]
+    names = [rv.name for rv in sp.model.free_RVs]
+    prior = pm.sample_prior_predictive(draws=3, model=sp.model, var_names=names, random_seed=5)[
+        "prior"
+    ]
+    points = [sp.model.initial_point()]
+    for k in range(3):
+        pt_k = {}
+        for rv in sp.model.free_RVs:
+            v = np.asarray(prior[rv.name][0, k])
+            value = sp.model.rvs_to_values[rv]
+            pt_k[value.name] = np.log(v) if value.name.endswith("_log__") else v
+        points.append(pt_k)
+    for point in points:
+        np.testing.assert_allclose(lp[0](point), lp[1](point), rtol=1e-11)
+        np.testing.assert_allclose(dlp[0](point), dlp[1](point), rtol=1e-8, atol=1e-8)
+    fit = sp.fit_map(n_restarts=2, random_seed=1)
+    if D == 1:  # (in 2-D the two L-BFGS-B paths part on rounding and stop at other optima)
+        ref = de.fit_map(n_restarts=2, random_seed=1)
+        for name in fit.params:
+            np.testing.assert_allclose(fit.params[name], ref.params[name], rtol=1e-5)
+    np.testing.assert_allclose(
+        sp.log_marginal_likelihood(fit.params), de.log_marginal_likelihood(fit.params), rtol=1e-12
+    )
+    # with the fitted ls the band is narrow: the sparse path really ran
+    ls = np.atleast_1d(fit.params["ls"])
+    Xm = np.asarray(X, dtype=float).reshape(len(y), -1)
+    assert CompactFactor(Xm, ls, 1.0, 0.1, 2, D // 2 + 3).banded
+    Xn = np.random.default_rng(9).uniform(-2, 102, (40, D))
+    Xn = Xn if D > 1 else Xn[:, 0]
+    for diag in (True, False):
+        a = sp.predict(Xn, fit, diag=diag, include_noise=True)
+        b = de.predict(Xn, fit, diag=diag, include_noise=True)
+        np.testing.assert_allclose(a.mean, b.mean, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(a.var, b.var, rtol=1e-8, atol=1e-12)
+        if not diag:
+            np.testing.assert_allclose(a.cov, b.cov, rtol=1e-8, atol=1e-11)
+    values = sp._values(fit.params)
+    np.testing.assert_allclose(sp._pointwise_loo(values), de._pointwise_loo(values), rtol=1e-10)
+
+
+def test_sparse_argument_is_validated():
+    X, y = _data(n=30)
+    with pytest.raises(ValueError, match="compactly supported"):
+        GPRegression(X, y, "expquad", sparse=True)
+    with pytest.raises(ValueError, match="approx"):
+        GPRegression(X, y, "pp2", sparse=True, approx="vfe")
+    with pytest.raises(TypeError, match="sparse"):
+        GPRegression(X, y, "pp2", sparse="yes")
+    assert not GPRegression(X, y, "pp2 + expquad").sparse  # sums use the generic dense path
+    assert not GPRegression(X, y, "pp2", approx="vfe").sparse
+
+
+@pytest.mark.slow
+def test_nuts_on_the_sparse_model_recovers_the_length_scale():
+    # data from the pp2 GP itself (ls = 2 on [0, 100]: band ~ 2% of n), nutpie (numba backend)
+    rng = np.random.default_rng(11)
+    n = 400
+    X = np.sort(rng.uniform(0, 100, n))
+    C = _dense_C(X[:, None], [2.0], 1.0, 0.0, 2) + 1e-9 * np.eye(n)
+    y = np.linalg.cholesky(C) @ rng.standard_normal(n) + 0.2 * rng.standard_normal(n)
+    m = GPRegression(X, y, "pp2", mean="zero")
+    idata = m.sample(draws=300, tune=300, chains=2, random_seed=2, sampler="nutpie")
+    post = idata["posterior"]
+    for name, true in (("ls", 2.0), ("eta", 1.0), ("sigma", 0.2)):
+        draws = np.asarray(post[name]).ravel()
+        lo, hi = np.quantile(draws, [0.005, 0.995])
+        assert lo < true < hi, (name, lo, hi)
+    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    assert idata["log_likelihood"]["y"].shape[-1] == n
