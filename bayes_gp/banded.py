@@ -103,22 +103,29 @@ def _selinv_kernel():
     def selinv(Lt):  # Lt[i, d] = L[i + d, i]; rows contiguous
         n, b1 = Lt.shape
         b = b1 - 1
-        Zt = np.zeros((n, b1))
+        Zt = np.zeros((n, b1))  # Zt[k, d] = Z[k + d, k]: row k of Z to the right of the diagonal
+        Ut = np.zeros((n, b1))  # Ut[k, d] = Z[k - d, k]: row k of Z to the left (the same band)
+        s = np.zeros(b1)
         for i in range(n - 1, -1, -1):
             m = min(b, n - 1 - i)
             lii = Lt[i, 0]
-            for d2 in range(m, 0, -1):  # Z[i + d2, i], from the far end of the band inwards
-                j = i + d2
-                s = 0.0
-                for d1 in range(1, d2):  # k = i + d1 < j: Z[j, k] = Zt[k, j - k]
-                    s += Lt[i, d1] * Zt[i + d1, d2 - d1]
-                for d1 in range(d2, m + 1):  # k >= j: Z[k, j] = Zt[j, k - j]
-                    s += Lt[i, d1] * Zt[j, d1 - d2]
-                Zt[i, d2] = -s / lii
-            s = 0.0
+            s[: m + 1] = 0.0
+            # s[d2] = sum_k L[k, i] Z[k, i + d2] over k = i + d1, row by row of Z (contiguous)
             for d1 in range(1, m + 1):
-                s += Lt[i, d1] * Zt[i, d1]
-            Zt[i, 0] = (1.0 / lii - s) / lii
+                lk = Lt[i, d1]
+                k = i + d1
+                for d2 in range(1, d1):  # j = i + d2 < k: Z[k, j] = Ut[k, d1 - d2]
+                    s[d2] += lk * Ut[k, d1 - d2]
+                for d2 in range(d1, m + 1):  # j >= k: Z[k, j] = Zt[k, d2 - d1]
+                    s[d2] += lk * Zt[k, d2 - d1]
+            acc = 0.0
+            for d2 in range(1, m + 1):
+                z = -s[d2] / lii
+                Zt[i, d2] = z
+                Ut[i + d2, d2] = z
+                acc += Lt[i, d2] * z
+            Zt[i, 0] = (1.0 / lii - acc) / lii
+            Ut[i, 0] = Zt[i, 0]
         return Zt
 
     return selinv

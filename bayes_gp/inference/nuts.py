@@ -1,10 +1,28 @@
 """NUTS for GP hyperparameters through ``pm.sample``, with a choice of backend.
 
-``sampler="auto"`` picks nutpie when it is installed, then numpyro, then PyMC's own NUTS: nutpie
-runs the numba-compiled log-density with a Rust NUTS and no per-step Python overhead. Measured
-here (N=40, 4 chains x 1000 iterations, BLAS limited to one thread): nutpie 1.5 s of sampling
-after ~21 s of compilation, PyMC 3.7 s after ~10 s, numpyro slower than both; the benchmark in
-``benchmarks/`` measures the choice at larger N.
+``sampler="auto"`` picks the backend by the kind of model, from measurements of min bulk ESS
+per second of wall time (compilation included; ``benchmarks/README.md``):
+
+* **Gaussian likelihood** (:class:`~bayes_gp.GPRegression`, exact, approximate or sparse;
+  :class:`~bayes_gp.HeteroscedasticGPRegression`; :class:`~bayes_gp.DeepKernelRegression`):
+  **nutpie**, which runs the numba-compiled log density with a Rust NUTS and no per-step Python
+  overhead. ``regression.py`` (SE kernel, 2 chains x (500 + 500)): at N = 300 nutpie 23.0
+  min-ESS/s, PyMC 13.3, numpyro 8.1, a hand-written numpyro model 5.8; at N = 1000 nutpie 0.66,
+  PyMC 0.14, numpyro 0.18, hand-written 0.24. At N = 100 compilation dominates and the JAX
+  backends win by seconds (whole fits: numpyro 5.4 s, PyMC 7.3 s, nutpie 8.8 s). The
+  heteroscedastic GP (latent log-noise values sampled, f integrated out; ``samplers.py``,
+  ``mcycle``): nutpie 1.70 min-ESS/s, numpyro 1.33, PyMC 1.25.
+* **Latent GP under a Bernoulli likelihood** (:class:`~bayes_gp.GPClassifier`, ``latent=True``
+  below): **PyMC's NUTS**. On these posteriors (hundreds of whitened latent values with the
+  hyperparameters) nutpie takes half the leapfrog steps per draw but gets 1.4–4.6x fewer
+  effective draws: ``classification.py`` (2 chains x (500 + 500), logit) Pima nutpie 2.2
+  min-ESS/s, PyMC 3.7, numpyro 2.5; simulated 2-D (n = 150) 4.5 / 4.8 / 4.8; breast cancer (an
+  earlier run under load) 0.7 / 2.3 / 2.7; ``samplers.py``'s smaller 2-D problem (n = 120)
+  15.9 / 13.5 / 17.4. PyMC is ahead or level on the real data sets, and with the usual fixed
+  number of draws its chains carry 1.4–3.6x nutpie's effective sample size. numpyro is on a par
+  with PyMC, but JAX is not a dependency of bayes_gp and PyMC's sampler always is.
+
+An explicit ``sampler=`` is always honoured.
 
 GPU: ``sampler="numpyro"`` compiles the model to JAX and runs wherever JAX's default backend is.
 With ``jax[cuda13]`` (or ``jax[cuda12]``) installed and an NVIDIA GPU visible, that is the GPU
@@ -38,8 +56,8 @@ AUTO = {"marginal": ("nutpie", "pymc"), "latent": ("pymc",)}
 
 def resolve_sampler(sampler: str, latent: bool = False) -> str:
     """The backend ``sampler`` stands for. ``"auto"``: the one measured fastest for the model's
-    kind (module docstring): nutpie for models whose GP is integrated out (``latent=False``),
-    PyMC's NUTS for models that sample latent GP values (``latent=True``)."""
+    kind (module docstring): nutpie for Gaussian likelihoods (``latent=False``), PyMC's NUTS for
+    a latent GP under a Bernoulli likelihood (``latent=True``)."""
     if sampler == "auto":
         for name in AUTO["latent" if latent else "marginal"]:
             if importlib.util.find_spec(name) is not None:
@@ -68,8 +86,8 @@ def run_nuts(
     latent: bool = False,
     **kwargs,
 ):
-    """Run NUTS on ``model`` and return ArviZ data (``xarray.DataTree``); ``latent``: the model
-    samples latent GP values (it picks the ``"auto"`` backend, :func:`resolve_sampler`)."""
+    """Run NUTS on ``model`` and return ArviZ data (``xarray.DataTree``); ``latent``: a latent
+    GP under a Bernoulli likelihood (it picks the ``"auto"`` backend, :func:`resolve_sampler`)."""
     backend = resolve_sampler(sampler, latent)
     if not 0.5 <= target_accept < 1.0:
         raise ValueError(f"`target_accept` must be in [0.5, 1), got {target_accept}")

@@ -70,6 +70,7 @@ from bayes_gp.regression.observed import (
 __all__ = [
     "PP_KERNELS",
     "BAND_MAX_FRACTION",
+    "MAX_FACTOR_BYTES",
     "pp_profile",
     "neighbour_pairs",
     "CompactFactor",
@@ -83,6 +84,9 @@ PP_KERNELS = {"pp0": 0, "pp1": 1, "pp2": 2, "pp3": 3}
 #: the band path is used while the bandwidth is at most this fraction of n (``benchmarks/
 #: compact.py`` measured the crossover against the dense LAPACK path)
 BAND_MAX_FRACTION = 0.2
+#: largest memory, in bytes, that one factorisation may take (band or dense) before the
+#: likelihood refuses with advice instead of exhausting the machine's memory
+MAX_FACTOR_BYTES = 4 * 2**30
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -129,6 +133,24 @@ class NeighbourPairs:
     b: int
 
 
+def _too_large(n: int, n_pairs: int, need: int, ls) -> MemoryError:
+    return MemoryError(
+        f"the compact-support kernel at length-scale(s) {np.asarray(ls).ravel()} puts each of the "
+        f"n = {n} inputs within one length-scale of ~{2 * n_pairs // max(n, 1)} others: the sparse "
+        f"likelihood would need {need / 2**30:.1f} GiB (more than "
+        f"{MAX_FACTOR_BYTES / 2**30:.0f} GiB). It pays when the length-scale is small against "
+        "the input range: give a length-scale prior concentrated on such values, or use "
+        "approx='hsgp'/'vfe'"
+    )
+
+
+def _check_size(n: int, n_pairs: int, D: int, ls) -> None:
+    """Refuse (with advice) a neighbour list too large for memory: ~(48 + 8D) bytes a pair."""
+    need = n_pairs * (48 + 8 * D)
+    if need > MAX_FACTOR_BYTES:
+        raise _too_large(n, n_pairs, need, ls)
+
+
 def neighbour_pairs(X: np.ndarray, ls: np.ndarray) -> NeighbourPairs:
     """All pairs of rows of ``X`` with :math:`r < 1` (length-scales ``ls``: one, or one per
     column), ordered for a narrow band: sorted inputs in 1-D, reverse Cuthill–McKee otherwise."""
@@ -139,6 +161,7 @@ def neighbour_pairs(X: np.ndarray, ls: np.ndarray) -> NeighbourPairs:
         s = Xs[perm, 0]
         hi = np.searchsorted(s, s + 1.0, side="left")
         counts = hi - np.arange(n) - 1
+        _check_size(n, int(counts.sum()), D, ls)
         J = np.repeat(np.arange(n), counts)
         start = np.cumsum(counts) - counts
         I = J + (np.arange(J.size) - np.repeat(start, counts)) + 1
@@ -146,7 +169,9 @@ def neighbour_pairs(X: np.ndarray, ls: np.ndarray) -> NeighbourPairs:
         u2 = (diff**2)[:, None]
         r = np.abs(diff)
     else:
-        P = cKDTree(Xs).query_pairs(1.0, output_type="ndarray")
+        tree = cKDTree(Xs)
+        _check_size(n, (int(tree.count_neighbors(tree, 1.0)) - n) // 2, D, ls)
+        P = tree.query_pairs(1.0, output_type="ndarray")
         if P.shape[0] == 0:
             perm = np.arange(n)
             I = J = np.zeros(0, dtype=np.intp)
@@ -184,6 +209,10 @@ class CompactFactor:
         diag = self.eta2 + float(s2)
         n = self.n
         self.banded = p.b + 1 <= max(BAND_MAX_FRACTION * n, 1)
+        # the factor (band or dense) plus the selected inverse, 8 bytes an entry
+        need = 16 * n * (p.b + 1 if self.banded else n)
+        if need > MAX_FACTOR_BYTES:
+            raise _too_large(n, len(p.r), need, self.ls)
         if self.banded:
             ab = np.zeros((p.b + 1, n), order="F")
             ab[0] = diag

@@ -157,7 +157,11 @@ class GPRegression(PreflightJitter):
         :math:`O(nb^2)` time and :math:`O(nb)` memory for bandwidth :math:`b` instead of
         :math:`O(n^3)` and :math:`O(n^2)`. ``None`` (default): on for those kernels (the same
         exact GP; a wide band is factorised densely); ``False``: the generic dense likelihood,
-        which JAX (``sampler="numpyro"``) can run.
+        which JAX (``sampler="numpyro"``) can run. The band is narrow when the length-scale (the
+        support radius) is small against the input range; the default length-scale prior is
+        centred on a third of the range, where the matrix is dense, so for large :math:`n` give
+        a prior on the local scale you expect (``priors={"ls": ...}``): sampling starts at the
+        prior's centre.
     """
 
     def __init__(

@@ -292,7 +292,6 @@ class HeteroscedasticGPRegression(PreflightJitter):
             random_seed=random_seed,
             target_accept=target_accept,
             progressbar=progressbar,
-            latent=True,
             **kwargs,
         )
         idata["posterior"].attrs.update(choice.attrs())

@@ -10,8 +10,8 @@ from bayes_gp.inference.nuts import resolve_sampler
 
 
 def test_auto_sampler_depends_on_the_model_kind():
-    assert resolve_sampler("auto") == "nutpie"  # GP integrated out: nutpie
-    assert resolve_sampler("auto", latent=True) == "pymc"  # latent GP values: PyMC's NUTS
+    assert resolve_sampler("auto") == "nutpie"  # Gaussian likelihood: nutpie
+    assert resolve_sampler("auto", latent=True) == "pymc"  # latent GP, Bernoulli: PyMC's NUTS
     for name in ("pymc", "nutpie", "numpyro"):
         assert resolve_sampler(name, latent=True) == name  # an explicit choice is kept
     with pytest.raises(ValueError, match="sampler"):

@@ -463,3 +463,22 @@ def test_hsgp_errors_outside_the_box_and_on_unsupported_kernels(data):
         ex2.log_marginal_likelihood({"sigma": 0.3}), abs=1e-8
     )
     ap2.predict(np.array([[12.0, 0.0]]), _fit({"sigma": 0.3}))  # column 1 is not checked
+
+
+@pytest.mark.parametrize("approx", ["hsgp", "fitc"])  # VFE: the same MarginalApprox graph
+def test_jax_backend_computes_the_same_log_density_and_gradient(data, approx):
+    """``sampler="numpyro"`` runs the approximate models through PyTensor's JAX backend: the
+    same log density and gradient as the C backend, at the initial point and away from it."""
+    pytest.importorskip("jax")
+    model = GPRegression(*data, "matern52", approx=approx).model
+    point = model.initial_point()
+    other = {k: v + 0.3 for k, v in point.items()}
+    for mode in (None, "JAX"):
+        lp = model.compile_logp(mode=mode)
+        dlp = model.compile_dlogp(mode=mode)
+        vals = [(float(lp(p)), np.asarray(dlp(p))) for p in (point, other)]
+        if mode is None:
+            ref = vals
+    for (v, g), (rv, rg) in zip(vals, ref, strict=True):
+        assert v == pytest.approx(rv, rel=1e-10)
+        np.testing.assert_allclose(g, rg, rtol=1e-8, atol=1e-10)

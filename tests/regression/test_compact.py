@@ -257,3 +257,22 @@ def test_nuts_on_the_sparse_model_recovers_the_length_scale():
         assert lo < true < hi, (name, lo, hi)
     assert int(idata["sample_stats"]["diverging"].sum()) == 0
     assert idata["log_likelihood"]["y"].shape[-1] == n
+
+
+def test_numpyro_on_the_sparse_model_says_what_to_do():
+    pytest.importorskip("numpyro")
+    X, y = _data(n=40)
+    with pytest.raises(NotImplementedError, match="sparse=False"):
+        GPRegression(X, y, "pp2").sample(draws=5, tune=5, chains=1, sampler="numpyro")
+
+
+def test_a_factorisation_too_large_for_memory_is_refused_with_advice(monkeypatch):
+    monkeypatch.setattr(compact, "MAX_FACTOR_BYTES", 10**6)
+    X = np.linspace(0, 10, 400)[:, None]
+    CompactFactor(X, [0.1], 1.0, 0.1, 2, 3)  # narrow band: 16 * 400 * 9 bytes
+    with pytest.raises(MemoryError, match="length-scale prior"):
+        compact_logp_grad(X, [5.0], 1.0, 0.1, np.zeros(400), 2, 3)  # dense: 2.6 MB
+    with pytest.raises(MemoryError, match="length-scale prior"):  # caught before the pair list
+        neighbour_pairs(np.linspace(0, 10, 3000)[:, None], np.array([20.0]))
+    with pytest.raises(MemoryError, match="length-scale prior"):
+        neighbour_pairs(np.random.default_rng(0).uniform(0, 1, (3000, 2)), np.array([5.0]))
