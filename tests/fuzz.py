@@ -17,9 +17,20 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from hypothesis import HealthCheck, settings
 
-__all__ = ["COUNTS", "fuzz", "expect_ok", "expect_error", "check", "summary_lines"]
+__all__ = [
+    "COUNTS",
+    "INPUT_KINDS",
+    "fuzz",
+    "expect_ok",
+    "expect_error",
+    "check",
+    "input_case",
+    "summary_lines",
+]
 
 #: property name -> Counter of outcomes ("answer", "ValueError", "TypeError")
 COUNTS: dict[str, Counter] = defaultdict(Counter)
@@ -71,6 +82,81 @@ def check(prop: str, fn: Callable[[], Any], problem: str | None) -> Any:
     if problem is None:
         return expect_ok(prop, fn)
     return expect_error(prop, fn, problem)
+
+
+#: the ways :func:`input_case` presents a regression data set ``(X, y)`` to a constructor
+INPUT_KINDS = (
+    "float64", "int", "float32", "list", "pandas", "pandas-misaligned", "nan-x", "inf-y",
+    "short-y", "y-2d", "x-3d", "strings-x", "strings-y", "empty", "single", "constant-column",
+    "duplicates",
+)  # fmt: skip
+
+
+def input_case(X: np.ndarray, y: np.ndarray, kind: str):
+    """A regression data set presented as ``kind`` (one of :data:`INPUT_KINDS`).
+
+    Returns ``(X, y, Xa, ya, problem)``: ``Xa, ya`` go to the constructor; ``X, y`` are the
+    float64 numbers a reference computation must use (``int`` rescales the inputs, ``float32``
+    rounds them, ``constant-column`` and ``duplicates`` change the data); ``problem`` is the
+    regular expression the error must match, or None for valid input.
+    """
+    if kind not in INPUT_KINDS:
+        raise KeyError(f"unknown input kind {kind!r}")
+    n, D = X.shape
+    Xa, ya, problem = X, y, None
+    if kind == "int":
+        Xa = (X * 10).astype(np.int64)  # a rescaled copy: the reference uses the same numbers
+        X = Xa.astype(float)
+    elif kind == "float32":
+        Xa, ya = X.astype(np.float32), y.astype(np.float32)
+        X, y = Xa.astype(float), ya.astype(float)
+    elif kind == "list":
+        Xa, ya = X.tolist(), y.tolist()
+    elif kind == "pandas":
+        idx = pd.Index(np.arange(n)[::-1] * 3 + 100)
+        Xa = pd.DataFrame(X, index=idx, columns=[f"c{d}" for d in range(D)])
+        ya = pd.Series(y, index=idx)
+    elif kind == "pandas-misaligned":
+        Xa = pd.DataFrame(X, index=np.arange(n) + 10)
+        ya = pd.Series(y, index=np.arange(n)[::-1] + 10)
+        problem = "different indexes"
+    elif kind == "nan-x":
+        Xa = X.copy()
+        Xa[0, -1] = np.nan
+        problem = "`X` contains NaN or infinite"
+    elif kind == "inf-y":
+        ya = y.copy()
+        ya[-1] = -np.inf
+        problem = "`y` contains NaN or infinite"
+    elif kind == "short-y":
+        ya = y[:-1]
+        problem = f"{n} rows but `y` has {n - 1}"
+    elif kind == "y-2d":
+        ya = np.c_[y, y]
+        problem = "`y` must be 1-D"
+    elif kind == "x-3d":
+        Xa = X[:, :, None]
+        problem = "`X` must be 1-D or 2-D"
+    elif kind == "strings-x":
+        Xa = X.astype(str).astype(object)
+        Xa[0, 0] = "a"
+        problem = "`X` must be numeric"
+    elif kind == "strings-y":
+        ya = y.astype(str)
+        ya[1] = "b"
+        problem = "`y` must be numeric"
+    elif kind in ("empty", "single"):
+        Xa, ya = (X[:0], y[:0]) if kind == "empty" else (X[:1], y[:1])
+        problem = "at least 2 observations"
+    elif kind == "constant-column":
+        X = X.copy()
+        X[:, 0] = 2.5
+        Xa = X
+    elif kind == "duplicates":
+        X = np.vstack([X, X[:2]])
+        y = np.r_[y, y[:2] + 0.01]
+        Xa, ya = X, y
+    return X, y, Xa, ya, problem
 
 
 def summary_lines() -> list[str]:

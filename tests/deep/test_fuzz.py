@@ -20,11 +20,10 @@ from hypothesis import strategies as st
 from scipy.linalg import cho_factor, cho_solve
 
 from bayes_gp import DeepKernelRegression
-from tests.fuzz import check, expect_error, fuzz
+from tests.fuzz import INPUT_KINDS as FUZZ_INPUT_KINDS
+from tests.fuzz import check, expect_error, fuzz, input_case
 
-INPUT_KINDS = ["float64", "int", "float32", "list", "pandas", "pandas-misaligned", "nan-x",
-               "inf-y", "short-y", "y-2d", "x-3d", "strings-x", "strings-y", "empty",
-               "single"]  # fmt: skip
+INPUT_KINDS = [k for k in FUZZ_INPUT_KINDS if k not in ("constant-column", "duplicates")]
 HIDDEN = {  # spec -> (widths it means, or None when invalid)
     (): (),
     (3,): (3,),
@@ -67,51 +66,7 @@ def datasets(draw):
 def test_dkl_constructor_fuzz(data, kind, hidden, option):
     X, y = data
     n, D = X.shape
-    Xa, ya, problem = X, y, None
-    if kind == "int":
-        Xa = (X * 10).astype(np.int64)
-        X = Xa.astype(float)
-    elif kind == "float32":
-        Xa, ya = X.astype(np.float32), y.astype(np.float32)
-        X, y = Xa.astype(float), ya.astype(float)
-    elif kind == "list":
-        Xa, ya = X.tolist(), y.tolist()
-    elif kind == "pandas":
-        idx = pd.Index(np.arange(n)[::-1] * 3 + 100)
-        Xa = pd.DataFrame(X, index=idx, columns=[f"c{d}" for d in range(D)])
-        ya = pd.Series(y, index=idx)
-    elif kind == "pandas-misaligned":
-        Xa = pd.DataFrame(X, index=np.arange(n) + 10)
-        ya = pd.Series(y, index=np.arange(n)[::-1] + 10)
-        problem = "different indexes"
-    elif kind == "nan-x":
-        Xa = X.copy()
-        Xa[0, -1] = np.nan
-        problem = "`X` contains NaN or infinite"
-    elif kind == "inf-y":
-        ya = y.copy()
-        ya[-1] = -np.inf
-        problem = "`y` contains NaN or infinite"
-    elif kind == "short-y":
-        ya = y[:-1]
-        problem = f"`X` has {n} rows but `y` has {n - 1}"
-    elif kind == "y-2d":
-        ya = np.c_[y, y]
-        problem = "`y` must be 1-D"
-    elif kind == "x-3d":
-        Xa = X[:, :, None]
-        problem = "`X` must be 1-D or 2-D"
-    elif kind == "strings-x":
-        Xa = X.astype(str).astype(object)
-        Xa[0, 0] = "a"
-        problem = "`X` must be numeric"
-    elif kind == "strings-y":
-        ya = y.astype(str)
-        ya[1] = "b"
-        problem = "`y` must be numeric"
-    elif kind in ("empty", "single"):
-        Xa, ya = (X[:0], y[:0]) if kind == "empty" else (X[:1], y[:1])
-        problem = "at least 2 observations"
+    X, y, Xa, ya, problem = input_case(X, y, kind)
 
     spec = list(HIDDEN)[hidden]
     widths = HIDDEN[spec]

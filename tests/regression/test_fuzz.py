@@ -29,7 +29,8 @@ from scipy.linalg import cho_factor, cho_solve
 from bayes_gp import GPRegression, HeteroscedasticGPRegression, NotPSDError
 from bayes_gp.predictive import JitterWarning
 from bayes_gp.regression import KERNELS, kernel_spec
-from tests.fuzz import COUNTS, check, expect_error, expect_ok, fuzz
+from tests.fuzz import COUNTS, check, expect_error, expect_ok, fuzz, input_case
+from tests.fuzz import INPUT_KINDS as FUZZ_INPUT_KINDS
 
 LOG_2PI = np.log(2 * np.pi)
 
@@ -50,10 +51,7 @@ def ref_lml(X, y, ls, eta, sigma, jitter):
 
 
 # ------------------------------------------------------------------------------ constructor
-INPUT_KINDS = [
-    "float64", "int", "float32", "list", "pandas", "pandas-misaligned", "nan-x", "inf-y",
-    "short-y", "y-2d", "x-3d", "strings", "empty", "single", "constant-column", "duplicates",
-]  # fmt: skip
+INPUT_KINDS = list(FUZZ_INPUT_KINDS)
 OPTION_KINDS = ["none", "noise", "bad-noise", "bad-noise-type", "bad-jitter", "bad-kernel",
                 "kernel-type", "bad-mean", "bad-prior"]  # fmt: skip
 
@@ -69,64 +67,13 @@ def datasets(draw):
     return X, y
 
 
-@fuzz(60)
+@fuzz(100)
 @given(data=datasets(), kind=st.sampled_from(INPUT_KINDS), option=st.sampled_from(OPTION_KINDS))
 def test_gpr_constructor_fuzz(data, kind, option):
     X, y = data
-    n, D = X.shape
-    Xa, ya, problem = X, y, None
+    D = X.shape[1]
+    X, y, Xa, ya, problem = input_case(X, y, kind)
     kwargs: dict = {"kernel": "expquad"}
-    if kind == "int":
-        Xa = (X * 10).astype(np.int64)  # a rescaled copy: the reference uses the same numbers
-        X = Xa.astype(float)
-    elif kind == "float32":
-        Xa, ya = X.astype(np.float32), y.astype(np.float32)
-        X, y = Xa.astype(float), ya.astype(float)
-    elif kind == "list":
-        Xa, ya = X.tolist(), y.tolist()
-    elif kind == "pandas":
-        idx = pd.Index(np.arange(n)[::-1] * 3 + 100)
-        Xa = pd.DataFrame(X, index=idx, columns=[f"c{d}" for d in range(D)])
-        ya = pd.Series(y, index=idx)
-    elif kind == "pandas-misaligned":
-        Xa = pd.DataFrame(X, index=np.arange(n) + 10)
-        ya = pd.Series(y, index=np.arange(n)[::-1] + 10)
-        problem = "different indexes"
-    elif kind == "nan-x":
-        Xa = X.copy()
-        Xa[0, -1] = np.nan
-        problem = "`X` contains NaN or infinite"
-    elif kind == "inf-y":
-        ya = y.copy()
-        ya[-1] = np.inf
-        problem = "`y` contains NaN or infinite"
-    elif kind == "short-y":
-        ya = y[:-1]
-        problem = f"{n} rows but `y` has {n - 1}"
-    elif kind == "y-2d":
-        ya = np.c_[y, y]
-        problem = "`y` must be 1-D"
-    elif kind == "x-3d":
-        Xa = X[:, :, None]
-        problem = "`X` must be 1-D or 2-D"
-    elif kind == "strings":
-        Xa = X.astype(str).astype(object)
-        Xa[0, 0] = "a"
-        problem = "`X` must be numeric"
-    elif kind == "empty":
-        Xa, ya = X[:0], y[:0]
-        problem = "at least 2 observations"
-    elif kind == "single":
-        Xa, ya = X[:1], y[:1]
-        problem = "at least 2 observations"
-    elif kind == "constant-column":
-        X = X.copy()
-        X[:, 0] = 2.5
-        Xa = X
-    elif kind == "duplicates":
-        X = np.vstack([X, X[:2]])
-        y = np.r_[y, y[:2] + 0.01]
-        Xa, ya = X, y
     if problem is None:
         if option == "noise":
             kwargs["noise"] = 0.3
