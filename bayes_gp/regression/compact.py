@@ -208,9 +208,11 @@ class CompactFactor:
         self.k, self.dk = pp_profile(p.r, j, q)
         diag = self.eta2 + float(s2)
         n = self.n
-        self.banded = p.b + 1 <= max(BAND_MAX_FRACTION * n, 1)
-        # the factor (band or dense) plus the selected inverse, 8 bytes an entry
-        need = 16 * n * (p.b + 1 if self.banded else n)
+        # the factor (band or dense) plus the selected inverse, 8 bytes an entry; a wide band is
+        # faster dense, unless only the band fits in memory
+        need_band, need_dense = 16 * n * (p.b + 1), 16 * n * n
+        self.banded = p.b + 1 <= max(BAND_MAX_FRACTION * n, 1) or need_dense > MAX_FACTOR_BYTES
+        need = need_band if self.banded else need_dense
         if need > MAX_FACTOR_BYTES:
             raise _too_large(n, len(p.r), need, self.ls)
         if self.banded:

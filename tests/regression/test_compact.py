@@ -270,6 +270,16 @@ def test_a_factorisation_too_large_for_memory_is_refused_with_advice(monkeypatch
     monkeypatch.setattr(compact, "MAX_FACTOR_BYTES", 10**6)
     X = np.linspace(0, 10, 400)[:, None]
     CompactFactor(X, [0.1], 1.0, 0.1, 2, 3)  # narrow band: 16 * 400 * 9 bytes
+    # a band too wide to be worth it, but dense (2.6 MB) would not fit: the band path it is
+    monkeypatch.setattr(compact, "MAX_FACTOR_BYTES", 2_200_000)
+    wide = CompactFactor(X, [2.5], 1.0, 0.1, 2, 3)
+    assert wide.banded and wide.pairs.b + 1 > compact.BAND_MAX_FRACTION * 400
+    np.testing.assert_allclose(
+        compact_logp_grad(X, [2.5], 1.0, 0.1, np.ones(400), 2, 3)[0],
+        _dense_logp(X, [2.5], 1.0, 0.1, np.ones(400), 2),
+        rtol=1e-12,
+    )
+    monkeypatch.setattr(compact, "MAX_FACTOR_BYTES", 10**6)
     with pytest.raises(MemoryError, match="length-scale prior"):
         compact_logp_grad(X, [5.0], 1.0, 0.1, np.zeros(400), 2, 3)  # dense: 2.6 MB
     with pytest.raises(MemoryError, match="length-scale prior"):  # caught before the pair list
