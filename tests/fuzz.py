@@ -29,6 +29,7 @@ __all__ = [
     "expect_error",
     "check",
     "input_case",
+    "new_input_case",
     "summary_lines",
 ]
 
@@ -157,6 +158,47 @@ def input_case(X: np.ndarray, y: np.ndarray, kind: str):
         y = np.r_[y, y[:2] + 0.01]
         Xa, ya = X, y
     return X, y, Xa, ya, problem
+
+
+def new_input_case(Xn: np.ndarray, kind: str):
+    """New inputs ``Xn`` (m, D) presented to ``predict`` as ``kind``, for the kinds every model
+    shares: ``float64``, ``int``, ``float32``, ``pandas``, ``list``, ``empty``, ``single``,
+    ``nan``, ``inf``, ``3d``, ``strings``.
+
+    Returns ``(Xn, arg, problem)`` (``Xn`` the float64 inputs a reference must use, ``arg`` what
+    ``predict`` gets, ``problem`` the error's regular expression or None), or None for another
+    kind, which the caller builds itself.
+    """
+    m = Xn.shape[0]
+    arg, problem = Xn, None
+    if kind == "int":
+        arg = np.round(Xn).astype(int)
+        Xn = arg.astype(float)
+    elif kind == "float32":
+        arg = Xn.astype(np.float32)
+        Xn = arg.astype(float)
+    elif kind == "pandas":
+        arg = pd.DataFrame(Xn, index=np.arange(m) * 7 + 3)
+    elif kind == "list":
+        arg = Xn.tolist()
+    elif kind == "empty":
+        arg = Xn = Xn[:0]
+    elif kind == "single":
+        arg = Xn = Xn[:1]
+    elif kind in ("nan", "inf"):
+        arg = Xn.copy()
+        arg[-1, 0] = np.nan if kind == "nan" else np.inf
+        problem = "`X_new` contains NaN or infinite"
+    elif kind == "3d":
+        arg = Xn[None]
+        problem = "`X_new` must be 1-D or 2-D"
+    elif kind == "strings":
+        arg = Xn.astype(str)
+        arg[0, 0] = "x"
+        problem = "`X_new` must be numeric"
+    elif kind != "float64":
+        return None
+    return Xn, arg, problem
 
 
 def summary_lines() -> list[str]:

@@ -25,7 +25,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.stats import norm
 
 from bayes_gp import GPClassifier
-from tests.fuzz import check, expect_error, expect_ok, fuzz
+from tests.fuzz import check, expect_error, expect_ok, fuzz, new_input_case
 
 LABEL_KINDS = ["int", "bool", "str", "float", "pandas", "misaligned", "one-class", "three",
                "nan", "none", "2d", "short", "bad-link", "prml", "bad-jitter", "bad-X"]  # fmt: skip
@@ -152,33 +152,23 @@ def ref_latent(clf, fit, Xn):
 def test_classifier_predict_fuzz(fits, method, m, seed, kind):
     clf, fit = fits[method]
     Xn = np.round(np.random.default_rng(seed).normal(size=(m, 2)), 1)
-    arg, problem, fit_arg = Xn, None, fit
-    if kind == "int":
-        arg = np.round(Xn).astype(int)
-        Xn = arg.astype(float)
-    elif kind == "float32":
-        arg = Xn.astype(np.float32)
-        Xn = arg.astype(float)
-    elif kind == "pandas":
-        arg = pd.DataFrame(Xn, index=np.arange(m) + 1000)
-    elif kind == "list":
-        arg = Xn.tolist()
-    elif kind == "empty":
-        arg = Xn = Xn[:0]
+    fit_arg = fit
+    case = new_input_case(Xn, kind)
+    if case is not None:
+        Xn, arg, problem = case
     elif kind == "far":
         arg = Xn = Xn + 1e5
-    elif kind == "nan":
-        arg = Xn.copy()
-        arg[-1, -1] = np.nan
-        problem = "`X_new` contains NaN"
+        problem = None
     elif kind == "columns":
         arg = np.c_[Xn, Xn]
         problem = "4 column\\(s\\) but the model was fitted on 2"
     elif kind == "fit-type":
+        arg = Xn
         fit_arg = {"ls": 1.0}
         problem = "`fit` must be a ClassifierFit"
     elif kind == "train-points":
         arg = Xn = clf.X[:m]
+        problem = None
     p = check("GPClassifier.predict_proba", lambda: clf.predict_proba(arg, fit_arg), problem)
     if problem is not None:
         return

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,7 +20,7 @@ from scipy.linalg import cho_factor, cho_solve
 
 from bayes_gp import DeepKernelRegression
 from tests.fuzz import INPUT_KINDS as FUZZ_INPUT_KINDS
-from tests.fuzz import check, expect_error, fuzz, input_case
+from tests.fuzz import check, expect_error, fuzz, input_case, new_input_case
 
 INPUT_KINDS = [k for k in FUZZ_INPUT_KINDS if k not in ("constant-column", "duplicates")]
 HIDDEN = {  # spec -> (widths it means, or None when invalid)
@@ -180,37 +179,15 @@ NEW_KINDS = ["float64", "int", "float32", "pandas", "list", "empty", "single", "
 def test_dkl_predict_fuzz(fitted, m, seed, kind, include_noise):
     model, fit = fitted
     Xn = np.round(np.random.default_rng(seed).uniform(-1, 5, (m, 2)), 1)
-    arg, problem = Xn, None
-    if kind == "int":
-        arg = np.round(Xn).astype(int)
-        Xn = arg.astype(float)
-    elif kind == "float32":
-        arg = Xn.astype(np.float32)
-        Xn = arg.astype(float)
-    elif kind == "pandas":
-        arg = pd.DataFrame(Xn, index=np.arange(m) * 7 + 3)
-    elif kind == "list":
-        arg = Xn.tolist()
-    elif kind == "empty":
-        arg = Xn = Xn[:0]
-    elif kind == "single":
-        arg = Xn = Xn[:1]
-    elif kind in ("nan", "inf"):
-        arg = Xn.copy()
-        arg[-1, 0] = np.nan if kind == "nan" else np.inf
-        problem = "`X_new` contains NaN or infinite"
+    case = new_input_case(Xn, kind)
+    if case is not None:
+        Xn, arg, problem = case
     elif kind == "columns":
         arg = np.c_[Xn, Xn[:, :1]]
         problem = "`X_new` has 3 column\\(s\\) but the model was fitted on 2"
-    elif kind == "3d":
-        arg = Xn[None]
-        problem = "`X_new` must be 1-D or 2-D"
-    elif kind == "strings":
-        arg = Xn.astype(str)
-        arg[0, 0] = "x"
-        problem = "`X_new` must be numeric"
     elif kind == "far":
         arg = Xn = Xn + 1e3
+        problem = None
     pred = check(
         "DeepKernelRegression.predict", lambda: model.predict(arg, fit, include_noise), problem
     )

@@ -29,7 +29,7 @@ from scipy.linalg import cho_factor, cho_solve
 from bayes_gp import GPRegression, HeteroscedasticGPRegression, NotPSDError
 from bayes_gp.predictive import JitterWarning
 from bayes_gp.regression import KERNELS, kernel_spec
-from tests.fuzz import COUNTS, check, expect_error, expect_ok, fuzz, input_case
+from tests.fuzz import COUNTS, check, expect_error, expect_ok, fuzz, input_case, new_input_case
 from tests.fuzz import INPUT_KINDS as FUZZ_INPUT_KINDS
 
 LOG_2PI = np.log(2 * np.pi)
@@ -151,39 +151,18 @@ def ref_predict(gp, fit, Xn, include_noise):
 def test_gpr_predict_fuzz(fitted, m, seed, kind, diag, include_noise):
     gp, fit = fitted
     Xn = np.round(np.random.default_rng(seed).uniform(-1, 6, (m, 2)), 1)
-    arg, problem = Xn, None
-    if kind == "int":
-        arg = np.round(Xn).astype(int)
-        Xn = arg.astype(float)
-    elif kind == "float32":
-        arg = Xn.astype(np.float32)
-        Xn = arg.astype(float)
-    elif kind == "pandas":
-        arg = pd.DataFrame(Xn, index=np.arange(m) * 7 + 3)
-    elif kind == "list":
-        arg = Xn.tolist()
-    elif kind == "empty":
-        arg = Xn = Xn[:0]
-    elif kind == "single":
-        arg = Xn = Xn[:1]
-    elif kind in ("nan", "inf"):
-        arg = Xn.copy()
-        arg[0, 0] = np.nan if kind == "nan" else np.inf
-        problem = "`X_new` contains NaN or infinite"
+    case = new_input_case(Xn, kind)
+    if case is not None:
+        Xn, arg, problem = case
     elif kind == "columns":
         arg = Xn[:, :1]
         problem = "1 column\\(s\\) but the model was fitted on 2"
-    elif kind == "3d":
-        arg = Xn[None]
-        problem = "`X_new` must be 1-D or 2-D"
-    elif kind == "strings":
-        arg = Xn.astype(str)
-        arg[0, 0] = "x"
-        problem = "`X_new` must be numeric"
     elif kind == "far":
         arg = Xn = Xn + 1e6  # far from the data: the prior
+        problem = None
     elif kind == "duplicate-of-train":
         arg = Xn = np.vstack([gp.X[:2], Xn])
+        problem = None
     pred = check("GPRegression.predict", lambda: gp.predict(arg, fit, diag, include_noise), problem)
     if problem is not None:
         return
