@@ -20,6 +20,7 @@ from bayes_gp.report.html import DATA_URI_PREFIX
 
 __all__ = [
     "DPI",
+    "BANDS_DPI",
     "MAX_PAIR_COMPONENTS",
     "to_data_uri",
     "trace_figure",
@@ -37,6 +38,9 @@ __all__ = [
 
 #: Resolution of the embedded PNGs (a trace plot of three parameters is ~60 kB).
 DPI = 72
+#: Resolution of the predictive-band figures, the report's main result: drawn at 11 x 4.4 inches,
+#: they are about 1100 pixels wide, readable at full width in a browser window.
+BANDS_DPI = 100
 #: The pair plot shows at most this many scalar components (it grows quadratically).
 MAX_PAIR_COMPONENTS = 6
 
@@ -142,7 +146,7 @@ def compare_figure(comparison) -> str:
 def _bands_axes():
     from matplotlib.figure import Figure  # no pyplot: the figure is never shown
 
-    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
     return fig, fig.subplots()
 
 
@@ -171,7 +175,7 @@ def regression_bands_figure(
     _regression_bands(ax, x, y, grid, pred_f, pred_y)
     ax.set_xlabel(xlabel)
     ax.set_title(title, fontsize=10)
-    return to_data_uri(fig)
+    return to_data_uri(fig, BANDS_DPI)
 
 
 def noise_bands_figure(
@@ -190,7 +194,7 @@ def noise_bands_figure(
     residuals of the data at ``x``."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.5, 5.6), layout="constrained")
+    fig = Figure(figsize=(11, 6.8), layout="constrained")
     ax, ax_noise = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     _regression_bands(ax, x, y, grid, pred_f, pred_y)
     ax.set_title(title, fontsize=10)
@@ -204,7 +208,7 @@ def noise_bands_figure(
     ax_noise.set_xlabel(xlabel)
     ax_noise.set_ylabel("noise sd exp(g)")
     ax_noise.legend(fontsize=8, loc="best")
-    return to_data_uri(fig)
+    return to_data_uri(fig, BANDS_DPI)
 
 
 def classifier_bands_figure(
@@ -231,4 +235,4 @@ def classifier_bands_figure(
     ax.set_ylabel(f"P(y = {positive})")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="best")
-    return to_data_uri(fig)
+    return to_data_uri(fig, BANDS_DPI)

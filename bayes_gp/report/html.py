@@ -33,7 +33,7 @@ DATA_URI_PREFIX = "data:image/png;base64,"
 
 _STYLE = """
 .bgp-report { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 14px;
-  line-height: 1.4; color: #1f2328; max-width: 1100px; }
+  line-height: 1.4; color: #1f2328; box-sizing: border-box; width: 100%; padding: 0 1em; }
 .bgp-report h1 { font-size: 1.6em; margin: 0.4em 0; }
 .bgp-report h2 { font-size: 1.3em; margin: 1.2em 0 0.4em; border-bottom: 1px solid #d0d7de; }
 .bgp-report h3 { font-size: 1.1em; margin: 1em 0 0.3em; }
