@@ -23,6 +23,7 @@ report
 """
 
 from bayes_gp import eigen, inference, kernels, report
+from bayes_gp._version import __version__ as __version__
 from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.deep import DeepKernelRegression
 from bayes_gp.inference import MapFit
@@ -54,4 +55,3 @@ __all__ = [
     "KernelRidge",
     "DeepKernelRegression",
 ]
-__version__ = "0.1.0"

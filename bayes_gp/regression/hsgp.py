@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pymc as pm
@@ -21,9 +20,7 @@ from scipy import special, stats
 
 from bayes_gp import kernels as K
 from bayes_gp.linalg import EAGER_MODE
-
-if TYPE_CHECKING:
-    from bayes_gp.regression.approx import ApproxSpec
+from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.observed import (
     LOG_2PI,
     _broadcast_mean,

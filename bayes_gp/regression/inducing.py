@@ -6,15 +6,13 @@ are in :mod:`bayes_gp.regression.approx`.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from scipy import linalg as sla
 
-if TYPE_CHECKING:
-    from bayes_gp.regression.approx import ApproxSpec
+from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.hsgp import _components, hsgp_constants
 from bayes_gp.regression.observed import (
     _broadcast_mean,
