@@ -43,6 +43,7 @@ import pymc as pm
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
+from bayes_gp import op_backends
 from bayes_gp.linalg import single_blas_thread
 
 __all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood"]
@@ -94,9 +95,7 @@ def run_nuts(
     if backend == "pymc":
         kwargs.setdefault("cores", 1)
     if backend == "numpyro":  # the JAX implementations of bayes_gp's own Ops
-        from bayes_gp.regression.likelihood import register_jax
-
-        register_jax()
+        op_backends.ensure("jax")
     nuts = {"target_accept": target_accept, **kwargs.pop("nuts", {})}
     # One BLAS thread per chain: the chains already occupy the cores, and nested BLAS threads
     # oversubscribe them (measured: nutpie 25x faster at N=40 on 2 cores, PLATFORM.md: 2.6x at

@@ -60,6 +60,7 @@ from bayes_gp.banded import (
     band_solve,
 )
 from bayes_gp.linalg import NotPSDError
+from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import (
     _broadcast_mean,
     _loo_terms,
@@ -322,7 +323,7 @@ class CompactGPLogp(Op):
         self.q, self.j = int(q), int(j)
 
     def make_node(self, X, ls, eta, s2, r):
-        _register_backends()
+        ensure_available()
         X = pt.as_tensor_variable(X).astype("float64")
         ls = pt.as_tensor_variable(ls).astype("float64")
         eta, s2 = (pt.as_tensor_variable(v).astype("float64") for v in (eta, s2))
@@ -457,29 +458,14 @@ class CompactLikelihood(_ObservedLikelihood):
 
 
 # ------------------------------------------------------------------------ backends
-_REGISTERED = {"numba": False, "jax": False}
-
-
-def _register_backends() -> None:
-    import sys
-
-    if not _REGISTERED["numba"]:
-        _REGISTERED["numba"] = True
-        _register_numba()
-    if "jax" in sys.modules:
-        register_jax()
-
-
 def _arrays(values) -> tuple:
     return tuple(np.ascontiguousarray(np.asarray(v, dtype=float)) for v in values)
 
 
+@op_backend("numba")
 def _register_numba() -> None:
-    try:
-        import numba
-        from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
-    except ImportError:  # pragma: no cover - numba ships with PyTensor 3
-        return
+    import numba
+    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
 
     @numba_funcify.register(CompactGPLogp)
     def _numba_compact(op, node=None, **kwargs):
@@ -497,16 +483,11 @@ def _register_numba() -> None:
         return compact_numba
 
 
-def register_jax() -> None:
+@op_backend("jax")
+def _register_jax() -> None:
     """Refuse the JAX backend with a clear message: the band factorisation and the
     length-scale-dependent neighbour pattern have no JAX implementation here."""
-    if _REGISTERED["jax"]:
-        return
-    try:
-        from pytensor.link.jax.dispatch import jax_funcify
-    except ImportError:
-        return
-    _REGISTERED["jax"] = True
+    from pytensor.link.jax.dispatch import jax_funcify
 
     @jax_funcify.register(CompactGPLogp)
     def _jax_compact(op, **kwargs):

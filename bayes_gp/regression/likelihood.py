@@ -25,8 +25,6 @@ multivariate normal.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType
@@ -34,7 +32,9 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from scipy.linalg import lapack
 
-__all__ = ["GPLogp", "CholeskyInverse", "gp_logp", "marginal_normal", "register_jax"]
+from bayes_gp.op_backends import ensure_available, op_backend
+
+__all__ = ["GPLogp", "CholeskyInverse", "gp_logp", "marginal_normal"]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -64,7 +64,7 @@ class CholeskyInverse(Op):
     __props__ = ()
 
     def make_node(self, L):
-        _register_backends()
+        ensure_available()
         L = pt.as_tensor_variable(L).astype("float64")
         if L.type.ndim != 2:
             raise TypeError("CholeskyInverse needs a matrix")
@@ -88,7 +88,7 @@ class GPLogp(Op):
     __props__ = ()
 
     def make_node(self, C, r):
-        _register_backends()
+        ensure_available()
         C = pt.as_tensor_variable(C).astype("float64")
         r = pt.as_tensor_variable(r).astype("float64")
         if C.type.ndim != 2 or r.type.ndim != 1:
@@ -153,27 +153,10 @@ def marginal_normal(name: str, mu, C, **kwargs):
 
 
 # ------------------------------------------------------------------------ backends
-_NUMBA_REGISTERED = False
-
-
-def _register_backends() -> None:
-    """Register the numba implementations (and the JAX ones when JAX is loaded) on first use:
-    importing PyTensor's numba dispatch imports numba (seconds), which ``import bayes_gp``
-    should not pay for."""
-    global _NUMBA_REGISTERED
-    if not _NUMBA_REGISTERED:
-        _NUMBA_REGISTERED = True
-        _register_numba()
-    if "jax" in sys.modules:
-        register_jax()
-
-
+@op_backend("numba")
 def _register_numba() -> None:
-    try:
-        import numba
-        from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
-    except ImportError:  # pragma: no cover - numba ships with PyTensor 3
-        return
+    import numba
+    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
 
     @numba_funcify.register(GPLogp)
     def _numba_gp_logp(op, node=None, **kwargs):
@@ -205,24 +188,10 @@ def _register_numba() -> None:
         return chol_inverse_numba
 
 
-_JAX_REGISTERED = False
-
-
-def register_jax() -> None:
-    """Give the Ops their JAX implementations (for ``sampler="numpyro"`` or ``mode="JAX"``).
-
-    Called by :func:`bayes_gp.inference.nuts.run_nuts` before a JAX backend samples, and at
-    import when JAX is already loaded; deferred otherwise, because importing PyTensor's JAX
-    dispatch imports JAX (seconds).
-    """
-    global _JAX_REGISTERED
-    if _JAX_REGISTERED:
-        return
-    try:
-        from pytensor.link.jax.dispatch import jax_funcify
-    except ImportError:  # JAX not installed: nothing to register
-        return
-    _JAX_REGISTERED = True
+@op_backend("jax")
+def _register_jax() -> None:
+    """Give the Ops their JAX implementations (for ``sampler="numpyro"`` or ``mode="JAX"``)."""
+    from pytensor.link.jax.dispatch import jax_funcify
 
     @jax_funcify.register(GPLogp)
     def _jax_gp_logp(op, **kwargs):

@@ -15,7 +15,7 @@ from scipy import stats
 from scipy.spatial.distance import cdist
 
 import bayes_gp.regression.compact as compact
-from bayes_gp import GPRegression
+from bayes_gp import GPRegression, op_backends
 from bayes_gp import kernels as K
 from bayes_gp.regression.compact import (
     CompactFactor,
@@ -24,7 +24,6 @@ from bayes_gp.regression.compact import (
     neighbour_pairs,
     pp_profile,
 )
-from bayes_gp.regression.likelihood import register_jax
 
 
 def _dense_C(X, ls, eta, s2, q):
@@ -163,7 +162,7 @@ def test_op_value_and_gradient_in_pytensor_backends(mode):
 
 def test_jax_backend_is_refused_with_a_clear_message():
     pytest.importorskip("jax")
-    register_jax()
+    op_backends.ensure("jax")
     X = np.linspace(0, 3, 10)[:, None]
     ls = pt.dvector("ls")
     lp = compact_gp_logp(X, ls, 1.0, 0.1, np.zeros(10), 2, 3)
