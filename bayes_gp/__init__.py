@@ -11,8 +11,9 @@ regression
 classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
 inference
-    Type-II fits (ML-II, MAP) with restarts, NUTS backends; ``fit_many``: one fit per group in
-    parallel on Dask.
+    Type-II fits (ML-II, MAP) with restarts, NUTS backends, the jitter pre-flight.
+many
+    ``fit_many``: one fit per group in parallel on Dask (a workflow above the models).
 predictive
     Closed-form predictive equations and log marginal likelihood (NumPy, Cholesky).
 linalg
@@ -27,8 +28,8 @@ from bayes_gp._version import __version__ as __version__
 from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.deep import DeepKernelRegression
 from bayes_gp.inference import MapFit
-from bayes_gp.inference.many import ManyFit, fit_many
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
+from bayes_gp.many import ManyFit, fit_many
 from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
 from bayes_gp.report import Report
 from bayes_gp.weight_space import BayesianLinearRegression, KernelRidge

@@ -56,7 +56,7 @@ def simulate(k: int, n: int) -> pd.DataFrame:
 
 def sequential(df: pd.DataFrame, method: str, nuts: dict) -> tuple[float, dict, pd.DataFrame]:
     from bayes_gp import GPRegression
-    from bayes_gp.inference.many import group_seed
+    from bayes_gp.many import group_seed
 
     t0 = time.perf_counter()
     fits, rows = {}, []

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bayes_gp.inference.many import fit_many
+from bayes_gp.many import fit_many
 from tests.fuzz import expect_error, fuzz
 
 

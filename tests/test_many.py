@@ -12,7 +12,7 @@ import pytest
 
 import bayes_gp
 from bayes_gp import GPRegression
-from bayes_gp.inference.many import FitManyError, group_seed
+from bayes_gp.many import FitManyError, group_seed
 
 pytestmark = pytest.mark.slow
 
