@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bayes_gp._version import __version__
 from bayes_gp.declared import Dataset, DeclaredModel, load_model
 
 __all__ = ["CSVModel", "FitResult", "run", "save", "load", "FIT_JSON", "POSTERIOR", "PREDICTIONS"]
@@ -160,7 +161,8 @@ class CSVModel:
         )
 
     def build(self, data: Dataset, method: str | None = None):
-        from bayes_gp import GPClassifier, GPRegression
+        from bayes_gp.classification import GPClassifier
+        from bayes_gp.regression import GPRegression
 
         method = method or self.methods[0]
         if method not in self.methods:
@@ -382,8 +384,6 @@ def _fit_record(res: FitResult, report_ok: bool) -> dict:
     import pymc
     import pytensor
 
-    import bayes_gp
-
     record = {
         "name": res.name,
         "task": res.task,
@@ -398,7 +398,7 @@ def _fit_record(res: FitResult, report_ok: bool) -> dict:
         "seconds": res.seconds,
         "report": REPORT if report_ok else None,
         "versions": {
-            "bayes_gp": bayes_gp.__version__,
+            "bayes_gp": __version__,
             "pymc": pymc.__version__,
             "pytensor": pytensor.__version__,
             "arviz": arviz.__version__,

@@ -15,6 +15,7 @@ import pandas as pd
 import xarray as xr
 
 from bayes_gp._io import write_atomic
+from bayes_gp._version import __version__
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.report import describe, diagnostics, figures
 from bayes_gp.report import html as H
@@ -733,8 +734,6 @@ def report(
     """
     import arviz as az
 
-    import bayes_gp
-
     t_start = time.perf_counter()
     entries, multi = _entries(result, model)
     with_figures = bool(figures)
@@ -743,7 +742,7 @@ def report(
     body = [f"<h1>{H.esc(title)}</h1>"]
     body.append(
         H.paragraph(
-            f"bayes_gp {bayes_gp.__version__}, ArviZ {az.__version__}. Thresholds: r̂ ≤ "
+            f"bayes_gp {__version__}, ArviZ {az.__version__}. Thresholds: r̂ ≤ "
             f"{diagnostics.RHAT_MAX}, bulk/tail ESS ≥ {diagnostics.ESS_MIN}, no divergences, "
             f"E-BFMI ≥ {diagnostics.BFMI_MIN}, no tree-depth saturation.",
             note=True,

@@ -1,0 +1,121 @@
+"""The package's import structure: no circle among its modules.
+
+Every ``import`` of a ``bayes_gp`` module counts, at module level or inside a function (a
+function-local import is still a dependency, only a deferred one), and so do imports under
+``if TYPE_CHECKING:``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import bayes_gp
+
+ROOT = Path(bayes_gp.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the ``bayes_gp`` modules it imports (``from pkg import mod`` names ``pkg.mod``
+    when that is a module, else ``pkg``)."""
+    modules = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative import
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                if base.split(".")[0] == "bayes_gp":
+                    targets = [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.split(".")[0] == "bayes_gp"]
+            for t in targets:
+                dep = resolve(t)
+                if dep is not None and dep != mod:
+                    graph[mod].add(dep)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_sees_known_edges():
+    graph = import_graph()
+    assert "bayes_gp.regression.gpr" in graph["bayes_gp.regression"]
+    assert "bayes_gp.regression.approx_options" in graph["bayes_gp.regression.hsgp"]
+    assert "bayes_gp.op_backends" in graph["bayes_gp.inference.nuts"]
+
+
+def test_cycle_detection_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circle():
+    assert cycles(import_graph()) == []
+
+
+def test_approximations_import_their_spec_from_below():
+    """approx.py chooses between hsgp.py and inducing.py; both take the spec from
+    approx_options.py, below all three (the circle approx <-> hsgp/inducing is gone)."""
+    graph = import_graph()
+    for mod in ("bayes_gp.regression.hsgp", "bayes_gp.regression.inducing"):
+        assert "bayes_gp.regression.approx" not in graph[mod]
+    assert "bayes_gp.regression.approx" not in graph["bayes_gp.regression.approx_options"]
+
+
+def test_version_without_the_package():
+    graph = import_graph()
+    for mod in ("bayes_gp.report.core", "bayes_gp.workflow"):
+        assert "bayes_gp" not in graph[mod], mod
