@@ -7,6 +7,7 @@ and JAX on purpose, to show the kernels work there too.
 
 from __future__ import annotations
 
+import numpy as np
 import pytensor
 from pytensor.compile.mode import Mode
 
@@ -19,3 +20,22 @@ def evaluate(*exprs, mode=PY_MODE):
     """Evaluate PyTensor expressions that have no free inputs (one value, or a list)."""
     out = pytensor.function([], list(exprs), mode=mode)()
     return out[0] if len(exprs) == 1 else out
+
+
+#: Tolerances of kernel values against their NumPy references (float64 round-off of the formulas).
+RTOL, ATOL = 1e-10, 1e-12
+
+
+def evaluate_all(kernel, X, Xs):
+    """``kernel(X)``, ``kernel(X, Xs)`` and ``kernel(X, diag=True)`` as arrays."""
+    return evaluate(kernel(X), kernel(X, Xs), kernel(X, diag=True))
+
+
+def assert_matches(kernel, ref, X, Xs, rtol=RTOL, atol=ATOL):
+    """The full, cross and diagonal values of ``kernel`` equal the reference ``ref(A, B)`` (a
+    NumPy Gram matrix); returns them ``(K, Ks, Kd)``."""
+    K, Ks, Kd = evaluate_all(kernel, X, Xs)
+    np.testing.assert_allclose(K, ref(X, X), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(Ks, ref(X, Xs), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(Kd, np.diag(ref(X, X)), rtol=rtol, atol=atol)
+    return K, Ks, Kd

@@ -15,9 +15,7 @@ from scipy.special import gamma as gamma_fn
 from scipy.special import kv
 
 import bayes_gp.kernels as bk
-from tests.helpers import evaluate
-
-RTOL, ATOL = 1e-10, 1e-12
+from tests.helpers import ATOL, RTOL, assert_matches, evaluate, evaluate_all
 
 
 # --- NumPy references of the base kernels ------------------------------------------------------
@@ -66,19 +64,6 @@ def make_inputs(D: int, seed: int):
     Xs = rng.normal(size=(5, D))
     Xs[0] = X[2]
     return X, Xs
-
-
-def evaluate_all(kernel, X, Xs):
-    return evaluate(kernel(X), kernel(X, Xs), kernel(X, diag=True))
-
-
-def assert_matches(kernel, ref, X, Xs, rtol=RTOL, atol=ATOL):
-    """Full, cross and diagonal values of ``kernel`` equal ``ref(A, B)``."""
-    K, Ks, Kd = evaluate_all(kernel, X, Xs)
-    np.testing.assert_allclose(K, ref(X, X), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(Ks, ref(X, Xs), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(Kd, np.diag(ref(X, X)), rtol=rtol, atol=atol)
-    return K, Ks, Kd
 
 
 def assert_same(k1, k2, X, Xs, rtol=RTOL, atol=ATOL):

@@ -13,9 +13,8 @@ from sklearn.gaussian_process import kernels as skk
 
 import bayes_gp
 import bayes_gp.kernels as bk
-from tests.helpers import evaluate
+from tests.helpers import ATOL, RTOL, assert_matches, evaluate
 
-RTOL, ATOL = 1e-10, 1e-12
 SIGMA_P = {  # weight-prior covariances for D = 3: scalar, diagonal, full (symmetric PD)
     "scalar": 0.7,
     "diagonal": np.array([0.5, 1.5, 2.0]),
@@ -68,14 +67,6 @@ def make_inputs(D: int, seed: int):
     Xs = rng.normal(size=(5, D))
     Xs[1] = X[2]
     return X, Xs
-
-
-def assert_matches(kernel, ref, X, Xs, rtol=RTOL, atol=ATOL):
-    K, Ks, Kd = evaluate(kernel(X), kernel(X, Xs), kernel(X, diag=True))
-    np.testing.assert_allclose(K, ref(X, X), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(Ks, ref(X, Xs), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(Kd, np.diag(ref(X, X)), rtol=rtol, atol=atol)
-    return K, Ks
 
 
 # --- values ------------------------------------------------------------------------------------

@@ -12,9 +12,7 @@ from scipy.special import gamma as gamma_fn
 from scipy.special import jv, kv
 
 import bayes_gp.kernels as bk
-from tests.helpers import evaluate
-
-RTOL, ATOL = 1e-10, 1e-12
+from tests.helpers import ATOL, RTOL, evaluate, evaluate_all
 
 
 # --- NumPy references, functions of the scaled distance r --------------------------------------
@@ -93,10 +91,6 @@ def make_inputs(n_cols: int, seed: int):
     Xs = rng.normal(scale=0.7, size=(6, n_cols))
     Xs[1] = X[0]
     return X, Xs
-
-
-def evaluate_all(kernel, X, Xs):
-    return evaluate(kernel(X), kernel(X, Xs), kernel(X, diag=True))
 
 
 def assert_all_close(values, expected, rtol=RTOL, atol=ATOL):

@@ -16,9 +16,7 @@ from scipy.special import kv
 
 import bayes_gp
 import bayes_gp.kernels as bk
-from tests.helpers import PY_MODE, evaluate
-
-RTOL, ATOL = 1e-10, 1e-12
+from tests.helpers import ATOL, PY_MODE, RTOL, assert_matches, evaluate
 
 
 # --- NumPy references, transcribed from the equations ------------------------------------------
@@ -149,14 +147,6 @@ def make_inputs(D: int, seed: int, n: int = 7, m: int = 5, scale: float = 1.0):
     Xs = rng.normal(scale=scale, size=(m, D))
     Xs[1] = X[2]  # a shared input: r = 0 between the two sets
     return X, Xs
-
-
-def assert_matches(kernel, ref, X, Xs, rtol=RTOL, atol=ATOL):
-    K, Ks, Kd = evaluate(kernel(X), kernel(X, Xs), kernel(X, diag=True))
-    np.testing.assert_allclose(K, ref(X, X), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(Ks, ref(X, Xs), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(Kd, np.diag(ref(X, X)), rtol=rtol, atol=atol)
-    return K
 
 
 # --- neural network (4.29) ---------------------------------------------------------------------

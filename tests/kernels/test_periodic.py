@@ -12,9 +12,7 @@ import pytest
 from sklearn.gaussian_process import kernels as skk
 
 import bayes_gp.kernels as bk
-from tests.helpers import evaluate
-
-RTOL, ATOL = 1e-10, 1e-12
+from tests.helpers import ATOL, RTOL, evaluate
 
 
 # --- NumPy references --------------------------------------------------------------------------
