@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from bayes_gp import GPClassifier
-from bayes_gp.declared import load_model
+
+MODEL = "breast_cancer"
 
 NAMES = [
     "mean_radius",
@@ -16,16 +17,6 @@ NAMES = [
     "worst_radius",
     "worst_concave_points",
 ]
-
-
-@pytest.fixture(scope="module")
-def decl():
-    return load_model("breast_cancer")
-
-
-@pytest.fixture(scope="module")
-def data(decl):
-    return decl.load_data(fast=True)
 
 
 def _accuracy(gp, fit, data) -> float:

@@ -8,20 +8,11 @@ import pytest
 from scipy import stats
 
 from bayes_gp import GPRegression
-from bayes_gp.declared import load_model
 from bayes_gp.linalg import EAGER_MODE
 
+MODEL = "diabetes_ard"
+
 NAMES = ["age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]
-
-
-@pytest.fixture(scope="module")
-def decl():
-    return load_model("diabetes_ard")
-
-
-@pytest.fixture(scope="module")
-def data(decl):
-    return decl.load_data(fast=True)
 
 
 def _rmse(gp, fit, data) -> float:

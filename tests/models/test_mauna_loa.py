@@ -9,8 +9,9 @@ import pytest
 from scipy import stats
 
 from bayes_gp import GPRegression
-from bayes_gp.declared import load_model
 from bayes_gp.linalg import EAGER_MODE
+
+MODEL = "mauna_loa"
 
 PARAMS = [
     "expquad1_ls",
@@ -26,11 +27,6 @@ PARAMS = [
     "expquad3_eta",
     "sigma",
 ]
-
-
-@pytest.fixture(scope="module")
-def decl():
-    return load_model("mauna_loa")
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,8 @@ import numpy as np
 import pytest
 
 from bayes_gp import GPClassifier
-from bayes_gp.declared import load_model
 
-
-@pytest.fixture(scope="module")
-def decl():
-    return load_model("pima")
-
-
-@pytest.fixture(scope="module")
-def data(decl):
-    return decl.load_data(fast=True)
+MODEL = "pima"
 
 
 def _accuracy(gp, fit, data) -> float:
