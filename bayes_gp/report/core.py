@@ -545,7 +545,7 @@ def _nuts_part(entry: _Entry, X_new, with_figures: bool) -> _Part:
     part.verdicts = diagnostics.mcmc_verdicts(idata, params, latent)
     if "log_likelihood" in idata.children:
         part.loo, loo = psis_loo(idata, entry.name)
-        part.verdicts.append(diagnostics.pareto_k_verdict(loo))
+        part.verdicts.append(diagnostics.pareto_k_verdict(loo, idata))
     part.diagnostics_section()
     if part.loo is not None:
         _loo_section(part)

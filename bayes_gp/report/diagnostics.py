@@ -82,7 +82,7 @@ STATUSES = ("ok", "n/a", "warn", "fail")
 
 _ADVICE = {
     "rhat": (
-        "The chains disagree. Run longer and with at least 4 chains ({run}); look "
+        "The chains disagree. Run longer and with at least 4 chains: {run}. Look "
         "at the trace and rank plots for a chain stuck in another mode (a GP length-scale "
         "posterior can be bimodal: a short, wiggly and a long, smooth explanation of the data); "
         "tighten the length-scale prior or compare the modes with fit_map restarts."
@@ -90,7 +90,7 @@ _ADVICE = {
     "ess": (
         "Too few effective draws for reliable r̂ and Monte Carlo standard errors. Draw more: "
         "ESS grows about in proportion to the number of draws, so {run} should reach "
-        "{target}; if ESS per draw is low the posterior is hard to explore: rescale the "
+        "{target}. If ESS per draw is low the posterior is hard to explore: rescale the "
         "inputs, use more informative priors or a reparameterisation."
     ),
     "divergences": (
@@ -113,7 +113,7 @@ _ADVICE = {
     ),
     "pareto_k": (
         "PSIS-LOO is unreliable for these observations: the posterior changes too much when "
-        "they are left out. Treat the elpd with caution; use more draws, exact LOO (refit "
+        "they are left out. Treat the elpd with caution; use more draws{draws}, exact LOO (refit "
         "without each point), K-fold cross-validation, or a more robust model."
     ),
 }
@@ -134,22 +134,25 @@ def _round_up(value: float, step: int = 100) -> int:
     return int(step * np.ceil(max(value, 1.0) / step))
 
 
-def _run_text(chains: int, draws: int, tune: int | None) -> str:
-    """``"draws=800, tune=1000, chains=4 (command line: --draws 800 ...)"``."""
-    parts = (
-        [("draws", draws)] + ([("tune", tune)] if tune is not None else []) + [("chains", chains)]
-    )
+def _run_text(chains: int, draws: int, tune: int | None, now: tuple) -> str:
+    """``"draws=800, chains=4 (now draws=300, chains=2; command line: --draws 800
+    --chains 4)"``."""
+    parts = [("draws", draws)] + ([("tune", tune)] if tune is not None else [])
+    parts.append(("chains", chains))
     api = ", ".join(f"{k}={v}" for k, v in parts)
+    before = ", ".join(f"{k}={v}" for k, v in zip(("draws", "tune", "chains"), now, strict=True)
+                       if v is not None)  # fmt: skip
     flags = " ".join(f"--{k} {v}" for k, v in parts)
-    return f"{api} (command line: {flags})"
+    return f"{api} (now {before}; command line: {flags})"
 
 
 def rhat_advice(idata) -> str:
     """The r̂ advice with concrete settings: twice the draws and tuning steps, at least 4
     chains."""
     chains, draws, tune = _sizes(idata)
-    run = _run_text(max(4, chains), 2 * max(draws, 1), 2 * tune if tune else None)
-    return _ADVICE["rhat"].format(run=f"e.g. {run}, now draws={draws}, chains={chains}")
+    now = (draws, tune, chains)
+    run = _run_text(max(4, chains), 2 * max(draws, 1), 2 * tune if tune else None, now)
+    return _ADVICE["rhat"].format(run=run)
 
 
 def ess_advice(idata, ess: float) -> str:
@@ -160,10 +163,8 @@ def ess_advice(idata, ess: float) -> str:
     new_chains = max(4, chains)
     total = chains * max(draws, 1) * 1.2 * ESS_MIN / max(float(ess), 1.0)
     new_draws = max(_round_up(total / new_chains), draws + 100)
-    run = _run_text(new_chains, new_draws, None)
-    return _ADVICE["ess"].format(
-        run=f"{run} instead of draws={draws}, chains={chains}", target=f"ESS ≥ {ESS_MIN}"
-    )
+    run = _run_text(new_chains, new_draws, None, (draws, None, chains))
+    return _ADVICE["ess"].format(run=run, target=f"ESS ≥ {ESS_MIN}")
 
 
 @dataclass(frozen=True)
@@ -407,9 +408,10 @@ def treedepth_verdict(idata) -> Verdict:
     )
 
 
-def pareto_k_verdict(loo) -> Verdict:
+def pareto_k_verdict(loo, idata=None) -> Verdict:
     """Observations whose Pareto :math:`\\hat k` exceeds the sample-size-dependent threshold
-    (``loo.good_k``, Vehtari et al. 2024) in an ArviZ PSIS-LOO result (``az.loo(...)``)."""
+    (``loo.good_k``, Vehtari et al. 2024) in an ArviZ PSIS-LOO result (``az.loo(...)``); with
+    ``idata`` (the posterior the LOO came from) the advice names the number of draws to try."""
     k = np.asarray(loo.pareto_k, dtype=float).ravel()
     good = float(loo.good_k)
     n_bad = int(np.sum(k > good))
@@ -419,8 +421,18 @@ def pareto_k_verdict(loo) -> Verdict:
         float(np.max(k)),
         f"≤ {good:.2f}",
         status,
-        "" if status == "ok" else _ADVICE["pareto_k"],
+        "" if status == "ok" else _pareto_advice(idata),
         f"{n_bad} of {k.size} observations above {good:.2f}; largest k̂ {np.max(k):.2f}",
+    )
+
+
+def _pareto_advice(idata) -> str:
+    if idata is None:
+        return _ADVICE["pareto_k"].format(draws="")
+    _, draws, _ = _sizes(idata)
+    more = 4 * max(draws, 1)
+    return _ADVICE["pareto_k"].format(
+        draws=f" (e.g. draws={more} per chain instead of {draws}; command line: --draws {more})"
     )
 
 
