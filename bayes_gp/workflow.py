@@ -684,9 +684,14 @@ def load(out: str | os.PathLike) -> FitResult:
             if jitter is not None and hasattr(gp, "_set_jitter"):
                 gp._set_jitter(float(jitter))  # the model the draws came from
         else:
-            fit = _with_details(_point_fit(xr.load_dataset(post), gp, method), record.get("fit"))
+            fit = _point_fit(xr.load_dataset(post), gp, method)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"cannot read {post}: {exc}") from None
+    if method != "nuts":
+        try:
+            fit = _with_details(fit, record.get("fit"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: damaged optimiser record ('fit'): {exc!r}") from None
     res = FitResult(decl.name, decl.task, method, gp, data, fit, settings, spec)
     res.scores = record.get("scores", {})
     res.seconds = record.get("seconds", {})

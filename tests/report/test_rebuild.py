@@ -227,3 +227,31 @@ def test_failed_figure_becomes_a_verdict(monkeypatch):
     diag = diag[: diag.index("</section>")]
     assert "rank figure drawn" in diag and "no ranks for you" in diag
     assert rep.status == "warn" and len(rep.problems) == 1
+
+
+def test_optimiser_record_is_saved_with_the_fit_and_checked_on_load(csv_file, tmp_path):
+    import json
+
+    model = workflow.CSVModel(str(csv_file), ("x",), "y")
+    res = workflow.run(model, "map", fast=True, n_restarts=2, seed=1)
+    out = tmp_path / "out"
+    workflow.save(res, out, with_report=False)
+    record = json.loads((out / workflow.FIT_JSON).read_text())
+    saved = record["fit"]
+    assert len(saved["restarts"]) == 2 and saved["grad_norm"] == res.fit.grad_norm
+    assert saved["seconds"] == res.fit.seconds and saved["jitter"] == res.fit.jitter
+    assert record["defaults"]["n_restarts"] == 3 and record["settings"]["n_restarts"] == 2
+    back = workflow.load(out)
+    for a, b in zip(back.fit.restarts, res.fit.restarts, strict=True):
+        assert (a.objective, a.converged, a.n_iter, a.message) == (
+            b.objective, b.converged, b.n_iter, b.message,
+        )  # fmt: skip
+        for name in b.params:
+            np.testing.assert_array_equal(a.params[name], b.params[name])
+            np.testing.assert_array_equal(a.start[name], b.start[name])
+    assert back.fit.seconds == res.fit.seconds and back.created == res.created
+    assert workflow.provenance(back) == workflow.provenance(res)
+    record["fit"]["restarts"][0].pop("objective")
+    (out / workflow.FIT_JSON).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="damaged optimiser record"):
+        workflow.load(out)
