@@ -22,7 +22,9 @@ A result directory holds
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import platform
 import secrets
@@ -39,7 +41,18 @@ import pandas as pd
 from bayes_gp._version import __version__
 from bayes_gp.declared import Dataset, DeclaredModel, load_model
 
-__all__ = ["CSVModel", "FitResult", "run", "save", "load", "FIT_JSON", "POSTERIOR", "PREDICTIONS"]
+__all__ = [
+    "CSVModel",
+    "FitResult",
+    "run",
+    "save",
+    "load",
+    "make_report",
+    "provenance",
+    "FIT_JSON",
+    "POSTERIOR",
+    "PREDICTIONS",
+]
 
 FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
     "fit.json",
@@ -198,6 +211,11 @@ class FitResult:
         accuracy, log-loss and Brier score), empty without held-out data.
     seconds : dict
         Wall time by stage.
+    defaults : dict
+        The settings the model would have used without overrides (``fast`` or ``full``); the
+        report marks every setting that differs from them.
+    created : str
+        When the fit was made (ISO 8601, local time with UTC offset).
     """
 
     name: str
@@ -211,6 +229,8 @@ class FitResult:
     predictions: pd.DataFrame = field(default_factory=pd.DataFrame)
     scores: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    defaults: dict = field(default_factory=dict)
+    created: str = ""
 
     @property
     def is_mcmc(self) -> bool:
@@ -221,6 +241,13 @@ def _resolve(model: str | DeclaredModel | CSVModel):
     if isinstance(model, str):
         return load_model(model)
     return model
+
+
+def _default_settings(decl, fast: bool) -> dict:
+    """The settings of ``decl`` without overrides (sampler ``auto``, seed 0)."""
+    out = {**_DEFAULTS["fast" if fast else "full"], **decl.settings(fast)}
+    out.update(sampler="auto", seed=0, fast=bool(fast))
+    return out
 
 
 def run(
@@ -260,7 +287,8 @@ def run(
         raise ValueError(
             f"model {decl.name!r} supports --method {', '.join(decl.methods)}, not {method!r}"
         )
-    settings = {**_DEFAULTS["fast" if fast else "full"], **decl.settings(fast)}
+    defaults = _default_settings(decl, fast)
+    settings = dict(defaults)
     for key, value in (("draws", draws), ("tune", tune), ("chains", chains)):
         if value is not None:
             settings[key] = value
@@ -302,6 +330,8 @@ def run(
     t0 = time.perf_counter()
     spec = decl.spec() if isinstance(decl, CSVModel) else {"model": decl.name}
     result = FitResult(decl.name, decl.task, method, gp, data, fit, settings, spec)
+    result.defaults = defaults
+    result.created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     result.predictions, result.scores = _predict(result)
     seconds["predict"] = time.perf_counter() - t0
     result.seconds = seconds
@@ -390,6 +420,7 @@ def _fit_record(res: FitResult, report_ok: bool) -> dict:
         "method": res.method,
         "spec": res.spec,
         "settings": res.settings,
+        "defaults": res.defaults,
         "n_train": int(np.shape(res.data.X_train)[0]),
         "features": list(res.data.feature_names),
         "target": res.data.target_name,
@@ -405,12 +436,93 @@ def _fit_record(res: FitResult, report_ok: bool) -> dict:
             "numpy": np.__version__,
             "python": platform.python_version(),
         },
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "created": res.created or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     if not res.is_mcmc:
         record["params"] = {k: np.asarray(v).tolist() for k, v in res.fit.params.items()}
         record["log_marginal_likelihood"] = float(res.fit.log_marginal_likelihood)
+        record["fit"] = _fit_details(res.fit)
     return record
+
+
+#: Attributes of a type-II fit that are rebuilt from the data, not saved in ``fit.json``.
+_REBUILT = ("params", "state", "method", "restarts")
+
+
+def _json_value(value):
+    """A fit attribute as JSON: arrays as (nested) lists, NaN and infinities as strings."""
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _json_value(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # "nan", "inf", "-inf"
+    return value
+
+
+def _from_json(value):
+    """Inverse of :func:`_json_value` for numbers (lists stay lists)."""
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    if value in ("nan", "inf", "-inf"):
+        return float(value)
+    return value
+
+
+def _fit_details(fit) -> dict:
+    """Everything the report reads from a type-II fit besides its hyperparameters and its
+    approximation state: the restarts (start, optimum, objective, convergence, iterations,
+    message), gradient norm, wall time, jitter, convergence flags. Saved in ``fit.json`` so that
+    a reloaded fit reports exactly as the fresh one."""
+    out = {}
+    for f in dataclasses.fields(fit):
+        if f.name in _REBUILT:
+            continue
+        value = getattr(fit, f.name)
+        if isinstance(value, bool | int | float | str | np.generic):
+            out[f.name] = _json_value(value)
+    out["restarts"] = [
+        {
+            "start": _json_value(r.start),
+            "params": _json_value(r.params),
+            "objective": _json_value(r.objective),
+            "converged": bool(r.converged),
+            "n_iter": int(r.n_iter),
+            "message": str(r.message),
+        }
+        for r in (fit.restarts or [])
+    ]
+    return out
+
+
+def _with_details(fit, details: dict | None):
+    """``fit`` with the attributes saved by :func:`_fit_details` restored."""
+    from bayes_gp.inference.typeii import Restart
+
+    if not details:
+        return fit
+    names = {f.name for f in dataclasses.fields(fit)} - set(_REBUILT)
+
+    def arrays(d):
+        return {k: np.asarray(_from_json(v), float) for k, v in d.items()}
+
+    restarts = [
+        Restart(
+            arrays(r["start"]),
+            arrays(r["params"]),
+            float(_from_json(r["objective"])),
+            bool(r["converged"]),
+            int(r["n_iter"]),
+            str(r["message"]),
+        )
+        for r in details.get("restarts", [])
+    ]
+    kept = {k: _from_json(v) for k, v in details.items() if k in names}
+    return dataclasses.replace(fit, restarts=restarts, **kept)
 
 
 def _json_default(obj):
@@ -426,7 +538,62 @@ def make_report(res: FitResult):
     from bayes_gp.report import report
 
     X_new = res.data.X_new
-    return report(res.fit, model=res.model, X_new=X_new, title=f"{res.name}: {res.method}")
+    return report(
+        res.fit,
+        model=res.model,
+        X_new=X_new,
+        title=f"{res.name}: {res.method}",
+        provenance=provenance(res),
+    )
+
+
+#: The settings that matter for each kind of method (data-size options are always shown).
+_NUTS_KEYS, _POINT_KEYS = ("draws", "tune", "chains", "sampler"), ("n_restarts",)
+_FLAGS = {"n_restarts": "--restarts"}
+
+
+def provenance(res: FitResult) -> list[tuple[str, object]]:
+    """Rows ``(name, value)`` for the report: the data the fit used (source, rows, subset,
+    preprocessing, fast mode) and its settings, each non-default one marked with its default.
+    Built from what :func:`save` writes, so a reloaded fit gives the same rows."""
+    data = res.data
+    rows: list[tuple[str, object]] = [("data source", data.source)]
+    if isinstance(res.spec, dict) and "model" in res.spec:
+        rows.insert(0, ("declared model", f"{res.name} (models/{res.name}.py)"))
+    rows.append(("training rows", int(np.shape(data.X_train)[0])))
+    if data.y_test is not None:
+        rows.append(("held-out rows (scored)", int(np.shape(data.y_test)[0])))
+    if data.X_new is not None:
+        rows.append(("new inputs (predicted)", int(np.shape(data.X_new)[0])))
+    rows.append(("inputs", ", ".join(map(str, data.feature_names))))
+    rows.append(("target", str(data.target_name)))
+    for key, value in data.notes.items():
+        rows.append((f"data: {str(key).replace('_', ' ')}", value))
+    fast = bool(res.settings.get("fast", False))
+    rows.append(
+        ("fast mode", "yes (--fast: the model's smaller data and fewer draws)" if fast else "no")
+    )
+    rows.append(("method", res.method))
+    skip = set(_POINT_KEYS if res.is_mcmc else _NUTS_KEYS) | {"fast"}
+    changed = []
+    for key, value in res.settings.items():
+        if key in skip:
+            continue
+        default = res.defaults.get(key)
+        text = str(value)
+        if key in res.defaults and default != value:
+            text += f" (default {default})"
+            flag = _FLAGS.get(key, f"--{key.replace('_', '-')}")
+            changed.append(f"{flag} {value}")
+        rows.append((f"setting: {key}", text))
+    rows.append(("non-default settings", " ".join(changed) if changed else "none"))
+    if res.created:
+        rows.append(("fitted", res.created))
+    if res.seconds:
+        rows.append(
+            ("wall time (s)", ", ".join(f"{k} {float(v):.1f}" for k, v in res.seconds.items()))
+        )
+    return rows
 
 
 def save(res: FitResult, out: str | os.PathLike, *, with_report: bool = True) -> list[Path]:
@@ -520,9 +687,16 @@ def load(out: str | os.PathLike) -> FitResult:
             fit = _point_fit(xr.load_dataset(post), gp, method)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"cannot read {post}: {exc}") from None
+    if method != "nuts":
+        try:
+            fit = _with_details(fit, record.get("fit"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: damaged optimiser record ('fit'): {exc!r}") from None
     res = FitResult(decl.name, decl.task, method, gp, data, fit, settings, spec)
     res.scores = record.get("scores", {})
     res.seconds = record.get("seconds", {})
+    res.defaults = record.get("defaults") or _default_settings(decl, bool(settings.get("fast")))
+    res.created = str(record.get("created", ""))
     preds = out / PREDICTIONS
     if preds.exists():
         res.predictions = pd.read_csv(preds)

@@ -98,6 +98,7 @@ Methods
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pymc as pm
 from pymc.logprob.transforms import ChainedTransform, LogTransform, ScaleTransform
 
@@ -196,4 +197,5 @@ def build(data: Dataset, method: str = "map") -> GPRegression:
     """The R&W (5.19) composite-kernel GP with the priors :data:`PRIORS` (same for all methods)."""
     if method not in METHODS:
         raise ValueError(f"mauna_loa supports methods {METHODS}, not {method!r}")
-    return GPRegression(data.X_train, data.y_train, KERNEL, mean=None, priors=PRIORS)
+    X = pd.DataFrame(data.X_train, columns=data.feature_names)  # inputs named "year", not x0
+    return GPRegression(X, data.y_train, KERNEL, mean=None, priors=PRIORS)

@@ -49,3 +49,34 @@ def test_ci_runs_the_readme_test_command():
     ]
     assert commands == [readme_test]
     assert "set -euo pipefail" in ci and 'exit "$status"' in ci
+
+
+def test_readme_says_how_to_run_the_main_job_quickly():
+    """The README quotes the main job's command as `./run main` runs it, in fast mode."""
+    text = " ".join(README.read_text().split())
+    run = (README.parent / "run").read_text()
+    quoted = "bayes-gp fit mauna_loa --fast --method nuts"
+    assert f"`{quoted}`" in text
+    assert re.search(
+        r"main\)\n\s*setup\n\s*exec \.venv/bin/" + re.escape(quoted) + r" .*\"\$@\"", run
+    )
+    assert "--out out/mauna_loa" in run and "--out out/mauna_loa" in text
+    assert "./run main --draws 200 --tune 200" in text
+
+
+def test_readme_says_fit_ep_needs_the_probit_link():
+    text = " ".join(README.read_text().split())
+    assert "default link is the logit" in text
+    assert 'link="probit"' in text and "fit_ep" in text
+
+
+def test_readme_lists_each_declared_models_fit_methods():
+    """The methods table is checked against every module in models/: none missing, none wrong."""
+    from bayes_gp.declared import list_models, load_model
+
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \|", README.read_text(), flags=re.M)
+    table = {name: re.findall(r"`(\w+)`", methods) for name, methods in rows}
+    for name in list_models():
+        assert name in table, f"declared model {name} is not in the README's methods table"
+        assert tuple(table[name]) == load_model(name).methods, name
+    assert table["motorcycle"] == ["nuts"]

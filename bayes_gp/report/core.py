@@ -240,19 +240,36 @@ class _Part:
 
     def figure(self, key: str, caption: str, make) -> str:
         """Run ``make() -> data URI`` and return the embedded figure; a failure is recorded in
-        :attr:`problems` and shown as a note instead of raised."""
+        :attr:`problems`, becomes a ``"warn"`` verdict in the diagnostics table (with the error
+        message) and is shown as a note in the figure's place instead of raised."""
         t0 = time.perf_counter()
         try:
             uri = make()
         except Exception as exc:  # a broken figure must not lose the rest of the report
-            msg = f"{self.entry.name}: {key} figure failed: {type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {exc}"
+            msg = f"{self.entry.name}: {key} figure failed: {error}"
             self.problems.append(msg)
+            self.verdicts.append(diagnostics.figure_verdict(key, caption, error))
             if os.environ.get("BAYES_GP_REPORT_DEBUG"):
                 traceback.print_exc()
             return H.paragraph(msg, note=True)
         finally:
             self.timings[key] = time.perf_counter() - t0
         return H.figure(uri, caption)
+
+    def diagnostics_section(self, intro: str = "") -> None:
+        """Reserve the place of the diagnostics table; :meth:`finish` fills it in once every
+        figure has been drawn (a figure that fails adds a verdict)."""
+        self._diagnostics_at = len(self.body)
+        self._diagnostics_intro = intro
+        self.body.append("")
+
+    def finish(self) -> None:
+        """Render the diagnostics table reserved by :meth:`diagnostics_section`."""
+        at = getattr(self, "_diagnostics_at", None)
+        if at is not None:
+            table = self._diagnostics_intro + H.verdict_table(self.verdicts)
+            self.body[at] = H.section("Diagnostics", table, level=3)
 
     def add_figures(self, heading: str, *figs: tuple[str, str, object]) -> None:
         """A level-3 section with the figures ``(key, caption, make)`` (none without figures)."""
@@ -448,7 +465,10 @@ def _predictions_table(part: _Part, model, fit, X_new) -> None:
             cols["noise sd"] = noise[0]
     df = pd.DataFrame(cols)
     note = f" (first {MAX_PREDICTION_ROWS} of {len(X_new)})" if len(X_new) > len(Xn) else ""
-    part.body.append(H.section(f"Predictions at X_new{note}", H.dataframe_table(df), level=3))
+    inputs = {f: H.fmt_input for f in model.feature_names}  # the inputs as given, not rounded
+    part.body.append(
+        H.section(f"Predictions at X_new{note}", H.dataframe_table(df, formats=inputs), level=3)
+    )
 
 
 def _model_section(part: _Part, model) -> None:
@@ -526,8 +546,8 @@ def _nuts_part(entry: _Entry, X_new, with_figures: bool) -> _Part:
     part.verdicts = diagnostics.mcmc_verdicts(idata, params, latent)
     if "log_likelihood" in idata.children:
         part.loo, loo = psis_loo(idata, entry.name)
-        part.verdicts.append(diagnostics.pareto_k_verdict(loo))
-    part.body.append(H.section("Diagnostics", H.verdict_table(part.verdicts), level=3))
+        part.verdicts.append(diagnostics.pareto_k_verdict(loo, idata))
+    part.diagnostics_section()
     if part.loo is not None:
         _loo_section(part)
     part.timings["tables"] = time.perf_counter() - t0
@@ -560,6 +580,7 @@ def _nuts_part(entry: _Entry, X_new, with_figures: bool) -> _Part:
         _bands(part, model, idata, True, X_new)
         if X_new is not None:
             _predictions_table(part, model, idata, X_new)
+    part.finish()
     return part
 
 
@@ -614,9 +635,7 @@ def _point_part(entry: _Entry, X_new, with_figures: bool) -> _Part:
     part.verdicts.append(
         diagnostics.prior_tail_verdict(fit.params, _prior_draws(model, names, PRIOR_TAIL_DRAWS))
     )
-    part.body.append(
-        H.section("Diagnostics", H.paragraph(_NO_MCMC) + H.verdict_table(part.verdicts), level=3)
-    )
+    part.diagnostics_section(H.paragraph(_NO_MCMC))
     part.loo = point_loo(model, fit, entry.name)
     _loo_section(part)
     part.timings["tables"] = time.perf_counter() - t0
@@ -624,6 +643,7 @@ def _point_part(entry: _Entry, X_new, with_figures: bool) -> _Part:
     _bands(part, model, fit, False, X_new)
     if X_new is not None:
         _predictions_table(part, model, fit, X_new)
+    part.finish()
     return part
 
 
@@ -702,6 +722,7 @@ def report(
     X_new=None,
     title: str | None = None,
     figures: bool = True,
+    provenance: Sequence[tuple[str, object]] | None = None,
 ) -> Report:
     """A self-contained HTML report of one fit or a comparison of several.
 
@@ -726,6 +747,10 @@ def report(
     figures : bool
         Embed the figures (default); ``False`` gives the tables and verdicts only, in a fraction
         of the time.
+    provenance : sequence of (str, object), optional
+        Rows ``(name, value)`` stating what data the fit used and with which settings (source,
+        rows, subset, fast mode, settings that differ from the defaults), shown first as "Data
+        and settings" (:func:`bayes_gp.workflow.make_report` fills them in).
 
     Returns
     -------
@@ -748,6 +773,8 @@ def report(
             note=True,
         )
     )
+    if provenance:
+        body.append(H.section("Data and settings", H.key_value_table(provenance)))
     verdicts, problems, timings = [], [], {}
     if multi:
         body.append(H.section("Overview", _overview(parts)))

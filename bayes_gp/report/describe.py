@@ -15,6 +15,7 @@ __all__ = [
     "describe_model",
     "prior_rows",
     "nuts_settings",
+    "stat_label",
     "point_fit_settings",
     "restarts_frame",
     "point_estimates",
@@ -196,12 +197,20 @@ def nuts_settings(idata) -> list[tuple[str, object]]:
         return rows
     for name in ("step_size", "acceptance_rate", "mean_tree_accept"):
         if name in ss:
-            rows.append((f"mean {name.replace('_', ' ')}", float(np.mean(ss[name]))))
+            rows.append((stat_label(name), float(np.mean(ss[name]))))
     for name in ("tree_depth", "depth"):
         if name in ss:
             rows.append(("mean tree depth", float(np.mean(ss[name]))))
             break
     return rows
+
+
+def stat_label(name: str) -> str:
+    """The label of a sampler statistic averaged over the draws: ``"mean step size"``; a
+    statistic whose name already says it is a mean (nutpie's ``mean_tree_accept``) is not
+    prefixed again (``"mean tree accept"``, not ``"mean mean tree accept"``)."""
+    words = name.replace("_", " ").split()
+    return " ".join(words if words[:1] == ["mean"] else ["mean", *words])
 
 
 def point_fit_settings(fit) -> list[tuple[str, object]]:

@@ -54,6 +54,9 @@ __all__ = [
     "pareto_k_verdict",
     "mcmc_verdicts",
     "optimizer_verdicts",
+    "figure_verdict",
+    "rhat_advice",
+    "ess_advice",
     "jitter_verdict",
     "prior_tail_verdict",
     "PRIOR_TAIL",
@@ -79,14 +82,15 @@ STATUSES = ("ok", "n/a", "warn", "fail")
 
 _ADVICE = {
     "rhat": (
-        "The chains disagree. Run longer (more tune and draws) and with at least 4 chains; look "
+        "The chains disagree. Run longer and with at least 4 chains: {run}. Look "
         "at the trace and rank plots for a chain stuck in another mode (a GP length-scale "
         "posterior can be bimodal: a short, wiggly and a long, smooth explanation of the data); "
         "tighten the length-scale prior or compare the modes with fit_map restarts."
     ),
     "ess": (
-        "Too few effective draws for reliable r̂ and Monte Carlo standard errors. Draw more "
-        "(draws=, chains=); if ESS per draw is low the posterior is hard to explore: rescale the "
+        "Too few effective draws for reliable r̂ and Monte Carlo standard errors. Draw more: "
+        "ESS grows about in proportion to the number of draws, so {run} should reach "
+        "{target}. If ESS per draw is low the posterior is hard to explore: rescale the "
         "inputs, use more informative priors or a reparameterisation."
     ),
     "divergences": (
@@ -102,16 +106,65 @@ _ADVICE = {
     ),
     "treedepth": (
         "Trajectories hit the maximum tree depth and were cut short: exploration is slow (an "
-        "efficiency problem, not a bias). Raise the maximum tree depth (PyMC's NUTS: "
-        "max_treedepth; numpyro: max_tree_depth; nutpie: maxdepth) or rescale the inputs so "
+        "efficiency problem, not a bias). Raise the maximum tree depth from {depth} to "
+        "{deeper} (PyMC's NUTS: max_treedepth={deeper}; numpyro: max_tree_depth={deeper}; "
+        "nutpie: maxdepth={deeper}) or rescale the inputs so "
         "length-scales are of order 1."
     ),
     "pareto_k": (
         "PSIS-LOO is unreliable for these observations: the posterior changes too much when "
-        "they are left out. Treat the elpd with caution; use more draws, exact LOO (refit "
+        "they are left out. Treat the elpd with caution; use more draws{draws}, exact LOO (refit "
         "without each point), K-fold cross-validation, or a more robust model."
     ),
 }
+
+
+def _sizes(idata) -> tuple[int, int, int | None]:
+    """Chains, draws per chain and tuning steps per chain (None when not recorded)."""
+    post = idata["posterior"]
+    tune = post.attrs.get("tuning_steps")
+    try:
+        tune = int(tune) if tune is not None else None
+    except (TypeError, ValueError):
+        tune = None
+    return int(post.sizes.get("chain", 1)), int(post.sizes.get("draw", 0)), tune
+
+
+def _round_up(value: float, step: int = 100) -> int:
+    return int(step * np.ceil(max(value, 1.0) / step))
+
+
+def _run_text(chains: int, draws: int, tune: int | None, now: tuple) -> str:
+    """``"draws=800, chains=4 (now draws=300, chains=2; command line: --draws 800
+    --chains 4)"``."""
+    parts = [("draws", draws)] + ([("tune", tune)] if tune is not None else [])
+    parts.append(("chains", chains))
+    api = ", ".join(f"{k}={v}" for k, v in parts)
+    before = ", ".join(f"{k}={v}" for k, v in zip(("draws", "tune", "chains"), now, strict=True)
+                       if v is not None)  # fmt: skip
+    flags = " ".join(f"--{k} {v}" for k, v in parts)
+    return f"{api} (now {before}; command line: {flags})"
+
+
+def rhat_advice(idata) -> str:
+    """The r̂ advice with concrete settings: twice the draws and tuning steps, at least 4
+    chains."""
+    chains, draws, tune = _sizes(idata)
+    now = (draws, tune, chains)
+    run = _run_text(max(4, chains), 2 * max(draws, 1), 2 * tune if tune else None, now)
+    return _ADVICE["rhat"].format(run=run)
+
+
+def ess_advice(idata, ess: float) -> str:
+    """The ESS advice with concrete settings: the draws per chain (with at least 4 chains) at
+    which the smallest ESS, growing in proportion to the total number of draws, would reach
+    :data:`ESS_MIN` with a 20 % margin."""
+    chains, draws, _ = _sizes(idata)
+    new_chains = max(4, chains)
+    total = chains * max(draws, 1) * 1.2 * ESS_MIN / max(float(ess), 1.0)
+    new_draws = max(_round_up(total / new_chains), draws + 100)
+    run = _run_text(new_chains, new_draws, None, (draws, None, chains))
+    return _ADVICE["ess"].format(run=run, target=f"ESS ≥ {ESS_MIN}")
 
 
 @dataclass(frozen=True)
@@ -217,7 +270,7 @@ def rhat_verdict(idata, var_names: Sequence[str], *, latent: bool = False) -> Ve
         value,
         f"≤ {RHAT_MAX}",
         status,
-        "" if status == "ok" else _ADVICE["rhat"],
+        "" if status == "ok" else rhat_advice(idata),
         f"largest for {name!r}",
     )
 
@@ -244,7 +297,7 @@ def ess_verdict(idata, var_names: Sequence[str], *, latent: bool = False) -> lis
                 value,
                 f"≥ {ESS_MIN}",
                 status,
-                "" if status == "ok" else _ADVICE["ess"],
+                "" if status == "ok" else ess_advice(idata, value),
                 f"smallest for {name!r}, out of {total} draws",
             )
         )
@@ -342,19 +395,23 @@ def treedepth_verdict(idata) -> Verdict:
         return Verdict("tree-depth saturation", None, "0 transitions", "n/a", "", how)
     n, total = int(flags.sum()), flags.size
     status = "ok" if n == 0 else "warn"
+    ss = _sample_stats(idata)
+    depth = _settings_max_depth(ss) or NUMPYRO_MAX_TREE_DEPTH  # 10: every backend's default
+    advice = _ADVICE["treedepth"].format(depth=depth, deeper=depth + 2)
     return Verdict(
         "tree-depth saturation",
         float(n),
         "0 transitions",
         status,
-        "" if status == "ok" else _ADVICE["treedepth"],
+        "" if status == "ok" else advice,
         f"{n} of {total} transitions ({100 * n / total:.2f}%); {how}",
     )
 
 
-def pareto_k_verdict(loo) -> Verdict:
+def pareto_k_verdict(loo, idata=None) -> Verdict:
     """Observations whose Pareto :math:`\\hat k` exceeds the sample-size-dependent threshold
-    (``loo.good_k``, Vehtari et al. 2024) in an ArviZ PSIS-LOO result (``az.loo(...)``)."""
+    (``loo.good_k``, Vehtari et al. 2024) in an ArviZ PSIS-LOO result (``az.loo(...)``); with
+    ``idata`` (the posterior the LOO came from) the advice names the number of draws to try."""
     k = np.asarray(loo.pareto_k, dtype=float).ravel()
     good = float(loo.good_k)
     n_bad = int(np.sum(k > good))
@@ -364,8 +421,18 @@ def pareto_k_verdict(loo) -> Verdict:
         float(np.max(k)),
         f"≤ {good:.2f}",
         status,
-        "" if status == "ok" else _ADVICE["pareto_k"],
+        "" if status == "ok" else _pareto_advice(idata),
         f"{n_bad} of {k.size} observations above {good:.2f}; largest k̂ {np.max(k):.2f}",
+    )
+
+
+def _pareto_advice(idata) -> str:
+    if idata is None:
+        return _ADVICE["pareto_k"].format(draws="")
+    _, draws, _ = _sizes(idata)
+    more = 4 * max(draws, 1)
+    return _ADVICE["pareto_k"].format(
+        draws=f" (e.g. draws={more} per chain instead of {draws}; command line: --draws {more})"
     )
 
 
@@ -388,8 +455,9 @@ def optimizer_verdicts(fit) -> list[Verdict]:
             "ok" if best.converged else "warn",
             ""
             if best.converged
-            else "The optimiser stopped before converging: raise maxiter, or check the data "
-            "scale and the priors.",
+            else "The optimiser stopped before converging after "
+            f"{best.n_iter} iterations: raise maxiter (e.g. maxiter={max(1000, 2 * best.n_iter)}), "
+            "or check the data scale and the priors.",
             f"{best.message}; value = gradient norm at the optimum",
         )
     ]
@@ -404,8 +472,10 @@ def optimizer_verdicts(fit) -> list[Verdict]:
             ""
             if status == "ok"
             else "Only one start found the best optimum: the objective is multimodal, and "
-            "another optimum may be better still. Use more restarts (n_restarts=), compare "
-            "the optima in the restarts table, or sample the posterior with NUTS.",
+            "another optimum may be better still. Use more restarts (n_restarts="
+            f"{2 * len(restarts)}, command line --restarts {2 * len(restarts)}, instead of "
+            f"{len(restarts)}), compare the optima in the restarts table, or sample the "
+            "posterior with NUTS.",
             f"{n_best} of {len(restarts)} restarts within {OPTIMUM_TOL:g} of the best objective",
         )
     )
@@ -442,6 +512,21 @@ def jitter_verdict(attrs: dict) -> Verdict:
         if raised
         else "",
         f"raised from {default:.3g} to {jitter:.3g}" if raised else "default jitter sufficed",
+    )
+
+
+def figure_verdict(key: str, caption: str, error: str) -> Verdict:
+    """A figure of the report that could not be drawn: ``"warn"``, with the error message, so
+    that the check the figure shows is not silently missing."""
+    return Verdict(
+        f"{key} figure drawn",
+        None,
+        "drawn",
+        "warn",
+        "The figure could not be drawn, so the check it shows was not made; the error is in "
+        "the detail. Set BAYES_GP_REPORT_DEBUG=1 for its traceback and rebuild the report "
+        "(bayes-gp report DIR).",
+        f"{caption}: {error}",
     )
 
 

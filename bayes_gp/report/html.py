@@ -129,11 +129,25 @@ def _column_format(name: str) -> Callable:
     return fmt_number
 
 
-def dataframe_table(df, index_name: str = "") -> str:
+def fmt_input(value) -> str:
+    """An input value as given: up to 12 significant digits, so that inputs such as decimal
+    years (1990.0416666667) keep their precision (``fmt_number`` shows 4 digits: 1990)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_):
+        v = float(value)
+        if math.isfinite(v):
+            return f"{v:.12g}"
+    return fmt_number(value)
+
+
+def dataframe_table(
+    df, index_name: str = "", *, formats: Mapping[str, Callable] | None = None
+) -> str:
     """A ``pandas.DataFrame`` as an HTML table: index first, ESS columns as integers, r̂ with 3
-    decimals, other numbers with 4 significant digits."""
+    decimals, other numbers with 4 significant digits; ``formats`` maps a column name to its own
+    formatter ``value -> str`` (e.g. :func:`fmt_input`)."""
     header = [index_name or (df.index.name or ""), *[str(c) for c in df.columns]]
-    formats = {j + 1: _column_format(c) for j, c in enumerate(df.columns)}
+    by_name = dict(formats or {})
+    formats = {j + 1: by_name.get(str(c)) or _column_format(c) for j, c in enumerate(df.columns)}
     formats[0] = str
     rows = []
     for idx, row in zip(df.index, df.itertuples(index=False), strict=True):
