@@ -52,15 +52,13 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_says_how_to_run_the_main_job_quickly():
-    """The README quotes the main job's command as `./run main` runs it, in fast mode."""
+    """The README quotes the main job's command exactly as the `run` script runs it (fast mode)."""
+    from tests.test_main_job import main_job_args
+
     text = " ".join(README.read_text().split())
-    run = (README.parent / "run").read_text()
-    quoted = "bayes-gp fit mauna_loa --fast --method nuts"
-    assert f"`{quoted}`" in text
-    assert re.search(
-        r"main\)\n\s*setup\n\s*exec \.venv/bin/" + re.escape(quoted) + r" .*\"\$@\"", run
-    )
-    assert "--out out/mauna_loa" in run and "--out out/mauna_loa" in text
+    args = main_job_args()
+    assert "--fast" in args
+    assert f"`bayes-gp {' '.join(args)} --out out/mauna_loa`" in text
     assert "./run main --draws 200 --tune 200" in text
 
 
