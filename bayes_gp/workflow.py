@@ -681,8 +681,8 @@ def load(out: str | os.PathLike) -> FitResult:
             fit = az.from_netcdf(post).load()  # read now: a damaged file fails here
             _check_posterior(fit, gp)
             jitter = fit["posterior"].attrs.get("bayes_gp_jitter")
-            if jitter is not None and hasattr(gp, "_set_jitter"):
-                gp._set_jitter(float(jitter))  # the model the draws came from
+            if jitter is not None:
+                gp.set_jitter(float(jitter))  # the model the draws came from
         else:
             fit = _point_fit(xr.load_dataset(post), gp, method)
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -723,8 +723,8 @@ def _point_fit(ds, gp, method: str):
     if missing:
         raise KeyError(f"the saved point estimate lacks {sorted(missing)}")
     a = ds.attrs
-    if "jitter" in a and hasattr(gp, "_set_jitter"):
-        gp._set_jitter(float(a["jitter"]))  # the model the fit was made with
+    if "jitter" in a:
+        gp.set_jitter(float(a["jitter"]))  # the model the fit was made with
     if method == "map":
         return MapFit(
             params,

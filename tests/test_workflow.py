@@ -155,7 +155,7 @@ def test_raised_jitter_survives_save_and_load(csv_file, tmp_path):
 
     res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, seed=1)
     raised = 1e-3
-    res.model._set_jitter(raised)
+    res.model.set_jitter(raised)
     res.fit = dataclasses.replace(res.fit, jitter=raised, jitter_default=res.model.default_jitter)
     out = tmp_path / "jitter"
     workflow.save(res, out, with_report=False)

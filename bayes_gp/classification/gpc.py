@@ -24,6 +24,7 @@ import pytensor
 import pytensor.tensor as pt
 import xarray as xr
 from scipy.linalg import cho_solve, solve_triangular
+from scipy.special import expit, log_ndtr, ndtr
 
 from bayes_gp._validation import check_aligned, check_jitter, f64, hyperparameter_values
 from bayes_gp.classification.approx import ep_grad, ep_run, laplace_grad, laplace_mode
@@ -38,7 +39,8 @@ from bayes_gp.inference.typeii import (
 )
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import JitterWarning
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import _as_inputs
 
 __all__ = ["GPClassifier", "ClassifierFit"]
@@ -48,7 +50,7 @@ ETA_WARN = 100.0
 
 
 @dataclass(frozen=True)
-class ClassifierFit:
+class ClassifierFit(PointFit):
     """A Laplace or EP approximation with type-II hyperparameters.
 
     Attributes
@@ -79,8 +81,19 @@ class ClassifierFit:
     seconds: float = float("nan")
     jitter: float = float("nan")
 
+    evidence_name = "approximate log evidence"
 
-class GPClassifier(PreflightJitter):
+    @property
+    def method_label(self) -> str:
+        return ("EP" if self.method == "ep" else "Laplace") + (" MAP" if self.prior else "")
+
+    @property
+    def method_description(self) -> str:
+        what = f"{'EP' if self.method == 'ep' else 'Laplace'} approximation, type-II"
+        return what + (" with priors" if self.prior else "")
+
+
+class GPClassifier(PreflightJitter, GPModel):
     """Binary classifier with a latent GP, declared as a PyMC model.
 
     Parameters
@@ -524,3 +537,108 @@ class GPClassifier(PreflightJitter):
     def predict(self, X_new, fit) -> np.ndarray:
         """Predicted labels (in the original label set)."""
         return np.where(self.predict_proba(X_new, fit) > 0.5, self.classes_[1], self.classes_[0])
+
+    # ------------------------------------------------------------ model protocol
+    fit_methods = ("laplace", "nuts", "ep")
+    outcome = "binary"
+
+    @property
+    def label(self) -> str:
+        return self.spec.name
+
+    @property
+    def observed(self) -> np.ndarray:
+        """The 0/1 labels (1: the positive class, ``classes_[1]``)."""
+        return self.t
+
+    def describe(self) -> list[tuple[str, object]]:
+        """Kernel, its formula and equation, likelihood and link, latent GP, data size."""
+        classes = ", ".join(str(c) for c in self.classes_)
+        return [
+            ("model", "GPClassifier"),
+            ("kernel", self.spec.name + (" (ARD)" if self.ard else "")),
+            ("kernel formula", kernel_formula(self.spec)),
+            ("equation", self.spec.equation or "–"),
+            ("likelihood", f"Bernoulli, {self.link} link; classes {classes} (positive: last)"),
+            ("latent GP", f"f ~ GP(0, k), whitened (f = L z); jitter {self.jitter:g}"),
+            ("positive fraction", float(np.mean(self.t))),
+            ("observations n", self.X.shape[0]),
+            ("input dimensions D", self.X.shape[1]),
+            ("inputs", ", ".join(self.feature_names)),
+        ]
+
+    def fit(self, method: str = "laplace", **options):
+        """``"laplace"`` (:meth:`fit_laplace`), ``"ep"`` (:meth:`fit_ep`, probit link) or
+        ``"nuts"`` (:meth:`sample`)."""
+        methods = {"laplace": self.fit_laplace, "ep": self.fit_ep, "nuts": self.sample}
+        if method not in methods:
+            raise ValueError(f"GPClassifier fits by {list(self.fit_methods)}, not {method!r}")
+        return methods[method](**options)
+
+    def check_fit(self, fit) -> None:
+        if not (is_nuts(fit) or isinstance(fit, ClassifierFit)):
+            raise TypeError(
+                "a GPClassifier fit is a ClassifierFit (fit_laplace / fit_ep) or the ArviZ "
+                f"DataTree from sample(), got {type(fit).__name__}"
+            )
+
+    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Replicated labels, ``(n_draws, n)``: Bernoulli draws with the posterior's latent
+        probabilities (NUTS: per draw of ``f``; Laplace/EP: the averaged predictive probability
+        at the training inputs)."""
+        self.check_fit(fit)
+        rng = np.random.default_rng(seed)
+        n = self.X.shape[0]
+        if is_nuts(fit):
+            f = np.asarray(fit["posterior"]["f"], float).reshape(-1, n)
+            idx = np.sort(rng.choice(f.shape[0], min(n_draws, f.shape[0]), replace=False))
+            p = expit(f[idx]) if self.link == "logit" else ndtr(f[idx])
+        else:
+            p = np.broadcast_to(self.predict_proba(self.X, fit), (n_draws, n))
+        return (rng.uniform(size=p.shape) < p).astype(int)
+
+    def bands(self, grid, fit) -> Bands:
+        grid = np.asarray(grid, float).ravel()
+        _, means, variances = self._latent_draws(grid[:, None], fit, 200)
+        per_draw = average_probability(self.link, means, variances)
+        lower = upper = None
+        if is_nuts(fit):
+            lower, upper = np.quantile(per_draw, [0.03, 0.97], axis=0)
+        return Bands("probability", self.X[:, 0], self.t, grid, per_draw.mean(axis=0), lower,
+                     upper, positive=str(self.classes_[1]))  # fmt: skip
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        return {f"P(y = {self.classes_[1]})": self.predict_proba(X_new, fit)}
+
+    def point_loo(self, fit) -> tuple[str, np.ndarray]:
+        r"""LOO log predictive densities at the point estimate.
+
+        EP: from the cavity distributions :math:`N(f_i \mid \nu_{-i}/\tau_{-i}, 1/\tau_{-i})`
+        (R&W eqs. 3.56, 3.58), whose probit predictive is
+        :math:`\Phi(y_i \mu_{-i} / \sqrt{1 + \sigma_{-i}^2})` (R&W eq. 3.82). Laplace: the LA-LOO
+        of Vehtari et al. (2016, JMLR 17, §4.1): remove the Gaussian site
+        :math:`(W_{ii},\ W_{ii}\hat f_i + \nabla_i \log p(y\mid\hat f))` of observation
+        :math:`i` from the Laplace marginal :math:`N(\hat f_i, \Sigma_{ii})`,
+        :math:`\Sigma = (K^{-1} + W)^{-1}`, and average the likelihood over the cavity.
+        """
+        if not isinstance(fit, ClassifierFit):
+            raise TypeError(
+                f"point_loo needs a ClassifierFit of this model, got {type(fit).__name__}"
+            )
+        at = f"{'MAP' if fit.prior else 'ML-II'}"
+        y, state = self.y_pm, fit.state
+        if fit.method == "ep":
+            d = np.diag(state.Sigma)
+            tau = 1.0 / d - state.tau_t  # cavity precision, R&W eq. 3.56
+            nu = state.mu / d - state.nu_t
+            var = 1.0 / tau
+            pointwise = log_ndtr(y * nu * var / np.sqrt(1.0 + var))  # R&W eq. 3.82, cavity
+            return f"EP cavity LOO at EP ({at})", pointwise
+        K, _, _ = self._grams(self._values(fit.params), np.zeros((0, self.X.shape[1])))
+        W = state.sW**2
+        V = solve_triangular(state.L, state.sW[:, None] * K, lower=True, check_finite=False)
+        sigma2 = np.diag(K) - np.sum(V * V, axis=0)  # diag (K^-1 + W)^-1, R&W Alg. 3.2 line 6
+        tau = 1.0 / sigma2 - W  # remove the Gaussian site of observation i
+        nu = state.f / sigma2 - (W * state.f + state.d1)
+        p = average_probability(self.link, y * nu / tau, 1.0 / tau)  # σ(-f) = 1 - σ(f)
+        return f"Laplace LA-LOO at Laplace ({at})", np.log(p)

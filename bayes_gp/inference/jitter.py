@@ -218,7 +218,7 @@ class PreflightJitter:
 
     _jitter_attr = "jitter"
 
-    def _set_jitter(self, jitter: float) -> None:
+    def set_jitter(self, jitter: float) -> None:
         """Rebuild the model with absolute jitter ``jitter`` (a pre-flight increase, or the
         jitter of a saved fit). The PyMC model is a new object afterwards."""
         if float(jitter) != getattr(self, self._jitter_attr):
@@ -245,5 +245,5 @@ class PreflightJitter:
             return matrix(values) - current * np.eye(n)
 
         choice = preflight(matrix_at, points, default, advice=advice(self.X, what))
-        self._set_jitter(choice.jitter)
+        self.set_jitter(choice.jitter)
         return choice

@@ -26,6 +26,7 @@ from pytensor.graph.replace import graph_replace
 from scipy import optimize as sopt
 
 from bayes_gp.linalg import EAGER_MODE
+from bayes_gp.protocol import PointFit
 
 __all__ = [
     "MapFit",
@@ -52,7 +53,7 @@ class Restart:
 
 
 @dataclass(frozen=True)
-class MapFit:
+class MapFit(PointFit):
     """Result of a type-II fit.
 
     Attributes

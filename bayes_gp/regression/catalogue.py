@@ -24,7 +24,15 @@ import pymc as pm
 from bayes_gp import kernels as K
 from bayes_gp._validation import f64
 
-__all__ = ["DataScale", "KernelSpec", "KERNELS", "default_prior", "kernel_spec"]
+__all__ = [
+    "DataScale",
+    "KernelSpec",
+    "KERNELS",
+    "KERNEL_FORMULAS",
+    "default_prior",
+    "kernel_formula",
+    "kernel_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -234,3 +242,35 @@ def kernel_spec(expr: str, *, exclude: tuple[str, ...] = ()) -> KernelSpec:
     return KernelSpec(
         canonical, tuple(params), build, ard, f"sum/product (R&W §4.2.4); {equations}"
     )
+
+
+#: The catalogue kernels as formulas, :math:`r = |x - x'|/\ell` (ARD: scaled per input).
+KERNEL_FORMULAS = {
+    "expquad": "η² exp(−r²/2)",
+    "matern12": "η² exp(−r)",
+    "exponential": "η² exp(−r)",
+    "matern32": "η² (1 + √3 r) exp(−√3 r)",
+    "matern52": "η² (1 + √5 r + 5r²/3) exp(−√5 r)",
+    "ratquad": "η² (1 + r²/(2α))^(−α)",
+    "periodic": "η² exp(−2 sin²(π|x − x'|/p) / ℓ²)",
+    "prml": "θ₀ exp(−θ₁‖x − x'‖²/2) + θ₂ + θ₃ xᵀx'",
+}
+
+
+def kernel_formula(spec) -> str:
+    """The kernel of a catalogue ``KernelSpec`` (or of a sum of products of them) as a formula."""
+    if spec is None:
+        return ""
+    if spec.name in KERNEL_FORMULAS:
+        return f"k(x, x') = {KERNEL_FORMULAS[spec.name]}"
+    terms = []
+    for term in spec.name.split(" + "):
+        factors = []
+        for j, label in enumerate(term.split(" * ")):
+            # numbered labels ("expquad2") when a kernel occurs more than once
+            f = KERNEL_FORMULAS.get(label) or KERNEL_FORMULAS.get(label.rstrip("0123456789"), label)
+            if j > 0:  # only the first factor of a product keeps its amplitude
+                f = f.removeprefix("η² ")
+            factors.append(f"[{label}: {f}]")
+        terms.append(" × ".join(factors))
+    return "k(x, x') = " + " + ".join(terms) + "  (each factor with its own hyperparameters)"

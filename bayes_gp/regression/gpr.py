@@ -34,8 +34,9 @@ from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitt
 from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
+from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.approx import approx_spec, build_likelihood
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
 from bayes_gp.regression.likelihood import marginal_normal
 
@@ -105,7 +106,7 @@ def _check_fit(fit) -> None:
         ) from None
 
 
-class GPRegression(PreflightJitter):
+class GPRegression(PreflightJitter, GPModel):
     """A GP regression model declared as a PyMC model.
 
     Parameters
@@ -657,6 +658,111 @@ class GPRegression(PreflightJitter):
         return pd.DataFrame(
             {"relevance": r.mean(axis=0), "lower": lo, "upper": hi}, index=self.feature_names
         )
+
+    # ------------------------------------------------------------ model protocol
+    fit_methods = ("nuts", "map")
+
+    @property
+    def label(self) -> str:
+        """The kernel's catalogue name (or the callable's name)."""
+        return self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
+
+    @property
+    def observed(self) -> np.ndarray:
+        return self.y
+
+    def describe(self) -> list[tuple[str, object]]:
+        """Kernel, its formula and equation, likelihood, mean, noise and data size."""
+        rows: list[tuple[str, object]] = [
+            ("model", repr(self)),
+            ("kernel", self.label + (" (ARD)" if self.ard else "")),
+        ]
+        if self.spec is not None:
+            rows += [("kernel formula", kernel_formula(self.spec)),
+                     ("equation", self.spec.equation or "–")]  # fmt: skip
+        else:
+            rows.append(("kernel formula", "user-supplied covariance function"))
+        mean = self.mean if self.mean is not None else "constant at the sample mean"
+        noise = f"fixed σ = {self.noise:g}" if self.noise is not None else "learned (σ)"
+        rows += [
+            ("likelihood", "Gaussian, f integrated out: y ~ N(m, K + σ²I)"),
+            ("mean function", str(mean)),
+            ("noise", noise),
+            ("observations n", self.X.shape[0]),
+            ("input dimensions D", self.X.shape[1]),
+            ("inputs", ", ".join(self.feature_names)),
+        ]
+        return rows
+
+    def fit(self, method: str = "nuts", **options):
+        """``"nuts"``: :meth:`sample`; ``"map"``: :meth:`fit_map` (``options`` go to them)."""
+        if method == "nuts":
+            return self.sample(**options)
+        if method == "map":
+            return self.fit_map(**options)
+        raise ValueError(f"GPRegression fits by {list(self.fit_methods)}, not {method!r}")
+
+    def check_fit(self, fit) -> None:
+        if not (is_nuts(fit) or isinstance(fit, MapFit)):
+            raise TypeError(
+                "a GPRegression fit is a MapFit (from fit_map) or the ArviZ DataTree from "
+                f"sample(), got {type(fit).__name__}"
+            )
+
+    def ppc_caption(self, n_draws: int) -> str:
+        return (
+            f"Observed data vs {n_draws} replicated data sets y_rep = f + ε, f from its "
+            "conditional posterior"
+        )
+
+    #: Largest n for which replicated data are drawn jointly (n x n predictive covariance).
+    PPC_JOINT_MAX = 3000
+
+    @single_blas_thread
+    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Replicated data :math:`y^{rep} = f + \\epsilon` at the training inputs, ``(n_draws, n)``:
+        :math:`f` from its conditional posterior given :math:`y` and each of ``n_draws``
+        hyperparameter draws (NUTS) or the point estimate (type-II). Above
+        :attr:`PPC_JOINT_MAX` observations each :math:`y^{rep}_i` is drawn from its marginal
+        (the same per-point distribution without the n x n covariance, which large-N
+        approximate models never form)."""
+        from bayes_gp.linalg import jittered_cholesky
+
+        self.check_fit(fit)
+        rng = np.random.default_rng(seed)
+        nuts = is_nuts(fit)
+        values_list = self._draws(fit, n_draws, seed=seed) if nuts else [self._values(fit.params)]
+        reps = []
+        joint = self.X.shape[0] <= self.PPC_JOINT_MAX
+        for values in values_list:
+            k = 1 if nuts else n_draws
+            mean, var, cov = self._predict_at(values, self.X, not joint, True)
+            if joint:
+                L, _ = jittered_cholesky(cov)
+                reps.append(mean + (L @ rng.standard_normal((mean.shape[0], k))).T)
+            else:
+                sd = np.sqrt(np.maximum(var, 0.0))
+                reps.append(mean + sd * rng.standard_normal((k, mean.shape[0])))
+        return np.concatenate(reps, axis=0)
+
+    def bands(self, grid, fit) -> Bands:
+        grid = np.asarray(grid, float).ravel()
+        pred_f = self.predict(grid[:, None], fit)
+        pred_y = self.predict(grid[:, None], fit, include_noise=True)
+        return Bands("regression", self.X[:, 0], self.y, grid, pred_f.mean, pred_f.lower,
+                     pred_f.upper, pred_y.lower, pred_y.upper)  # fmt: skip
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        pred = self.predict(X_new, fit, include_noise=True)
+        return {"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
+                "upper 97%": pred.upper}  # fmt: skip
+
+    def point_loo(self, fit) -> tuple[str, np.ndarray]:
+        """Exact LOO at the point estimate, R&W eqs. (5.10)–(5.12)."""
+        if not isinstance(fit, MapFit):
+            raise TypeError(f"point_loo needs a MapFit of this model, got {type(fit).__name__}")
+        method = f"exact LOO at {fit.method_label} (R&W 5.10-5.12)"
+        return method, self._pointwise_loo(self._values(fit.params))
 
     def __repr__(self) -> str:
         k = self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")

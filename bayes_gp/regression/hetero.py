@@ -61,7 +61,8 @@ from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import factorize, loo_log_density, predict
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.protocol import Bands, GPModel, is_nuts
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import Prediction, _as_inputs
 from bayes_gp.regression.likelihood import marginal_normal
 
@@ -89,7 +90,7 @@ def _as_targets(y, n: int) -> np.ndarray:
     return y
 
 
-class HeteroscedasticGPRegression(PreflightJitter):
+class HeteroscedasticGPRegression(PreflightJitter, GPModel):
     r"""GP regression whose noise standard deviation is :math:`\exp(g(x))`, ``g`` a latent GP.
 
     Parameters
@@ -547,6 +548,100 @@ class HeteroscedasticGPRegression(PreflightJitter):
         if n_draws is not None and f.shape[0] > n_draws:
             idx = np.sort(rng.choice(f.shape[0], n_draws, replace=False))
         return f[idx] + np.exp(g[idx]) * rng.standard_normal((idx.size, n))
+
+    # ------------------------------------------------------------ model protocol
+    fit_methods = ("nuts",)
+    bands_note = (
+        "below, the noise standard deviation exp(g(x)) with its 94% band, and the absolute "
+        "residuals |y − E[f(x)]| of the data (for Gaussian noise about 68% of them lie below the "
+        "noise sd, 95% below twice it)"
+    )
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.name}, noise GP {self.noise_spec.name}"
+
+    @property
+    def observed(self) -> np.ndarray:
+        return self.y
+
+    def describe(self) -> list[tuple[str, object]]:
+        """Kernel of f, likelihood, the log-noise GP and its kernel, and the data size."""
+        spec, noise = self.spec, self.noise_spec
+        names = ", ".join(f"noise_{p}" for p in noise.params)
+        ard = " (ARD)" if self.ard else ""
+        return [
+            ("model", repr(self)),
+            ("kernel of f", spec.name + ard),
+            ("kernel formula", kernel_formula(spec)),
+            ("equation", spec.equation or "–"),
+            (
+                "likelihood",
+                "Gaussian with input-dependent noise: y_i ~ N(f(x_i), exp(g(x_i))²) "
+                "independently; f integrated out given g: y ~ N(m, K_f + diag(exp(2g)))",
+            ),
+            ("mean function", "constant at the sample mean"),
+            ("noise", "learned: sd exp(g(x)), g a latent GP (log noise sd)"),
+            (
+                "noise GP",
+                "g ~ GP(noise_mean, k_g), whitened (g = noise_mean + L_g z_g); "
+                f"jitter {self.jitter_g:g}",
+            ),
+            ("noise GP kernel", noise.name + ard),
+            ("noise GP kernel formula", f"{kernel_formula(noise)}  (hyperparameters {names})"),
+            ("noise GP equation", noise.equation or "–"),
+            (
+                "posterior latents",
+                "g sampled by NUTS; f drawn exactly from p(f | y, g, θ) for each draw",
+            ),
+            ("observations n", self.X.shape[0]),
+            ("input dimensions D", self.X.shape[1]),
+            ("inputs", ", ".join(self.feature_names)),
+        ]
+
+    def fit(self, method: str = "nuts", **options):
+        """``"nuts"`` (:meth:`sample`): the latent log-noise GP has no type-II fit here."""
+        if method != "nuts":
+            raise ValueError(
+                f"HeteroscedasticGPRegression fits by NUTS only ('nuts'), not {method!r}: its "
+                "latent log-noise GP is sampled"
+            )
+        return self.sample(**options)
+
+    def check_fit(self, fit) -> None:
+        if not is_nuts(fit):
+            raise TypeError(
+                "a HeteroscedasticGPRegression fit is the ArviZ DataTree from sample(), got "
+                f"{type(fit).__name__}"
+            )
+
+    def ppc_caption(self, n_draws: int) -> str:
+        return (
+            f"Observed data vs {n_draws} replicated data sets y_rep = f + exp(g) ε, (f, g) "
+            "from the posterior draws"
+        )
+
+    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+        return self.posterior_predictive(fit, n_draws, seed=seed)
+
+    def bands(self, grid, fit) -> Bands:
+        grid = np.asarray(grid, float).ravel()
+        pred_f, pred_y, noise = self.predictive_bands(grid[:, None], fit)
+        f = np.asarray(fit["posterior"]["f"], float).reshape(-1, self.X.shape[0])
+        return Bands("regression", self.X[:, 0], self.y, grid, pred_f.mean, pred_f.lower,
+                     pred_f.upper, pred_y.lower, pred_y.upper, noise=noise,
+                     residuals=np.abs(self.y - f.mean(axis=0)))  # fmt: skip
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        _, pred, noise = self.predictive_bands(X_new, fit)
+        return {"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
+                "upper 97%": pred.upper, "noise sd": noise[0]}  # fmt: skip
+
+    def point_loo(self, fit) -> tuple[str, np.ndarray]:
+        raise TypeError(
+            "HeteroscedasticGPRegression has NUTS fits only; their PSIS-LOO comes from the "
+            "log_likelihood group"
+        )
 
     def __repr__(self) -> str:
         return (

@@ -8,7 +8,6 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -17,11 +16,12 @@ import xarray as xr
 from bayes_gp._io import write_atomic
 from bayes_gp._version import __version__
 from bayes_gp.linalg import single_blas_thread
+from bayes_gp.protocol import GPModel, PointFit, is_nuts
 from bayes_gp.report import describe, diagnostics, figures
 from bayes_gp.report import html as H
 from bayes_gp.report.loo import LooScore, point_loo, psis_loo, score_table
 
-__all__ = ["Report", "report", "NoiseModel", "CI_PROB", "PRIOR_DRAWS", "PPC_DRAWS", "GRID_POINTS"]
+__all__ = ["Report", "report", "CI_PROB", "PRIOR_DRAWS", "PPC_DRAWS", "GRID_POINTS"]
 
 #: Probability of the credible intervals in the summary table (as the predictive bands).
 CI_PROB = 0.94
@@ -31,8 +31,6 @@ PRIOR_DRAWS = 500
 PRIOR_TAIL_DRAWS = 4000
 #: Replicated data sets in the posterior predictive check.
 PPC_DRAWS = 50
-#: Largest n for which replicated data are drawn jointly (n x n predictive covariance).
-PPC_JOINT_MAX = 3000
 #: Grid size of the 1-D predictive bands.
 GRID_POINTS = 200
 #: Rows shown of the predictions at ``X_new``.
@@ -122,84 +120,47 @@ class _Entry:
     nuts: bool
 
 
-@runtime_checkable
-class NoiseModel(Protocol):
-    """What the report uses of a regression model with input-dependent noise (such as
-    :class:`~bayes_gp.HeteroscedasticGPRegression`), besides ``X``, ``y``, ``feature_names``,
-    ``model`` (the PyMC model) and ``hyperparameters``: public methods only, on the DataTree of
-    its NUTS run.
-
-    ``predictive_bands(X_new, idata)``
-        ``(pred_f, pred_y, (noise_mean, noise_lower, noise_upper))``: the predictive mean,
-        variance and 94% interval (``Prediction``) of :math:`f_*` and of :math:`y_*`, and the
-        posterior mean and 94% interval of the noise standard deviation at ``X_new``.
-    ``posterior_predictive(idata, n_draws, seed=)``
-        Replicated data sets at the training inputs, ``(n_draws, n)``.
-    """
-
-    def predictive_bands(self, X_new, idata) -> tuple: ...
-
-    def posterior_predictive(
-        self, idata, n_draws: int | None = None, *, seed: int = 0
-    ) -> np.ndarray: ...
-
-
 def _is_model(obj) -> bool:
-    from bayes_gp.classification import GPClassifier
-    from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression
-
-    return isinstance(obj, GPRegression | GPClassifier | HeteroscedasticGPRegression)
+    return isinstance(obj, GPModel)
 
 
 def _default_name(model, fit) -> str:
-    from bayes_gp.classification import ClassifierFit
-
-    kernel = ""
     if model is not None:
-        spec = getattr(model, "spec", None)
-        kernel = spec.name if spec is not None else getattr(model.kernel, "__name__", "custom")
-        noise_spec = getattr(model, "noise_spec", None)
-        if noise_spec is not None:
-            kernel += f", noise GP {noise_spec.name}"
-    if isinstance(fit, xr.DataTree):
+        return f"{model.label} {model.fit_label(fit)}".strip()
+    if is_nuts(fit):
         sampler = fit["posterior"].attrs.get("bayes_gp_sampler")
-        method = f"NUTS ({sampler})" if sampler else "NUTS"
-    elif isinstance(fit, ClassifierFit):
-        method = ("EP" if fit.method == "ep" else "Laplace") + (" MAP" if fit.prior else "")
-    else:
-        method = "MAP" if fit.prior else "ML-II"
-    return f"{kernel} {method}".strip()
+        return f"NUTS ({sampler})" if sampler else "NUTS"
+    return fit.method_label
 
 
 def _entry(name, item, model) -> _Entry:
-    from bayes_gp.classification import ClassifierFit, GPClassifier
-    from bayes_gp.inference import MapFit
-    from bayes_gp.regression import GPRegression
-
     if isinstance(item, tuple):
         if len(item) != 2 or not _is_model(item[0]):
             raise TypeError("a tuple in `result` must be (model, fit)")
         model, item = item
     if model is not None and not _is_model(model):
         raise TypeError(
-            "`model` must be a GPRegression, GPClassifier or HeteroscedasticGPRegression, got "
+            "`model` must implement the model protocol (bayes_gp.protocol.GPModel: "
+            f"GPRegression, GPClassifier or HeteroscedasticGPRegression, …), got "
             f"{type(model).__name__}"
         )
     if isinstance(item, xr.DataTree):
         if "posterior" not in item.children:
             raise ValueError("the DataTree has no `posterior` group (is it from .sample()?)")
         return _Entry(name or _default_name(model, item), model, item, True)
-    if isinstance(item, MapFit):
-        if not isinstance(model, GPRegression):
-            raise ValueError("a MapFit needs `model=`, the GPRegression it was fitted with")
-    elif isinstance(item, ClassifierFit):
-        if not isinstance(model, GPClassifier):
-            raise ValueError("a ClassifierFit needs `model=`, the GPClassifier it was fitted with")
-    else:
+    if not isinstance(item, PointFit):
         raise TypeError(
-            "`result` must be a DataTree from .sample(), a MapFit, a ClassifierFit, a (model, fit) "
-            f"pair, or a list or dict of them; got {type(item).__name__}"
+            "`result` must be a DataTree from .sample(), a type-II fit (MapFit, ClassifierFit), "
+            f"a (model, fit) pair, or a list or dict of them; got {type(item).__name__}"
         )
+    if model is None:
+        raise ValueError(
+            f"a {type(item).__name__} needs `model=`, the model it was fitted with"
+        )
+    try:
+        model.check_fit(item)
+    except TypeError as exc:
+        raise ValueError(f"`model` does not match the fit: {exc}") from None
     return _Entry(name or _default_name(model, item), model, item, False)
 
 
@@ -306,64 +267,19 @@ def _prior_tree(model, idata, params: Sequence[str]):
     )
 
 
-def _regression_ppc(model, fit, nuts: bool):
-    """Replicated data :math:`y^{rep} = f + \\epsilon` at the training inputs, drawn from the
-    conditional posterior of :math:`f` given :math:`y` and each of ``PPC_DRAWS`` hyperparameter
-    draws (NUTS) or the point estimate (MAP); a :class:`NoiseModel` draws its own. Above
-    ``PPC_JOINT_MAX`` observations each :math:`y^{rep}_i` is drawn from its marginal (the same
-    per-point distribution without the n x n covariance, which large-N approximate models
-    never form)."""
-    from bayes_gp.linalg import jittered_cholesky
-
-    if isinstance(model, NoiseModel):
-        return model.posterior_predictive(fit, PPC_DRAWS, seed=0)
-    rng = np.random.default_rng(0)
-    if nuts:
-        values_list = model._draws(fit, PPC_DRAWS, seed=0)
-    else:
-        values_list = [model._values(fit.params)]
-    reps = []
-    joint = model.X.shape[0] <= PPC_JOINT_MAX
-    for values in values_list:
-        k = 1 if nuts else PPC_DRAWS
-        mean, var, cov = model._predict_at(values, model.X, not joint, True)
-        if joint:
-            L, _ = jittered_cholesky(cov)
-            reps.append(mean + (L @ rng.standard_normal((mean.shape[0], k))).T)
-        else:
-            sd = np.sqrt(np.maximum(var, 0.0))
-            reps.append(mean + sd * rng.standard_normal((k, mean.shape[0])))
-    return np.concatenate(reps, axis=0)
-
-
-def _classifier_ppc(model, fit, nuts: bool):
-    """Replicated labels: Bernoulli draws with the posterior's latent probabilities (NUTS: per
-    draw of ``f``; Laplace/EP: the averaged predictive probability at the training inputs)."""
-    from scipy.special import expit, ndtr
-
-    rng = np.random.default_rng(0)
-    if nuts:
-        f = np.asarray(fit["posterior"]["f"], float).reshape(-1, model.X.shape[0])
-        idx = np.sort(rng.choice(f.shape[0], min(PPC_DRAWS, f.shape[0]), replace=False))
-        p = expit(f[idx]) if model.link == "logit" else ndtr(f[idx])
-    else:
-        p = np.broadcast_to(model.predict_proba(model.X, fit), (PPC_DRAWS, model.X.shape[0]))
-    return (rng.uniform(size=p.shape) < p).astype(int)
-
-
-def _ppc_tree(model, fit, nuts: bool):
-    from bayes_gp.classification import GPClassifier
-
-    binary = isinstance(model, GPClassifier)
-    reps = _classifier_ppc(model, fit, nuts) if binary else _regression_ppc(model, fit, nuts)
-    observed = model.t if binary else model.y
+def _ppc_tree(model, fit):
+    """Replicated data from the model (:meth:`~bayes_gp.protocol.GPModel.replicate`) beside the
+    observed data, as ArviZ wants them; and whether the outcome is binary."""
+    reps = np.asarray(model.replicate(fit, PPC_DRAWS, seed=0))
+    observed = np.asarray(model.observed)
     obs = np.arange(observed.shape[0])
     pp = xr.Dataset(
         {"y": (("chain", "draw", "obs"), reps[None])},
         coords={"chain": [0], "draw": np.arange(reps.shape[0]), "obs": obs},
     )
-    od = xr.Dataset({"y": (("obs",), np.asarray(observed))}, coords={"obs": obs})
-    return xr.DataTree.from_dict({"posterior_predictive": pp, "observed_data": od}), binary
+    od = xr.Dataset({"y": (("obs",), observed)}, coords={"obs": obs})
+    tree = xr.DataTree.from_dict({"posterior_predictive": pp, "observed_data": od})
+    return tree, model.outcome == "binary"
 
 
 def _grid(model, X_new) -> np.ndarray:
@@ -377,9 +293,6 @@ def _grid(model, X_new) -> np.ndarray:
 
 
 def _bands(part: _Part, model, fit, nuts: bool, X_new) -> None:
-    from bayes_gp.classification import GPClassifier
-    from bayes_gp.classification.likelihoods import average_probability
-
     name = part.entry.name
     if model.X.shape[1] != 1:
         if X_new is None:
@@ -393,76 +306,49 @@ def _bands(part: _Part, model, fit, nuts: bool, X_new) -> None:
         return
     grid = _grid(model, X_new)
     xlabel = model.feature_names[0]
-    if isinstance(model, GPClassifier):
-
-        def make():
-            _, means, variances = model._latent_draws(grid[:, None], fit, 200)
-            per_draw = average_probability(model.link, means, variances)
-            band = tuple(np.quantile(per_draw, [0.03, 0.97], axis=0)) if nuts else None
+    def make():
+        b = model.bands(grid, fit)
+        if b.kind == "probability":
+            band = None if b.lower is None else (b.lower, b.upper)
             return figures.classifier_bands_figure(
-                model.X[:, 0], model.t, grid, per_draw.mean(axis=0), band,
-                f"{name}: predictive probability", xlabel, str(model.classes_[1]),
+                b.x, b.y, b.grid, b.mean, band, f"{name}: predictive probability", xlabel,
+                b.positive,
             )  # fmt: skip
-
-    elif isinstance(model, NoiseModel):
-
-        def make():
-            pred_f, pred_y, noise = model.predictive_bands(grid, fit)
+        pred_f = Prediction(b.mean, b.lower, b.upper)
+        pred_y = Prediction(b.mean, b.y_lower, b.y_upper)
+        if b.noise is not None:
             return figures.noise_bands_figure(
-                model.X[:, 0], model.y, grid, pred_f, pred_y, noise,
-                f"{name}: predictive bands", xlabel, _abs_residuals(model, fit),
+                b.x, b.y, b.grid, pred_f, pred_y, b.noise, f"{name}: predictive bands", xlabel,
+                b.residuals,
             )  # fmt: skip
-
-    else:
-
-        def make():
-            pred_f = model.predict(grid, fit)
-            pred_y = model.predict(grid, fit, include_noise=True)
-            return figures.regression_bands_figure(
-                model.X[:, 0], model.y, grid, pred_f, pred_y, f"{name}: predictive bands", xlabel
-            )
+        return figures.regression_bands_figure(
+            b.x, b.y, b.grid, pred_f, pred_y, f"{name}: predictive bands", xlabel
+        )
 
     caption = "Predictive mean and 94% bands" + (
         " (mixture over posterior draws)" if nuts else " (at the point estimate)"
     )
-    if isinstance(model, NoiseModel):
-        caption += (
-            "; below, the noise standard deviation exp(g(x)) with its 94% band, and the absolute "
-            "residuals |y − E[f(x)]| of the data (for Gaussian noise about 68% of them lie "
-            "below the noise sd, 95% below twice it)"
-        )
+    if model.bands_note:
+        caption += "; " + model.bands_note
     part.add_figures("Predictive bands", ("bands", caption, make))
 
 
-def _abs_residuals(model, idata) -> np.ndarray | None:
-    """:math:`|y_i - E[f(x_i) \\mid y]|` from the posterior draws of ``f`` (None without them)."""
-    post = idata["posterior"]
-    if "f" not in post:
-        return None
-    f = np.asarray(post["f"], float).reshape(-1, model.X.shape[0])
-    return np.abs(model.y - f.mean(axis=0))
+@dataclass(frozen=True)
+class Prediction:
+    """Mean and interval of a band, as the figure functions read them."""
+
+    mean: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
 
 
 def _predictions_table(part: _Part, model, fit, X_new) -> None:
-    from bayes_gp.classification import GPClassifier
-
     Xn = np.asarray(X_new, float)
     if Xn.ndim == 1:
         Xn = Xn[:, None]
     Xn = Xn[:MAX_PREDICTION_ROWS]
     cols = {f: Xn[:, j] for j, f in enumerate(model.feature_names)}
-    if isinstance(model, GPClassifier):
-        cols[f"P(y = {model.classes_[1]})"] = model.predict_proba(Xn, fit)
-    else:
-        noise = None
-        if isinstance(model, NoiseModel):
-            _, pred, noise = model.predictive_bands(Xn, fit)
-        else:
-            pred = model.predict(Xn, fit, include_noise=True)
-        cols.update({"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
-                     "upper 97%": pred.upper})  # fmt: skip
-        if noise is not None:
-            cols["noise sd"] = noise[0]
+    cols.update(model.prediction_columns(Xn, fit))
     df = pd.DataFrame(cols)
     note = f" (first {MAX_PREDICTION_ROWS} of {len(X_new)})" if len(X_new) > len(Xn) else ""
     inputs = {f: H.fmt_input for f in model.feature_names}  # the inputs as given, not rounded
@@ -595,23 +481,13 @@ def _pair_variables(idata, params: Sequence[str]) -> list[str]:
 
 def _ppc_section(part: _Part, model, fit, nuts: bool) -> None:
     def make():
-        tree, binary = _ppc_tree(model, fit, nuts)
+        tree, binary = _ppc_tree(model, fit)
         return figures.ppc_figure(tree, binary)
 
-    from bayes_gp.classification import GPClassifier
-
-    if isinstance(model, GPClassifier):
+    if model.outcome == "binary":
         caption = "Calibration of replicated labels: PAV-adjusted reliability (az.plot_ppc_pava)"
-    elif isinstance(model, NoiseModel):
-        caption = (
-            f"Observed data vs {PPC_DRAWS} replicated data sets y_rep = f + exp(g) ε, (f, g) "
-            "from the posterior draws (az.plot_ppc_dist)"
-        )
     else:
-        caption = (
-            f"Observed data vs {PPC_DRAWS} replicated data sets y_rep = f + ε, f from its "
-            "conditional posterior (az.plot_ppc_dist)"
-        )
+        caption = f"{model.ppc_caption(PPC_DRAWS)} (az.plot_ppc_dist)"
     part.add_figures("Posterior predictive check", ("ppc", caption, make))
 
 

@@ -9,8 +9,6 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "KERNEL_FORMULAS",
-    "kernel_formula",
     "prior_text",
     "describe_model",
     "prior_rows",
@@ -21,38 +19,6 @@ __all__ = [
     "point_estimates",
     "jitter_text",
 ]
-
-#: The catalogue kernels as formulas, :math:`r = |x - x'|/\ell` (ARD: scaled per input).
-KERNEL_FORMULAS = {
-    "expquad": "η² exp(−r²/2)",
-    "matern12": "η² exp(−r)",
-    "exponential": "η² exp(−r)",
-    "matern32": "η² (1 + √3 r) exp(−√3 r)",
-    "matern52": "η² (1 + √5 r + 5r²/3) exp(−√5 r)",
-    "ratquad": "η² (1 + r²/(2α))^(−α)",
-    "periodic": "η² exp(−2 sin²(π|x − x'|/p) / ℓ²)",
-    "prml": "θ₀ exp(−θ₁‖x − x'‖²/2) + θ₂ + θ₃ xᵀx'",
-}
-
-
-def kernel_formula(spec) -> str:
-    """The kernel of a catalogue ``KernelSpec`` (or of a sum of products of them) as a formula."""
-    if spec is None:
-        return ""
-    if spec.name in KERNEL_FORMULAS:
-        return f"k(x, x') = {KERNEL_FORMULAS[spec.name]}"
-    terms = []
-    for term in spec.name.split(" + "):
-        factors = []
-        for j, label in enumerate(term.split(" * ")):
-            # numbered labels ("expquad2") when a kernel occurs more than once
-            f = KERNEL_FORMULAS.get(label) or KERNEL_FORMULAS.get(label.rstrip("0123456789"), label)
-            if j > 0:  # only the first factor of a product keeps its amplitude
-                f = f.removeprefix("η² ")
-            factors.append(f"[{label}: {f}]")
-        terms.append(" × ".join(factors))
-    return "k(x, x') = " + " + ".join(terms) + "  (each factor with its own hyperparameters)"
-
 
 def _param_text(var) -> str:
     """A distribution parameter: its value when it depends on constants only (PyMC wraps some
@@ -96,74 +62,8 @@ def prior_text(model, rv) -> str:
 
 
 def describe_model(model) -> list[tuple[str, object]]:
-    """Rows ``(name, value)`` describing a ``GPRegression``, ``GPClassifier`` or
-    ``HeteroscedasticGPRegression``."""
-    from bayes_gp.classification import GPClassifier
-    from bayes_gp.regression import HeteroscedasticGPRegression
-
-    hetero = isinstance(model, HeteroscedasticGPRegression)
-    spec = getattr(model, "spec", None)
-    kernel = spec.name if spec is not None else getattr(model.kernel, "__name__", "custom")
-    n, D = model.X.shape
-    rows: list[tuple[str, object]] = [
-        ("model", repr(model) if not isinstance(model, GPClassifier) else "GPClassifier"),
-        ("kernel of f" if hetero else "kernel", kernel + (" (ARD)" if model.ard else "")),
-    ]
-    if spec is not None:
-        rows.append(("kernel formula", kernel_formula(spec)))
-        rows.append(("equation", spec.equation or "–"))
-    else:
-        rows.append(("kernel formula", "user-supplied covariance function"))
-    if isinstance(model, GPClassifier):
-        classes = ", ".join(str(c) for c in model.classes_)
-        rows += [
-            ("likelihood", f"Bernoulli, {model.link} link; classes {classes} (positive: last)"),
-            ("latent GP", f"f ~ GP(0, k), whitened (f = L z); jitter {model.jitter:g}"),
-            ("positive fraction", float(np.mean(model.t))),
-        ]
-    elif hetero:
-        rows += _hetero_rows(model)
-    else:
-        mean = model.mean if model.mean is not None else "constant at the sample mean"
-        noise = f"fixed σ = {model.noise:g}" if model.noise is not None else "learned (σ)"
-        rows += [
-            ("likelihood", "Gaussian, f integrated out: y ~ N(m, K + σ²I)"),
-            ("mean function", str(mean)),
-            ("noise", noise),
-        ]
-    rows += [
-        ("observations n", n),
-        ("input dimensions D", D),
-        ("inputs", ", ".join(model.feature_names)),
-    ]
-    return rows
-
-
-def _hetero_rows(model) -> list[tuple[str, object]]:
-    """The likelihood, mean and log-noise GP of a ``HeteroscedasticGPRegression``."""
-    spec = model.noise_spec
-    names = ", ".join(f"noise_{p}" for p in spec.params)
-    return [
-        (
-            "likelihood",
-            "Gaussian with input-dependent noise: y_i ~ N(f(x_i), exp(g(x_i))²) independently; "
-            "f integrated out given g: y ~ N(m, K_f + diag(exp(2g)))",
-        ),
-        ("mean function", "constant at the sample mean"),
-        ("noise", "learned: sd exp(g(x)), g a latent GP (log noise sd)"),
-        (
-            "noise GP",
-            "g ~ GP(noise_mean, k_g), whitened (g = noise_mean + L_g z_g); "
-            f"jitter {model.jitter_g:g}",
-        ),
-        ("noise GP kernel", spec.name + (" (ARD)" if model.ard else "")),
-        ("noise GP kernel formula", f"{kernel_formula(spec)}  (hyperparameters {names})"),
-        ("noise GP equation", spec.equation or "–"),
-        (
-            "posterior latents",
-            "g sampled by NUTS; f drawn exactly from p(f | y, g, θ) for each draw",
-        ),
-    ]
+    """Rows ``(name, value)`` describing a model: its own :meth:`~bayes_gp.protocol.GPModel.describe`."""
+    return list(model.describe())
 
 
 def prior_rows(model) -> list[str]:
@@ -214,22 +114,12 @@ def stat_label(name: str) -> str:
 
 
 def point_fit_settings(fit) -> list[tuple[str, object]]:
-    """Method, objective, restarts, convergence and time of a MapFit or ClassifierFit."""
-    from bayes_gp.classification import ClassifierFit
-
-    if isinstance(fit, ClassifierFit):
-        method = f"{'EP' if fit.method == 'ep' else 'Laplace'} approximation, type-II"
-        lml = "approximate log evidence"
-    else:
-        method = "type-II: " + ("MAP (log posterior)" if fit.prior else "ML-II (no priors)")
-        lml = "log marginal likelihood"
+    """Method, objective, restarts, convergence and time of a type-II fit
+    (:class:`~bayes_gp.protocol.PointFit`)."""
     restarts = fit.restarts or []
     rows: list[tuple[str, object]] = [
-        (
-            "method",
-            method + (" with priors" if isinstance(fit, ClassifierFit) and fit.prior else ""),
-        ),
-        (lml, float(fit.log_marginal_likelihood)),
+        ("method", fit.method_description),
+        (fit.evidence_name, float(fit.log_marginal_likelihood)),
         ("objective at optimum", float(fit.objective)),
         ("restarts", len(restarts) if restarts else "none (fixed hyperparameters)"),
     ]

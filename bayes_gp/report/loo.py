@@ -26,8 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.linalg import solve_triangular
-from scipy.special import log_ndtr
 
 __all__ = ["LooScore", "point_loo", "psis_loo", "score_table"]
 
@@ -67,57 +65,20 @@ class LooScore:
         return float(np.sqrt(n * np.var(self.pointwise, ddof=1))) if n > 1 else 0.0
 
 
-def _fit_label(fit) -> str:
-    from bayes_gp.classification import ClassifierFit
-
-    if isinstance(fit, ClassifierFit):
-        return f"{'EP' if fit.method == 'ep' else 'Laplace'} ({'MAP' if fit.prior else 'ML-II'})"
-    return "MAP" if fit.prior else "ML-II"
-
-
 def point_loo(model, fit, name: str = "") -> LooScore:
-    """LOO log predictive densities of a type-II fit at its point estimate (see module doc).
+    """LOO log predictive densities of a type-II fit at its point estimate, as the model computes
+    them (:meth:`~bayes_gp.protocol.GPModel.point_loo`; see the module docstring).
 
     Parameters
     ----------
-    model : GPRegression or GPClassifier
+    model : GPModel
         The model the fit came from.
-    fit : MapFit or ClassifierFit
+    fit : a type-II fit of that model
     name : str
         Label of the fit in tables.
     """
-    from bayes_gp.classification import ClassifierFit, GPClassifier
-    from bayes_gp.classification.likelihoods import average_probability
-    from bayes_gp.inference import MapFit
-    from bayes_gp.regression import GPRegression
-
-    if isinstance(model, GPRegression) and isinstance(fit, MapFit):
-        values = model._values(fit.params)
-        return LooScore(
-            name, f"exact LOO at {_fit_label(fit)} (R&W 5.10-5.12)", model._pointwise_loo(values)
-        )
-    if not (isinstance(model, GPClassifier) and isinstance(fit, ClassifierFit)):
-        raise TypeError(
-            "point_loo needs a GPRegression with a MapFit or a GPClassifier with a ClassifierFit, "
-            f"got {type(model).__name__} and {type(fit).__name__}"
-        )
-    y = model.y_pm
-    state = fit.state
-    if fit.method == "ep":
-        d = np.diag(state.Sigma)
-        tau = 1.0 / d - state.tau_t  # cavity precision, R&W eq. 3.56
-        nu = state.mu / d - state.nu_t
-        var = 1.0 / tau
-        pointwise = log_ndtr(y * nu * var / np.sqrt(1.0 + var))  # R&W eq. 3.82 at the cavity
-        return LooScore(name, f"EP cavity LOO at {_fit_label(fit)}", pointwise)
-    K, _, _ = model._grams(model._values(fit.params), np.zeros((0, model.X.shape[1])))
-    W = state.sW**2
-    V = solve_triangular(state.L, state.sW[:, None] * K, lower=True, check_finite=False)
-    sigma2 = np.diag(K) - np.sum(V * V, axis=0)  # diag (K^-1 + W)^-1, R&W Alg. 3.2 line 6
-    tau = 1.0 / sigma2 - W  # remove the Gaussian site of observation i
-    nu = state.f / sigma2 - (W * state.f + state.d1)
-    p = average_probability(model.link, y * nu / tau, 1.0 / tau)  # σ(-f) = 1 - σ(f)
-    return LooScore(name, f"Laplace LA-LOO at {_fit_label(fit)}", np.log(p))
+    method, pointwise = model.point_loo(fit)
+    return LooScore(name, method, np.asarray(pointwise, float))
 
 
 def psis_loo(idata, name: str = ""):

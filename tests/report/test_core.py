@@ -272,17 +272,15 @@ def test_package_is_callable_as_the_function():
 def test_regression_ppc_draws_marginals_above_the_joint_limit(monkeypatch):
     """Above PPC_JOINT_MAX observations the replicated data come from the per-point marginals
     (no n x n covariance): same shapes, and per-point means / sds match the predictive."""
-    import bayes_gp.report.core as core
     from bayes_gp import GPRegression
 
     rng = np.random.default_rng(0)
     X = np.linspace(0, 5, 30)
     gp = GPRegression(X, np.sin(X) + 0.1 * rng.normal(size=30))
     fit = gp.fit_map(n_restarts=1, prior=False, random_seed=0)
-    joint = core._regression_ppc(gp, fit, nuts=False)
-    monkeypatch.setattr(core, "PPC_JOINT_MAX", 10)
-    monkeypatch.setattr(core, "PPC_DRAWS", 4000)
-    marginal = core._regression_ppc(gp, fit, nuts=False)
+    joint = gp.replicate(fit, 50)
+    monkeypatch.setattr(GPRegression, "PPC_JOINT_MAX", 10)
+    marginal = gp.replicate(fit, 4000)
     assert joint.shape == (50, 30) and marginal.shape == (4000, 30)
     pred = gp.predict(X, fit, include_noise=True)
     np.testing.assert_allclose(marginal.mean(axis=0), pred.mean, atol=4 * pred.sd.max() / 60)

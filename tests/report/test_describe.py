@@ -7,18 +7,18 @@ import pymc as pm
 
 from bayes_gp import GPClassifier, GPRegression
 from bayes_gp.inference import MapFit, Restart
-from bayes_gp.regression import kernel_spec
+from bayes_gp.regression.catalogue import kernel_formula, kernel_spec
 from bayes_gp.report import describe
 
 
 def test_kernel_formula_of_catalogue_names_and_expressions():
-    assert describe.kernel_formula(kernel_spec("matern52")) == (
+    assert kernel_formula(kernel_spec("matern52")) == (
         "k(x, x') = η² (1 + √5 r + 5r²/3) exp(−√5 r)"
     )
-    text = describe.kernel_formula(kernel_spec("expquad + expquad * periodic"))
+    text = kernel_formula(kernel_spec("expquad + expquad * periodic"))
     assert text.startswith("k(x, x') = [expquad1: η² exp(−r²/2)] + [expquad2: η² exp(−r²/2)] × ")
     assert "[periodic: exp(−2 sin²(π|x − x'|/p) / ℓ²)]" in text  # no second amplitude
-    assert describe.kernel_formula(None) == ""
+    assert kernel_formula(None) == ""
 
 
 def test_prior_text_expands_constants_and_names_dependencies():
@@ -37,9 +37,9 @@ def test_prior_text_expands_constants_and_names_dependencies():
 
 def test_describe_model_rows():
     x = np.linspace(0, 1, 8)
-    rows = dict(describe.describe_model(GPRegression(x, np.sin(x), "matern32", noise=0.1)))
+    rows = dict((GPRegression(x, np.sin(x), "matern32", noise=0.1)).describe())
     assert rows["noise"] == "fixed σ = 0.1" and rows["observations n"] == 8
-    rows = dict(describe.describe_model(GPClassifier(x, x > 0.5, "expquad", link="logit")))
+    rows = dict((GPClassifier(x, x > 0.5, "expquad", link="logit")).describe())
     assert rows["likelihood"] == "Bernoulli, logit link; classes False, True (positive: last)"
     assert rows["positive fraction"] == 0.5
 

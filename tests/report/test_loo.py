@@ -71,7 +71,7 @@ def test_classifier_cavity_loo_matches_refits(classification_data, link, method)
 def test_point_loo_rejects_mismatched_fit(classification_data):
     x, t = classification_data
     fit = MapFit(params={"ls": 1.0, "eta": 1.0}, objective=0.0, prior=False)
-    with pytest.raises(TypeError, match="GPRegression with a MapFit"):
+    with pytest.raises(TypeError, match="point_loo needs a ClassifierFit of this model, got MapFit"):
         point_loo(GPClassifier(x, t), fit)
 
 
