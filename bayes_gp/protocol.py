@@ -180,6 +180,13 @@ class GPModel(ABC):
         how they were computed."""
 
     @abstractmethod
+    def restore_fit(self, method: str, params: dict, attrs: dict) -> Any:
+        """Rebuild a saved type-II fit: hyperparameters ``params`` and the scalars the workflow
+        saved with them (``objective``, ``prior``, ``log_marginal_likelihood``, ``grad_norm``,
+        ``jitter``, …) in ``attrs``; whatever the fit needs beyond them (an approximation's
+        state) is recomputed at ``params``."""
+
+    @abstractmethod
     def set_jitter(self, jitter: float) -> None:
         """Use the absolute diagonal jitter a saved fit was made with (reloading a fit)."""
 

@@ -310,20 +310,12 @@ def run(
 
     t0 = time.perf_counter()
     if method == "nuts":
-        fit = gp.sample(
-            draws=int(settings["draws"]),
-            tune=int(settings["tune"]),
-            chains=int(settings["chains"]),
-            sampler=sampler,
-            random_seed=int(seed),
-            progressbar=progressbar,
-        )
-    elif method == "map":
-        fit = gp.fit_map(n_restarts=int(settings["n_restarts"]), random_seed=int(seed))
-    elif method == "laplace":
-        fit = gp.fit_laplace(n_restarts=int(settings["n_restarts"]), random_seed=int(seed))
-    else:
-        fit = gp.fit_ep(n_restarts=int(settings["n_restarts"]), random_seed=int(seed))
+        options = {"draws": int(settings["draws"]), "tune": int(settings["tune"]),
+                   "chains": int(settings["chains"]), "sampler": sampler,
+                   "progressbar": progressbar}  # fmt: skip
+    else:  # a type-II fit
+        options = {"n_restarts": int(settings["n_restarts"])}
+    fit = gp.fit(method, random_seed=int(seed), **options)
     seconds["fit"] = time.perf_counter() - t0
     say(f"fitted in {seconds['fit']:.1f} s; predicting")
 
@@ -715,37 +707,15 @@ def _check_posterior(fit, gp) -> None:
 
 
 def _point_fit(ds, gp, method: str):
-    from bayes_gp.classification import ClassifierFit
-    from bayes_gp.inference import MapFit
-
+    """The saved type-II fit, rebuilt by its model (:meth:`~bayes_gp.protocol.GPModel.restore_fit`)."""
     params = {n: np.asarray(ds[n].values, float) for n in ds.data_vars}
     missing = set(gp.hyperparameters) - set(params)
     if missing:
         raise KeyError(f"the saved point estimate lacks {sorted(missing)}")
-    a = ds.attrs
-    if "jitter" in a:
-        gp.set_jitter(float(a["jitter"]))  # the model the fit was made with
-    if method == "map":
-        return MapFit(
-            params,
-            float(a["objective"]),
-            bool(a["prior"]),
-            grad_norm=float(a["grad_norm"]),
-            log_marginal_likelihood=float(a["log_marginal_likelihood"]),
-            jitter=float(a.get("jitter", np.nan)),
-            jitter_default=float(a.get("jitter_default", np.nan)),
-        )
-    fit = gp.fit_laplace(params=params) if method == "laplace" else gp.fit_ep(params=params)
-    return ClassifierFit(
-        method,
-        params,
-        fit.log_marginal_likelihood,
-        float(a["objective"]),
-        bool(a["prior"]),
-        fit.state,
-        grad_norm=float(a["grad_norm"]),
-        jitter=fit.jitter,
-    )
+    attrs = dict(ds.attrs)
+    if "jitter" in attrs:
+        gp.set_jitter(float(attrs["jitter"]))  # the model the fit was made with
+    return gp.restore_fit(method, params, attrs)
 
 
 def describe(res: FitResult) -> str:

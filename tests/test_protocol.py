@@ -153,6 +153,10 @@ class FixedKernelGP(GPModel):
             self.y - mu
         ) ** 2 / var
 
+    def restore_fit(self, method, params, attrs):
+        sigma = float(params["sigma"])
+        return SigmaFit({"sigma": np.asarray(sigma)}, self._lml(sigma), float(attrs["objective"]))
+
     def set_jitter(self, jitter):
         """No jitter: the fixed kernel's matrix plus σ² I is well conditioned."""
 

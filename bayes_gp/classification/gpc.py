@@ -610,6 +610,22 @@ class GPClassifier(PreflightJitter, GPModel):
     def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
         return {f"P(y = {self.classes_[1]})": self.predict_proba(X_new, fit)}
 
+    def restore_fit(self, method: str, params: dict, attrs: dict) -> ClassifierFit:
+        """The Laplace or EP approximation recomputed at the saved hyperparameters."""
+        if method not in ("laplace", "ep"):
+            raise ValueError(f"GPClassifier's type-II fits are 'laplace' and 'ep', not {method!r}")
+        fit = self.fit_laplace(params=params) if method == "laplace" else self.fit_ep(params=params)
+        return ClassifierFit(
+            method,
+            params,
+            fit.log_marginal_likelihood,
+            float(attrs["objective"]),
+            bool(attrs["prior"]),
+            fit.state,
+            grad_norm=float(attrs["grad_norm"]),
+            jitter=fit.jitter,
+        )
+
     def point_loo(self, fit) -> tuple[str, np.ndarray]:
         r"""LOO log predictive densities at the point estimate.
 

@@ -757,6 +757,19 @@ class GPRegression(PreflightJitter, GPModel):
         return {"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
                 "upper 97%": pred.upper}  # fmt: skip
 
+    def restore_fit(self, method: str, params: dict, attrs: dict) -> MapFit:
+        if method != "map":
+            raise ValueError(f"GPRegression's type-II fit is 'map', not {method!r}")
+        return MapFit(
+            params,
+            float(attrs["objective"]),
+            bool(attrs["prior"]),
+            grad_norm=float(attrs["grad_norm"]),
+            log_marginal_likelihood=float(attrs["log_marginal_likelihood"]),
+            jitter=float(attrs.get("jitter", np.nan)),
+            jitter_default=float(attrs.get("jitter_default", np.nan)),
+        )
+
     def point_loo(self, fit) -> tuple[str, np.ndarray]:
         """Exact LOO at the point estimate, R&W eqs. (5.10)–(5.12)."""
         if not isinstance(fit, MapFit):

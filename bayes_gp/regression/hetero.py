@@ -637,6 +637,9 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         return {"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
                 "upper 97%": pred.upper, "noise sd": noise[0]}  # fmt: skip
 
+    def restore_fit(self, method: str, params: dict, attrs: dict):
+        raise TypeError("HeteroscedasticGPRegression has NUTS fits only: no type-II fit to restore")
+
     def point_loo(self, fit) -> tuple[str, np.ndarray]:
         raise TypeError(
             "HeteroscedasticGPRegression has NUTS fits only; their PSIS-LOO comes from the "
