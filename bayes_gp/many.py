@@ -44,11 +44,11 @@ import pandas as pd
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
-from bayes_gp.inference.typeii import MapFit
+from bayes_gp.protocol import GPModel
+from bayes_gp.regression import GPRegression
 
 __all__ = ["ManyFit", "FitManyError", "fit_many", "group_seed"]
 
-METHODS = ("nuts", "map")
 #: Posterior groups of the per-group NUTS fits that are gathered along ``group``.
 GATHERED = ("posterior", "sample_stats", "log_likelihood", "observed_data")
 
@@ -109,6 +109,7 @@ class _Task:
     method: str
     fit_kwargs: dict
     seed: int
+    model: type = GPRegression
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,7 @@ class _Outcome:
 
 
 def _fit_group(task: _Task) -> _Outcome:
-    """Build and fit one group's GPRegression (runs in a worker)."""
-    from bayes_gp.regression import GPRegression
-
+    """Build and fit one group's model (runs in a worker)."""
     t0 = time.perf_counter()
     worker = f"pid {os.getpid()}"
     caught: list = []
@@ -135,11 +134,8 @@ def _fit_group(task: _Task) -> _Outcome:
             warnings.catch_warnings(record=True) as caught,
         ):
             warnings.simplefilter("always")
-            gp = GPRegression(_own(task.X), _own(task.y), kernel=task.kernel, **task.model_kwargs)
-            if task.method == "map":
-                fit = gp.fit_map(random_seed=task.seed, **task.fit_kwargs)
-            else:
-                fit = gp.sample(random_seed=task.seed, **task.fit_kwargs)
+            gp = task.model(_own(task.X), _own(task.y), kernel=task.kernel, **task.model_kwargs)
+            fit = gp.fit(task.method, random_seed=task.seed, **task.fit_kwargs)
     except Exception as exc:
         last = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" (at {os.path.basename(last.filename)}:{last.lineno})"
@@ -184,7 +180,8 @@ class ManyFit:
 
     Attributes
     ----------
-    method : {"nuts", "map"}
+    method : str
+        ``"nuts"`` or a type-II method of the model (``"map"``, ``"laplace"``, …).
     groups : tuple
         Every group label, in input order (failed groups included).
     fits : dict
@@ -225,6 +222,7 @@ class ManyFit:
     data: dict = field(default_factory=dict, repr=False)
     kernel: Any = "expquad"
     model_kwargs: dict = field(default_factory=dict, repr=False)
+    model_class: type = GPRegression
 
     @property
     def ok(self) -> tuple:
@@ -232,13 +230,11 @@ class ManyFit:
         return tuple(g for g in self.groups if g in self.fits)
 
     def model(self, label: Hashable):
-        """Rebuild group ``label``'s :class:`~bayes_gp.GPRegression` here (for ``.predict``)."""
-        from bayes_gp.regression import GPRegression
-
+        """Rebuild group ``label``'s model here (for ``.predict``)."""
         if label not in self.data:
             raise KeyError(f"no group {label!r}; groups are {list(self.groups)}")
         X, y = self.data[label]
-        return GPRegression(X, y, kernel=self.kernel, **self.model_kwargs)
+        return self.model_class(X, y, kernel=self.kernel, **self.model_kwargs)
 
     def __repr__(self) -> str:
         return (
@@ -412,6 +408,7 @@ def fit_many(
     model_kwargs: Mapping[str, Any] | None = None,
     fit_kwargs: Mapping[str, Any] | None = None,
     errors: str = "collect",
+    model: type = GPRegression,
 ) -> ManyFit:
     """Fit one GP regression per group, in parallel on Dask, and gather the results.
 
@@ -429,8 +426,10 @@ def fit_many(
     kernel : str or callable
         As for :class:`~bayes_gp.GPRegression` (a callable must be picklable, e.g. defined at
         module level, since it travels to the workers).
-    method : {"nuts", "map"}
-        ``"nuts"``: :meth:`GPRegression.sample`; ``"map"``: :meth:`GPRegression.fit_map`.
+    method : str
+        One of ``model.fit_methods``: for ``GPRegression`` ``"nuts"`` (:meth:`GPRegression.sample`)
+        or ``"map"`` (:meth:`GPRegression.fit_map`); for ``GPClassifier`` also ``"laplace"`` and
+        ``"ep"``.
     draws, tune, chains, sampler
         NUTS settings (ignored for MAP). Inside a worker PyMC's own sampler runs the chains one
         after another; ``sampler="numpyro"`` runs on a GPU when JAX sees one (see README).
@@ -450,6 +449,11 @@ def fit_many(
     fit_kwargs : dict, optional
         Passed to ``.sample`` (e.g. ``target_accept``, ``nuts={...}``, ``quiet``) or to
         ``.fit_map`` (``n_restarts``, ``prior``, ``maxiter``).
+    model : type
+        The model family fitted to every group: a class implementing the model protocol
+        (:class:`bayes_gp.protocol.GPModel`), called as ``model(X_g, y_g, kernel=kernel,
+        **model_kwargs)`` and fitted by its ``fit(method, ...)``; ``GPRegression`` by default.
+        ``method`` is one of its ``fit_methods``.
     errors : {"collect", "raise"}
         A failing group never stops the others. ``"collect"``: its message goes to
         ``result.errors`` and the ``error`` column of ``result.table``; ``"raise"``: after all
@@ -467,8 +471,13 @@ def fit_many(
         Before any fit, for a missing column, a group with fewer than 2 observations, or bad
         settings.
     """
-    if method not in METHODS:
-        raise ValueError(f"`method` must be one of {METHODS}, got {method!r}")
+    if not (isinstance(model, type) and issubclass(model, GPModel)):
+        raise TypeError(
+            "`model` must be a model class implementing bayes_gp.protocol.GPModel (such as "
+            f"GPRegression or GPClassifier), got {model!r}"
+        )
+    if method not in model.fit_methods:
+        raise ValueError(f"`method` must be one of {model.fit_methods}, got {method!r}")
     if errors not in ("collect", "raise"):
         raise ValueError(f"`errors` must be 'collect' or 'raise', got {errors!r}")
     groups = _split(data, x, y, group)
@@ -510,7 +519,7 @@ def fit_many(
     labels = list(groups)
     seeds = {g: group_seed(root, g) for g in labels}
     tasks = [
-        _Task(g, X, yv, kernel, model_kwargs, method, fit_kwargs, seeds[g])
+        _Task(g, X, yv, kernel, model_kwargs, method, fit_kwargs, seeds[g], model)
         for g, (X, yv) in groups.items()
     ]
 
@@ -541,13 +550,13 @@ def fit_many(
             "seconds": o.seconds,
             "worker": o.worker,
         }
-        if o.error is None and method == "map":
-            fit: MapFit = o.fit
+        if o.error is None and method != "nuts":  # a type-II fit (PointFit)
+            fit = o.fit
             row.update(_scalar_columns(fit.params, o.feature_names))
             row.update(
                 objective=fit.objective,
                 log_marginal_likelihood=fit.log_marginal_likelihood,
-                converged=fit.converged,
+                converged=getattr(fit, "converged", None),
                 grad_norm=fit.grad_norm,
             )
         elif o.error is None:
@@ -556,7 +565,7 @@ def fit_many(
         rows.append(row)
     table = pd.DataFrame(rows).set_index("group")
     table["error"] = pd.Series([outcomes[g].error for g in labels], index=table.index, dtype=object)
-    if method == "map" and "converged" in table:
+    if method != "nuts" and "converged" in table:
         table["converged"] = table["converged"].astype("boolean")
     ok = [g for g in labels if g in fits]
     result = ManyFit(
@@ -572,6 +581,7 @@ def fit_many(
         data=groups,
         kernel=kernel,
         model_kwargs=model_kwargs,
+        model_class=model,
     )
     if failed and errors == "raise":
         lines = "\n".join(f"  {g!r}: {m}" for g, m in failed.items())

@@ -47,9 +47,9 @@ class SigmaFit(PointFit):
 class FixedKernelGP(GPModel):
     fit_methods = ("map", "nuts")
 
-    def __init__(self, x, y):
-        self.X = np.asarray(x, float)[:, None]
-        self.y = np.asarray(y, float)
+    def __init__(self, x, y, kernel=None):
+        self.X = np.asarray(x, float).reshape(-1)[:, None]
+        self.y = np.asarray(y, float).reshape(-1)
         self.feature_names = ["t"]
         n = self.y.size
         K = _k(self.X[:, 0], self.X[:, 0])
@@ -196,3 +196,27 @@ def test_a_fit_of_another_model_is_refused(family):
     family.check_fit(other)  # its own kind
     with pytest.raises(ValueError, match="does not match the fit"):
         report(object.__new__(type("Other", (PointFit,), {})), model=family)
+
+
+def test_fit_many_runs_the_family_per_group(family):
+    """fit_many fits the family to each group through the protocol, and a group's result equals
+    the direct fit."""
+    import bayes_gp
+
+    rng = np.random.default_rng(4)
+    data = {}
+    for g in ("a", "b"):
+        x = np.sort(rng.uniform(0, 8, 20))
+        data[g] = (x, np.sin(x) + 0.3 * rng.standard_normal(20))
+    res = bayes_gp.fit_many(data, model=FixedKernelGP, method="map", n_workers=1, random_seed=0)
+    assert res.errors == {} and list(res.table.index) == ["a", "b"]
+    for g, (x, y) in data.items():
+        direct = FixedKernelGP(x, y).fit("map")
+        assert float(res.fits[g].params["sigma"]) == pytest.approx(float(direct.params["sigma"]))
+        assert res.table.loc[g, "log_marginal_likelihood"] == pytest.approx(
+            direct.log_marginal_likelihood
+        )
+    with pytest.raises(ValueError, match="must be one of"):
+        bayes_gp.fit_many(data, model=FixedKernelGP, method="laplace")
+    with pytest.raises(TypeError, match=r"implementing bayes_gp\.protocol\.GPModel"):
+        bayes_gp.fit_many(data, model=object)
