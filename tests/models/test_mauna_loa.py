@@ -184,3 +184,17 @@ def test_short_nuts_run(decl, fast):
     assert abs(period.mean() - 1.0) < 0.01 and period.std() < 0.005  # the data pin it
     sigma = np.asarray(post["sigma"])
     assert 0.05 < sigma.mean() < 0.35
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ml2_convergence_verdict_does_not_depend_on_the_start(decl, fast, seed):
+    """Issue 21's flaky notebook: an ML-II fit that reaches the optimum (at least scikit-learn's
+    -38.1808 on these data) is judged converged whatever the starts (the restarts after the
+    first are prior draws, so each seed perturbs them): the verdict comes from the Newton
+    decrement or, where the finite-difference Hessian is indefinite along the rational
+    quadratic's alpha -> infinity, from the gain a probing step can still make."""
+    fit = decl.build(fast, "map").fit_map(n_restarts=3, prior=False, random_seed=seed)
+    assert fit.log_marginal_likelihood > -38.181
+    assert fit.converged
+    assert all(r.converged for r in fit.restarts if r.objective > -38.181)
