@@ -4,7 +4,7 @@ Subcommands
 -----------
 prior-draws
     Draw functions from the GP prior of a selection of catalogue kernels on a 1-D grid and save
-    one multi-panel figure (as R&W figs. 4.1 and 4.4, seed 003) and a ``summary.json``.
+    one multi-panel figure (as R&W figs. 4.1 and 4.4) and a ``summary.json``.
 list
     The declared models (``models/``).
 fit
@@ -206,7 +206,7 @@ def prior_draw_kernels() -> list[tuple[str, str, Any]]:
     Returns
     -------
     list of tuple
-        Name, equation reference (R&W = seed 003, PRML = seed 000) and a PyMC covariance function
+        Name, equation reference (R&W = Rasmussen & Williams, PRML = Bishop) and a PyMC covariance function
         with fixed hyperparameters.
     """
     return [
@@ -224,7 +224,7 @@ def prior_draw_kernels() -> list[tuple[str, str, Any]]:
          kern.Periodized(kern.ExpQuad(1, ls=0.5), period=2.5)),
         ("DotProduct σ₀=1", "R&W §4.2.2", kern.DotProduct(1, sigma0=1.0)),
         ("Polynomial p=2 σ₀=1", "R&W (4.23)", kern.Polynomial(1, p=2, sigma0=1.0)),
-        ("PRMLKernel θ=(1,4,1,0.1)", "PRML (6.63), seed 000 (24)",
+        ("PRMLKernel θ=(1,4,1,0.1)", "PRML (6.63)",
          kern.PRMLKernel(1, theta0=1.0, theta1=4.0, theta2=1.0, theta3=0.1)),
     ]  # fmt: skip
 

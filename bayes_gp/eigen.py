@@ -1,4 +1,4 @@
-r"""Eigenfunction analysis of kernels (R&W §4.3, seed 003).
+r"""Eigenfunction analysis of kernels (R&W §4.3).
 
 An eigenfunction :math:`\phi` of a kernel with eigenvalue :math:`\lambda` with respect to a measure
 :math:`\mu` satisfies (R&W eq. 4.36)

@@ -1,4 +1,4 @@
-r"""Positive semi-definiteness: checks on Gram matrices (R&W §4.1, seed 003).
+r"""Positive semi-definiteness: checks on Gram matrices (R&W §4.1).
 
 A function :math:`k` is a covariance function only if every Gram matrix
 :math:`K_{ij} = k(x_i, x_j)` is positive semi-definite, i.e. all eigenvalues are

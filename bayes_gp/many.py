@@ -7,7 +7,7 @@ series). Without pooling, the joint posterior factorises over the groups,
    p(\theta_1, \dots, \theta_K \mid y) = \prod_{g=1}^{K} p(\theta_g \mid y_g),
    \qquad p(\theta_g \mid y_g) \propto N(y_g \mid m_g, K_{\theta_g} + \sigma_g^2 I)\, p(\theta_g),
 
-(seed 000 eq. 23 for each factor), so the :math:`K` fits are independent tasks.
+(PRML eq. 6.61 for each factor), so the :math:`K` fits are independent tasks.
 :func:`fit_many` runs each as one task on a ``dask.distributed`` cluster (a local cluster of
 processes by default), building a :class:`~bayes_gp.GPRegression` in the worker and running NUTS
 (``.sample``) or a type-II fit (``.fit_map``), and gathers the results: NUTS draws into one ArviZ

@@ -1,8 +1,8 @@
 r"""Closed-form Gaussian-process predictive equations, in NumPy (float64, Cholesky, no inverses).
 
-* Predictive mean and variance: PRML eqs. (6.66)–(6.67) / seed 000 eqs. (27)–(28),
+* Predictive mean and variance: PRML eqs. (6.66)–(6.67),
   R&W eqs. (2.25)–(2.26): :math:`m = k^\top C^{-1} t`, :math:`\sigma^2 = c - k^\top C^{-1} k`.
-* Log marginal likelihood: seed 000 eq. (23) and seed 001 §3,
+* Log marginal likelihood: PRML eq. (6.69), §6.4.3, R&W eq. (2.30),
   :math:`\log p(t) = -\tfrac12 t^\top C^{-1} t - \sum_i \log L_{ii} - \tfrac n2 \log 2\pi`.
 * Leave-one-out predictive densities: R&W eqs. (5.10)–(5.12),
   :math:`\mu_i = t_i - [C^{-1}t]_i/[C^{-1}]_{ii}`, :math:`\sigma_i^2 = 1/[C^{-1}]_{ii}`.
@@ -68,7 +68,7 @@ def factorize(C: np.ndarray, t: np.ndarray) -> GaussianFactor:
 
 
 def log_marginal_likelihood(fac: GaussianFactor) -> float:
-    r"""Log marginal likelihood, seed 000 eq. (23), R&W eq. (2.30)."""
+    r"""Log marginal likelihood, PRML eq. (6.69), R&W eq. (2.30)."""
     n = fac.t.shape[0]
     return float(-0.5 * fac.t @ fac.alpha - np.sum(np.log(np.diag(fac.L))) - 0.5 * n * LOG_2PI)
 
@@ -90,9 +90,9 @@ def predict(
     Returns
     -------
     mean : ndarray, shape (m,)
-        :math:`k^\top C^{-1} t` (seed 000 eq. 27, R&W eq. 2.25).
+        :math:`k^\top C^{-1} t` (PRML eq. 6.66, R&W eq. 2.25).
     cov : ndarray, shape (m,) or (m, m)
-        :math:`c - k^\top C^{-1} k` (seed 000 eq. 28, R&W eq. 2.26), same shape as ``k_star_star``.
+        :math:`c - k^\top C^{-1} k` (PRML eq. 6.67, R&W eq. 2.26), same shape as ``k_star_star``.
     """
     mean = K_star.T @ fac.alpha
     V = solve_triangular(fac.L, K_star, lower=True, check_finite=False)

@@ -5,7 +5,7 @@ Two parts:
 * ``crossover``: :class:`bayes_gp.BayesianLinearRegression` on random features (``basis=None``,
   the inputs are the design matrix Φ, N × M) with ``method="weight"`` (factorise the M × M matrix
   ``I + σ⁻²Φ̃ᵀΦ̃``: O(NM² + M³)) and ``method="function"`` (factorise the N × N matrix
-  ``Φ̃Φ̃ᵀ + σ²I``: O(N²M + N³)), seed 000 end of §7.3. Timed: ``log_marginal_likelihood`` (the
+  ``Φ̃Φ̃ᵀ + σ²I``: O(N²M + N³)), PRML §6.4.2. Timed: ``log_marginal_likelihood`` (the
   work of one hyperparameter evaluation) and ``predict`` at 200 new points (fit + predictions),
   without the ~2 ms that the public methods spend entering threadpoolctl's one-BLAS-thread limit.
   For each M the N at which the two are equally fast is located by interpolating log-time ratios

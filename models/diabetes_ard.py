@@ -18,8 +18,8 @@ Model
        \frac{(x_d - x'_d)^2}{\ell_d^2}\right), \qquad \epsilon_i \sim N(0, \sigma^2),
 
     the squared exponential with one length-scale per input (R&W eq. 4.9 with
-    :math:`M = \mathrm{diag}(\ell)^{-2}`, §5.1; seed 001 §4), ``GPRegression(X, y, "expquad",
-    ard=True)``, with :math:`m` the sample mean of y (seed 002 §3.3.1). The relevance of input
+    :math:`M = \mathrm{diag}(\ell)^{-2}`, §5.1; PRML §6.4.4), ``GPRegression(X, y, "expquad",
+    ard=True)``, with :math:`m` the sample mean of y (R&W §2.7). The relevance of input
     :math:`d` is :math:`1/\ell_d` (``model.relevance(fit)``): a long length-scale means the
     function hardly varies along that input (R&W §5.1, Figure 5.1).
 

@@ -46,7 +46,7 @@ Model
     ``expquad1_eta`` = θ1, ``expquad1_ls`` = θ2, ``expquad2_eta`` = θ3, ``expquad2_ls`` = θ4,
     ``periodic_ls`` = θ5, ``periodic_period`` = p, ``ratquad_eta`` = θ6, ``ratquad_ls`` = θ7,
     ``ratquad_alpha`` = θ8, ``expquad3_eta`` = θ9, ``expquad3_ls`` = θ10, ``sigma`` = θ11.
-    The mean is the sample mean of y (``mean=None``, seed 002 §3.3.1; scikit-learn's example
+    The mean is the sample mean of y (``mean=None``, R&W §2.7; scikit-learn's example
     likewise fits y minus its mean), and the long-term SE term carries the changing level. R&W
     fix the period at one year; here it is learned under a tight prior, so the fit can confirm
     it.

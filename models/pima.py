@@ -18,7 +18,7 @@ Model
        f \sim GP(0, k), \qquad k(x, x') = \eta^2 \exp\!\left(-\tfrac12 \sum_{d=1}^{7}
        \frac{(x_d - x'_d)^2}{\ell_d^2}\right), \qquad p(y_i = 1 \mid f_i) = \sigma(f_i),
 
-    a latent GP with the ARD squared exponential (R&W eq. 4.9, §5.1; seed 001 §4–5) and the
+    a latent GP with the ARD squared exponential (R&W eq. 4.9, §5.1; PRML §6.4.4–6.4.5) and the
     logistic link (R&W eq. 3.2) for ``"laplace"`` and ``"nuts"``, the probit link
     :math:`\Phi(f)` (R&W eq. 3.3, §3.6) for ``"ep"``, whose site moments are closed-form only for
     the probit. ``GPClassifier(X, y, "expquad", ard=True, link=...)``.

@@ -1,4 +1,4 @@
-"""Binary GP classification with a sigmoid link: Laplace, EP and NUTS (seed 001 §5, R&W ch. 3)."""
+"""Binary GP classification with a sigmoid link: Laplace, EP and NUTS (PRML §6.4.5, R&W ch. 3)."""
 
 from bayes_gp.classification.approx import EPState, LaplaceState, ep_run, laplace_mode
 from bayes_gp.classification.gpc import ClassifierFit, GPClassifier

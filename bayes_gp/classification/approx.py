@@ -1,4 +1,4 @@
-r"""Gaussian approximations to the latent posterior of GP classification (R&W ch. 3, seed 001 §5).
+r"""Gaussian approximations to the latent posterior of GP classification (R&W ch. 3, PRML §6.4.5–6.4.6).
 
 * Laplace: R&W Algorithm 3.1 (mode by Newton's method in the stable :math:`B = I + W^{1/2}KW^{1/2}`
   form), the approximate log evidence :math:`\log q(y \mid X, \theta)` (eq. 3.32), its gradient

@@ -1,10 +1,10 @@
-r"""Binary GP classification with a latent GP and a sigmoid link (seed 001 §5, R&W ch. 3).
+r"""Binary GP classification with a latent GP and a sigmoid link (PRML §6.4.5, R&W ch. 3).
 
 .. math::
    f \sim GP(0, k_\theta), \qquad p(y = +1 \mid f) = \sigma(f),
 
 with :math:`\sigma` the logistic or the probit function. The predictive probability
-:math:`\int \sigma(f_*) p(f_* \mid X, y, x_*) df_*` is intractable (seed 001 §5): it is computed by
+:math:`\int \sigma(f_*) p(f_* \mid X, y, x_*) df_*` is intractable (R&W §3.3, PRML §6.4.5): it is computed by
 Monte Carlo over NUTS draws (:meth:`GPClassifier.sample`), or from a Gaussian approximation of the
 latent posterior, Laplace (:meth:`GPClassifier.fit_laplace`) or EP (:meth:`GPClassifier.fit_ep`),
 whose hyperparameters are fitted by type-II maximisation of the approximate evidence.
@@ -111,7 +111,7 @@ class GPClassifier(PreflightJitter, GPModel):
         Overrides of the default hyperpriors (as in :class:`~bayes_gp.GPRegression`). The default
         amplitude prior is :math:`\\eta \\sim \\mathrm{HalfNormal}(2)` (latent scale of a sigmoid).
     jitter : float
-        The latent-GP jitter :math:`\\nu` added to the diagonal of :math:`K` (seed 001 §5).
+        The latent-GP jitter :math:`\\nu` added to the diagonal of :math:`K` (PRML §6.4.5).
         :meth:`sample` first factorises :math:`K + \\nu I` at the initial point and at prior
         draws and raises :math:`\\nu` tenfold until that succeeds
         (:mod:`bayes_gp.inference.jitter`); the value used is recorded in the posterior.

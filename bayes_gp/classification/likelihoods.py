@@ -1,4 +1,4 @@
-r"""Sigmoid likelihoods for binary GP classification (seed 001 §5; R&W §3.3, §3.9).
+r"""Sigmoid likelihoods for binary GP classification (PRML §6.4.5; R&W §3.3, §3.9).
 
 Labels are :math:`y \in \{-1, +1\}` internally; :math:`p(y \mid f) = \sigma(y f)` with
 :math:`\sigma` the logistic function (``"logit"``) or the standard normal CDF :math:`\Phi`

@@ -1,5 +1,5 @@
-"""Deep kernel learning (seed 002 §3.4) and the "GP neural network" feature extractor
-(seed 000 eqs. 30–33).
+"""Deep kernel learning (Wilson et al. 2016) and the "GP neural network" feature extractor
+(per-unit mixtures of activation functions; docs/sources.md).
 
 ``DeepKernelRegression``
     A multilayer perceptron in PyTensor feeding a catalogue kernel; network weights and kernel

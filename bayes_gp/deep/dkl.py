@@ -1,5 +1,5 @@
 r"""Deep kernel learning: a neural-network feature extractor followed by a GP layer
-(seed 002 §3.4, Wilson, Hu, Salakhutdinov & Xing, *Deep Kernel Learning*, AISTATS 2016).
+(Wilson, Hu, Salakhutdinov & Xing, *Deep Kernel Learning*, AISTATS 2016).
 
 The deep kernel is a catalogue kernel applied to learned features,
 
@@ -8,26 +8,26 @@ The deep kernel is a catalogue kernel applied to learned features,
 with :math:`g` a multilayer perceptron (:class:`~bayes_gp.deep.network.FeatureExtractor`). The
 network weights :math:`W` and the kernel hyperparameters :math:`\theta` (noise :math:`\sigma`
 included) are fitted jointly by minimising the exact negative log marginal likelihood of the GP
-(seed 002 §3.3.2 and §3.4.3, seed 000 eq. 23)
+(R&W §5.4.1, eq. 5.8; Wilson et al. 2016)
 
 .. math::
    \mathcal L(W, \theta) = \tfrac12 r^\top C^{-1} r + \sum_i \log L_{ii} + \tfrac n2\log 2\pi,
    \qquad C = K_\theta(g(X; W)) + \sigma^2 I = LL^\top, \quad r = y - m,
 
-(:math:`\tfrac12\log|C| = \sum_i\log L_{ii}`, seed 002 Theorem 1), plus, for a MAP fit, the
+(:math:`\tfrac12\log|C| = \sum_i\log L_{ii}`, R&W Alg. 2.1), plus, for a MAP fit, the
 Gaussian prior :math:`\tfrac12\lVert W\rVert^2/s_W^2` of the network weights. The gradient with
 respect to every weight and hyperparameter comes from PyTensor's reverse-mode differentiation
 through the Cholesky factorisation: :math:`\partial\mathcal L/\partial C = \tfrac12(C^{-1} -
 C^{-1}rr^\top C^{-1})`, propagated through :math:`\partial C/\partial g` and
-:math:`\partial g/\partial W` (the chain rule of seed 002 §3.4.3).
+:math:`\partial g/\partial W` (the chain rule, Wilson et al. 2016).
 
-Two points where seed 002 §3.4.3 flags doubts (【WARNING】), settled here:
+Two points that are easy to get wrong in a hand-written version of this gradient:
 
-* the data term is :math:`\tfrac12 r^\top C^{-1}r = \tfrac12\lVert L^{-1}r\rVert^2`. The seed's
-  code computes ``alpha = cho_solve((L, True), y)``, which is :math:`C^{-1}y`, not
+* the data term is :math:`\tfrac12 r^\top C^{-1}r = \tfrac12\lVert L^{-1}r\rVert^2`. A common
+  implementation computes ``alpha = cho_solve((L, True), y)``, which is :math:`C^{-1}y`, not
   :math:`L^{-1}y`: the code is right, the reading of it is not;
 * the matrix gradient is :math:`\partial\mathcal L/\partial C = -\tfrac12(C^{-1}yy^\top C^{-1} -
-  C^{-1})` with no factor :math:`N` (the seed's code multiplies by :math:`N`, which only rescales
+  C^{-1})` with no factor :math:`N` (multiplying it by :math:`N`, which only rescales
   the step size of its optimiser and is not the gradient of its loss). The test suite checks the
   gradient used here against finite differences.
 
@@ -119,7 +119,7 @@ def _is_network_name(name: str) -> bool:
 
 
 class DeepKernelRegression:
-    r"""GP regression with a deep kernel :math:`k_\theta(g(x; W), g(x'; W))` (seed 002 §3.4).
+    r"""GP regression with a deep kernel :math:`k_\theta(g(x; W), g(x'; W))` (Wilson et al. 2016).
 
     Parameters
     ----------
@@ -135,7 +135,7 @@ class DeepKernelRegression:
         A catalogue kernel name or expression (see :func:`bayes_gp.regression.kernel_spec`).
     activation : str
         ``"tanh"``, ``"relu"``, ``"gelu"``, ``"sigmoid"``, or ``"mixture"`` for the "GP neural
-        network" of seed 000 eqs. (30)–(33) whose hidden units mix the activations ``mixture``
+        network" (a per-unit mixture of activations) whose hidden units mix the activations ``mixture``
         with learned coefficients.
     ard : bool
         One length-scale per feature.
@@ -404,7 +404,7 @@ class DeepKernelRegression:
             (0.9, 0.999).
         n_restarts : int
             Independent network initialisations; the lowest loss wins (the loss is non-convex,
-            seed 002 §3.3.2).
+            R&W §5.4.1).
         maxiter : int
             Iterations per restart.
         learning_rate : float
@@ -546,8 +546,8 @@ class DeepKernelRegression:
         r"""Predictive mean and variance of :math:`f_*` (or :math:`y_*` with ``include_noise``).
 
         ``fit``: a :class:`DKLFit` (default: the last :meth:`fit`) or named parameters (see
-        :meth:`pack`), closed form of seed 000 eqs. (27)–(28) on the learned features
-        (seed 002 §3.4.4); or the output of :meth:`sample`: the mixture over the posterior draws.
+        :meth:`pack`), closed form of PRML eqs. (6.66)–(6.67) on the learned features
+        (Wilson et al. 2016); or the output of :meth:`sample`: the mixture over the posterior draws.
         """
         Xn = self._check_new(X_new)
         if not self._is_draws(fit):
@@ -595,7 +595,7 @@ class DeepKernelRegression:
           the fit; ``b_out`` stays fixed (a shift of the features, which stationary kernels
           ignore);
         * ``sample_mixture``: the mixture coefficients ``lam0``, ... of ``activation="mixture"``,
-          prior :math:`N(0, s_\lambda^2)` as in the fit (seed 000 eqs. 32–33 with the weights at
+          prior :math:`N(0, s_\lambda^2)` as in the fit (a Bayesian neural network, PRML §5.7, with the weights at
           their MAP values).
 
         Scaling the features by :math:`c` and the length-scales by :math:`c` leaves the kernel

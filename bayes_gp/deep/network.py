@@ -1,25 +1,24 @@
-r"""Feature extractors for deep kernels: multilayer perceptrons in PyTensor (seed 002 §3.4), and
-the "GP neural network" whose hidden units mix several activation functions (seed 000 eqs. 30–33).
+r"""Feature extractors for deep kernels: multilayer perceptrons in PyTensor (Wilson et al. 2016), and
+the "GP neural network" whose hidden units mix several activation functions.
 
 A network :math:`g(x; W)` maps an input :math:`x \in \mathbb R^D` to features
-:math:`z \in \mathbb R^Q` through dense layers (seed 002 §3.4.2, :math:`o = xW + b`)
+:math:`z \in \mathbb R^Q` through dense layers (:math:`o = xW + b`)
 
 .. math:: h^{(l)} = a\big(h^{(l-1)}W^{(l)} + b^{(l)}\big), \qquad z = h^{(L)}W^{out} + b^{out},
 
 with an activation :math:`a` (``"relu"``, ``"gelu"``, ``"sigmoid"``, ``"tanh"``) or, with
-``activation="mixture"``, a learned weighted mixture per hidden unit :math:`i` of layer :math:`l`
-(seed 000 eq. 31):
+``activation="mixture"``, a learned weighted mixture per hidden unit :math:`i` of layer :math:`l`:
 
 .. math:: h_i^{(l)} = \sum_m \lambda_i^{(l,m)}\,\phi_m\big(w_i^{(l)\top}h^{(l-1)} + b_i^{(l)}\big),
    \qquad \phi_m \in \{\mathrm{ReLU}, \mathrm{GELU}, \mathrm{sigmoid}, \tanh\},
 
-a linear combination of activation-function "basis functions" (eq. 30). The coefficients
+a linear combination of activation-function "basis functions". The coefficients
 :math:`\lambda` are parameters like the weights; :class:`~bayes_gp.deep.DeepKernelRegression`
 fits both by MAP and can sample :math:`\lambda` by NUTS with the weights fixed (a one-sample
-approximation of :math:`p(w \mid \mathcal D)` in eqs. 32–33).
+approximation of :math:`p(w \mid \mathcal D)`; Bayesian neural networks: PRML §5.7).
 
-Weights are initialised as in seed 002 §3.4.1, :math:`W \sim N(0, 1/D_{in})`; the biases of the
-hidden layers are drawn from :math:`N(0, 1)` (not zero as there) so that, for low-dimensional
+Weights are initialised with :math:`W \sim N(0, 1/D_{in})` (LeCun et al. 1998); the biases of the
+hidden layers are drawn from :math:`N(0, 1)` (not zero) so that, for low-dimensional
 inputs, the units' kinks and saturations are spread over the data instead of all sitting at the
 origin; output biases start at zero.
 """
@@ -56,7 +55,7 @@ def _tanh(a):
 
 #: Activation functions by name (PyTensor).
 ACTIVATIONS = {"relu": _relu, "gelu": _gelu, "sigmoid": _sigmoid, "tanh": _tanh}
-#: The activations mixed by ``activation="mixture"`` (seed 000 §7.3: ReLU, GELU, sigmoid, tanh).
+#: The activations mixed by ``activation="mixture"`` (ReLU, GELU, sigmoid, tanh).
 MIXTURE_ACTIVATIONS = ("relu", "gelu", "sigmoid", "tanh")
 
 
@@ -91,7 +90,7 @@ class FeatureExtractor:
         layer; the features are the last hidden layer (or the inputs themselves when ``hidden``
         is empty too: the identity network).
     activation : str
-        ``"tanh"``, ``"relu"``, ``"gelu"``, ``"sigmoid"`` or ``"mixture"`` (seed 000 eq. 31).
+        ``"tanh"``, ``"relu"``, ``"gelu"``, ``"sigmoid"`` or ``"mixture"`` (module docstring).
     mixture : sequence of str
         The activations mixed by ``"mixture"``.
     """

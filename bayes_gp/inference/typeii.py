@@ -1,7 +1,7 @@
 r"""Type-II fits of PyMC models: maximum marginal likelihood (ML-II) and MAP, with restarts.
 
-The log marginal likelihood of a GP is non-convex in the hyperparameters (seed 002 §3.3.2,
-seed 001 §3), so a single start can end in a poor local optimum. :func:`optimize` runs L-BFGS-B
+The log marginal likelihood of a GP is non-convex in the hyperparameters (R&W §5.4.1,
+PRML §6.4.3), so a single start can end in a poor local optimum. :func:`optimize` runs L-BFGS-B
 from the prior's support point and from draws from the priors, with exact gradients from
 PyTensor, in the unconstrained space (log length-scales etc.), and keeps the best optimum.
 

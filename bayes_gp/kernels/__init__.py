@@ -3,7 +3,7 @@ r"""The kernel catalogue (``../shared/KERNELS.md``): every covariance function i
 =====================  ===========================================  ==========================
 kernel                 formula                                      source
 =====================  ===========================================  ==========================
-``ExpQuad``            :math:`\exp(-r^2/2)`                         R&W (4.9), seed 000 (12)
+``ExpQuad``            :math:`\exp(-r^2/2)`                         R&W (4.9), PRML (6.23)
 ``Matern``             :math:`\frac{2^{1-\nu}}{\Gamma(\nu)}(\sqrt{2\nu}r)^\nu K_\nu(\sqrt{2\nu}r)`  R&W (4.14)
 ``Matern12/32/52``     closed forms                                 R&W (4.16), (4.17)
 ``Exponential``        :math:`\exp(-r)`                             R&W §4.2.1
@@ -13,11 +13,11 @@ kernel                 formula                                      source
 ``BesselOscillatory``  :math:`\Gamma(\nu+1)(2/r)^\nu J_\nu(r)`      R&W §4.2.1
 ``Periodic``           :math:`\exp(-2\sin^2(\pi r/p)/\ell^2)`       R&W (4.31)
 ``Periodized``         :math:`\sum_m k(\tau + mp)`                  R&W §4.2.1
-``DotProduct``         :math:`\sigma_0^2 + x^\top\Sigma_p x'`       R&W §4.2.2, seed 004 (11)
-``Polynomial``         :math:`(\sigma_0^2 + x^\top\Sigma_p x')^p`   R&W (4.23), seed 000 (9)
-``Sigmoid``            :math:`\tanh(a x^\top x' + b)` (not PSD)     seed 000 (13)
-``PRMLKernel``         :math:`\theta_0 e^{-\theta_1\|x-x'\|^2/2} + \theta_2 + \theta_3 x^\top x'`  seed 000 (24)
-``BasisFunction``      :math:`\phi(x)^\top\Sigma_p\phi(x')`         seed 004 (11), seed 000 (19)
+``DotProduct``         :math:`\sigma_0^2 + x^\top\Sigma_p x'`       R&W §4.2.2, §2.1.2
+``Polynomial``         :math:`(\sigma_0^2 + x^\top\Sigma_p x')^p`   R&W (4.23), PRML (6.11)
+``Sigmoid``            :math:`\tanh(a x^\top x' + b)` (not PSD)     PRML (6.37)
+``PRMLKernel``         :math:`\theta_0 e^{-\theta_1\|x-x'\|^2/2} + \theta_2 + \theta_3 x^\top x'`  PRML (6.63)
+``BasisFunction``      :math:`\phi(x)^\top\Sigma_p\phi(x')`         R&W §2.1.2, PRML (6.53)
 ``NeuralNetwork``      arcsine, :math:`\tilde x = (1, x)`           R&W (4.29)
 ``GaussianBasis``      Gaussian basis functions (envelope × SE)     R&W (4.30)
 ``Gibbs``              variable length-scales :math:`\ell_d(x)`     R&W (4.32)

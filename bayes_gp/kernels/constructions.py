@@ -1,4 +1,4 @@
-r"""Making new kernels from old (R&W §4.2.4, seed 003; PRML §6.2, seed 000).
+r"""Making new kernels from old (R&W §4.2.4; PRML §6.2).
 
 Sums and products need no class: ``k1 + k2`` and ``k1 * k2`` build PyMC's ``Add`` / ``Prod``
 (R&W §4.2.4, PRML eqs. 6.17–6.18), and ``eta**2 * k`` scales by a random variable. The

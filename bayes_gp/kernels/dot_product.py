@@ -1,8 +1,8 @@
-r"""Dot-product and basis-function kernels (R&W §4.2.2, seed 003; PRML §6.2 and §6.4, seed 000;
-weight-space view, seed 004).
+r"""Dot-product and basis-function kernels (R&W §4.2.2; PRML §6.2 and §6.4;
+weight-space view, R&W §2.1).
 
 These kernels depend on the inputs through :math:`x^\top\Sigma_p x'`, with :math:`\Sigma_p` the prior
-covariance of the weights of a linear model (seed 004 eq. 11). ``Sigma_p`` may be a scalar
+covariance of the weights of a linear model (R&W §2.1.2). ``Sigma_p`` may be a scalar
 (:math:`\Sigma_p = s I`), a vector (diagonal) or a full symmetric positive semi-definite matrix.
 """
 
@@ -69,7 +69,7 @@ def _weighted_sq_norm(A, Sigma_p) -> pt.TensorVariable:
 
 
 class DotProduct(Kernel):
-    r"""Linear (dot-product) kernel, R&W §4.2.2, seed 004 eq. (11), seed 000.
+    r"""Linear (dot-product) kernel, R&W §4.2.2 and §2.1.2, PRML §6.2.
 
     .. math:: k(x, x') = \sigma_0^2 + x^\top \Sigma_p x'
 
@@ -101,11 +101,11 @@ class DotProduct(Kernel):
 
 
 class Polynomial(DotProduct):
-    r"""Polynomial kernel, R&W eq. (4.22)–(4.23), seed 000 eqs. (9), (11).
+    r"""Polynomial kernel, R&W eq. (4.22)–(4.23), PRML eq. (6.11) and §6.2.
 
     .. math:: k(x, x') = \left(\sigma_0^2 + x^\top\Sigma_p x'\right)^p, \qquad p \in \{1, 2, \dots\}
 
-    Its explicit feature map (R&W eq. 4.24, seed 000 eq. 10) is
+    Its explicit feature map (R&W eq. 4.24, PRML eq. 6.12) is
     :func:`bayes_gp.kernels.polynomial_features`.
     """
 
@@ -129,7 +129,7 @@ class Polynomial(DotProduct):
 
 
 class Sigmoid(Kernel):
-    r"""Sigmoid (hyperbolic tangent) kernel, seed 000 eq. (13), R&W §4.2.3.
+    r"""Sigmoid (hyperbolic tangent) kernel, PRML eq. (6.37), R&W §4.2.3.
 
     .. math:: k(x, x') = \tanh\left(a\,x^\top x' + b\right)
 
@@ -181,14 +181,14 @@ class Sigmoid(Kernel):
 
 
 class PRMLKernel(Kernel):
-    r"""Bishop's regression kernel, PRML eq. (6.63), seed 000 eq. (24), seed 001 §2 and §4.
+    r"""Bishop's regression kernel, PRML eq. (6.63), §6.4.2 and §6.4.4.
 
     .. math::
        k(x, x') = \theta_0 \exp\left(-\frac{1}{2}\sum_{d=1}^{D}\theta_{1,d}(x_d - x'_d)^2\right)
                   + \theta_2 + \theta_3\,x^\top x'
 
     A scalar ``theta1`` gives the isotropic form :math:`\theta_0 e^{-\theta_1\|x - x'\|^2/2}`;
-    a vector ``theta1`` (one :math:`\eta_d` per dimension) gives the ARD form of seed 001 §4,
+    a vector ``theta1`` (one :math:`\eta_d` per dimension) gives the ARD form of PRML eq. 6.72,
     where a small :math:`\eta_d` marks input :math:`d` as irrelevant. All :math:`\theta \ge 0`.
     """
 
@@ -231,7 +231,7 @@ class PRMLKernel(Kernel):
 
 
 class BasisFunction(Kernel):
-    r"""Kernel of a linear model in fixed basis functions: seed 004 eq. (11), seed 000 eq. (19).
+    r"""Kernel of a linear model in fixed basis functions: R&W §2.1.2, PRML eq. (6.53).
 
     .. math:: k(x, x') = \phi(x)^\top \Sigma_p\, \phi(x')
 

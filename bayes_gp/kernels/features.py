@@ -1,4 +1,4 @@
-r"""Explicit feature maps of kernels (R&W eq. 4.24, seed 003; PRML eq. 6.12, seed 000 eq. 10)."""
+r"""Explicit feature maps of kernels (R&W eq. 4.24; PRML eq. 6.12)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def polynomial_features(X, p: int, sigma0: float = 0.0) -> np.ndarray:
 
     one feature per multi-index (:math:`\binom{D+p-1}{p}` of them, not :math:`D^p`). The
     inhomogeneous kernel is the homogeneous one on :math:`\tilde x = (\sigma_0, x)`. For
-    :math:`D = p = 2`, :math:`\sigma_0 = 0` this is :math:`(x_1^2, \sqrt2 x_1x_2, x_2^2)`, seed 000
-    eq. (10).
+    :math:`D = p = 2`, :math:`\sigma_0 = 0` this is :math:`(x_1^2, \sqrt2 x_1x_2, x_2^2)`, PRML
+    eq. (6.12).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-r"""Distance metrics for stationary kernels (R&W §4.2.1.8, seed 003; PRML §6.4.4, seed 001 §4).
+r"""Distance metrics for stationary kernels (R&W §4.2.1; PRML §6.4.4).
 
 Every stationary kernel in the catalogue is a function of a scaled distance
 

@@ -1,4 +1,4 @@
-r"""Non-stationary covariance functions (R&W §4.2.3, seed 003).
+r"""Non-stationary covariance functions (R&W §4.2.3).
 
 * ``NeuralNetwork``: the arcsine kernel of Williams (1998), eq. (4.29);
 * ``GaussianBasis``: infinitely many Gaussian basis functions, eq. (4.30);

@@ -1,4 +1,4 @@
-r"""Periodic kernels (R&W §4.2.1 and eq. 4.31, seed 003).
+r"""Periodic kernels (R&W §4.2.1 and eq. 4.31).
 
 Two constructions of a periodic covariance from a stationary one:
 

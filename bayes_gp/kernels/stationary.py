@@ -1,4 +1,4 @@
-r"""Stationary covariance functions (R&W §4.2.1, seed 003; PRML §6.4, seed 000).
+r"""Stationary covariance functions (R&W §4.2.1; PRML §6.2, §6.4).
 
 All kernels here are normalised so that :math:`k(0) = 1`; multiply by :math:`\eta^2` for a process
 variance. :math:`r` is the *scaled* distance of :mod:`bayes_gp.kernels.metrics`, so the formulas are
@@ -56,7 +56,7 @@ def _matern_unit_psd(nu: float, w, D: int):
 
 
 class ExpQuad(Stationary, pm.gp.cov.ExpQuad):
-    r"""Squared exponential (Gaussian, RBF) kernel, R&W eq. (4.9), PRML eq. (6.23) / seed 000 eq. (12).
+    r"""Squared exponential (Gaussian, RBF) kernel, R&W eq. (4.9), PRML eq. (6.23).
 
     .. math:: k(r) = \exp\left(-\frac{r^2}{2}\right), \qquad r = |x - x'|/\ell
 

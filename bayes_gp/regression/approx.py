@@ -1,7 +1,7 @@
 r"""Approximate GP regression for large N: HSGP (collapsed), VFE and FITC.
 
 :class:`~bayes_gp.GPRegression` with ``approx="hsgp"|"vfe"|"fitc"`` replaces the exact marginal
-likelihood :math:`N(y \mid m, K + \sigma^2 I)` (seed 000 eq. 23), which costs :math:`O(N^3)`, by
+likelihood :math:`N(y \mid m, K + \sigma^2 I)` (PRML eqs. 6.61–6.62), which costs :math:`O(N^3)`, by
 one of three approximations. Each is registered as the observed variable ``y`` of the PyMC model,
 so ML-II, MAP, NUTS, prediction and leave-one-out terms work as for the exact model.
 
@@ -14,7 +14,7 @@ Laplacian's eigenfunctions,
 
 with :math:`S` the kernel's spectral density (R&W eq. 4.6; every stationary catalogue kernel with a
 closed form has one, Matérn of any :math:`\nu` included, R&W eq. 4.15). That is Bayesian linear
-regression with :math:`\Sigma_p = \Lambda = \mathrm{diag}(S(\sqrt{\lambda_j}))` (seed 004 §1), and
+regression with :math:`\Sigma_p = \Lambda = \mathrm{diag}(S(\sqrt{\lambda_j}))` (R&W §2.1), and
 with Gaussian noise the weights integrate out exactly:
 
 .. math::

@@ -1,6 +1,6 @@
 r"""Named kernels for :class:`~bayes_gp.GPRegression`, with default hyperpriors scaled to the data.
 
-Default priors are weakly informative on the scale of the data (seed 002 §3.3.1: zero mean after
+Default priors are weakly informative on the scale of the data (R&W §2.7: zero mean after
 standardising, which here is a constant mean at the sample mean):
 
 * length-scale :math:`\ell_d \sim \mathrm{LogNormal}(\log(R_d/3), 1)` with :math:`R_d` the range of
@@ -73,7 +73,7 @@ _DEFAULT_PRIORS: dict[str, Callable] = {
     "period": lambda name, s, ard: pm.LogNormal(
         name, mu=f64(np.log(np.mean(s.x_range) / 4.0)), sigma=f64(1.0)
     ),
-    # PRML kernel (seed 000 eq. 24): theta0 = signal variance, theta1 = 1/ls^2 (ARD: eta_d),
+    # PRML kernel (PRML eq. 6.63): theta0 = signal variance, theta1 = 1/ls^2 (ARD: eta_d),
     # theta2 = constant (bias) variance, theta3 = linear-term variance.
     "theta0": lambda name, s, ard: pm.HalfNormal(name, sigma=f64(s.y_sd**2)),
     "theta1": lambda name, s, ard: pm.LogNormal(
@@ -158,7 +158,7 @@ KERNELS: dict[str, KernelSpec] = {
         ("theta0", "theta1", "theta2", "theta3"),
         lambda D, h: K.PRMLKernel(D, h["theta0"], h["theta1"], h["theta2"], h["theta3"]),
         ard_params=("theta1",),
-        equation="seed 000 (24), PRML (6.63)",
+        equation="PRML (6.63)",
     ),
 }
 

@@ -12,7 +12,7 @@ so :math:`C` has one non-zero per pair of inputs closer than :math:`\ell` (R&W Â
 computational advantage of such sparse covariance matrices"). Ordered so that neighbours get
 nearby indices (1-D: sorted inputs; several dimensions: reverse Cuthillâ€“McKee on the neighbour
 graph), :math:`C` is a band matrix of bandwidth :math:`b`, and the exact log marginal likelihood
-(seed 000 eq. 23, R&W eq. 2.30)
+(PRML eq. 6.69, R&W eq. 2.30)
 
 .. math::
    \log p(y \mid \theta) = -\tfrac12 r^\top\alpha - \tfrac12 \log\det C - \tfrac n2\log 2\pi,

@@ -1,7 +1,7 @@
-r"""Gaussian-process regression with fully Bayesian hyperparameters (seeds 000 §7.3, 001 §2–4,
-002 §3.3, 004).
+r"""Gaussian-process regression with fully Bayesian hyperparameters (PRML §6.4.1–6.4.4;
+R&W §2.1–2.2, §5.4).
 
-The model (seed 000 eqs. 21–23):
+The model (PRML eqs. 6.58–6.62):
 
 .. math::
    f \sim GP(m, k_\theta), \qquad t_n = f(x_n) + \epsilon_n,\ \epsilon_n \sim N(0, \sigma^2),
@@ -124,9 +124,9 @@ class GPRegression(PreflightJitter, GPModel):
         ``kernel(input_dim)`` that, called inside the model, creates its own random variables and
         returns a PyMC covariance function (amplitude included).
     ard : bool
-        One length-scale per input dimension (seed 001 §4) for catalogue kernels.
+        One length-scale per input dimension (PRML §6.4.4, R&W §5.1) for catalogue kernels.
     mean : None, "zero", "constant", "linear", or a ``pm.gp.mean.Mean``
-        ``None``: the sample mean of ``y`` (the zero mean of standardised data, seed 002 §3.3.1);
+        ``None``: the sample mean of ``y`` (the zero mean of standardised data, R&W §2.7);
         ``"constant"``: :math:`c \\sim N(\\bar y, (2 s_y)^2)`; ``"linear"``: intercept and slopes
         with priors scaled to the data (e.g. :math:`\\mu = 2x`).
     priors : dict, optional
@@ -402,7 +402,7 @@ class GPRegression(PreflightJitter, GPModel):
 
     @single_blas_thread
     def log_marginal_likelihood(self, params: Mapping[str, Any]) -> float:
-        r"""Exact log marginal likelihood :math:`\log p(y \mid \theta)` (seed 000 eq. 23).
+        r"""Exact log marginal likelihood :math:`\log p(y \mid \theta)` (PRML eq. 6.69).
 
         For an approximate model (``approx=``), the approximation's own objective: the exact
         marginal of the reduced-rank HSGP model, FITC's marginal, or VFE's lower bound.
@@ -429,7 +429,7 @@ class GPRegression(PreflightJitter, GPModel):
     ) -> MapFit:
         """Type-II fit: maximum marginal likelihood (``prior=False``) or MAP (``prior=True``).
 
-        The objective is non-convex (seed 002 §3.3.2), so the optimiser (L-BFGS-B with PyTensor
+        The objective is non-convex (R&W §5.4.1), so the optimiser (L-BFGS-B with PyTensor
         gradients, in the unconstrained space) starts from the prior's support point and from
         ``n_restarts - 1`` draws from the priors; the best optimum wins. The jitter is chosen
         first by :meth:`check_jitter` and recorded in ``MapFit.jitter``.
@@ -539,7 +539,7 @@ class GPRegression(PreflightJitter, GPModel):
     def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False) -> Prediction:
         """Predictive distribution of :math:`f_*` (or :math:`t_*` with ``include_noise``).
 
-        For a :class:`MapFit`: the closed form of seed 000 eqs. (27)–(28) at the fitted
+        For a :class:`MapFit`: the closed form of PRML eqs. (6.66)–(6.67) at the fitted
         hyperparameters. For NUTS output (a DataTree with a ``posterior`` group): the mixture over
         posterior draws — mean by the law of total expectation, variance by the law of total
         variance — so hyperparameter uncertainty widens the bands; intervals from
@@ -634,7 +634,7 @@ class GPRegression(PreflightJitter, GPModel):
 
     # --------------------------------------------------------------- relevance
     def relevance(self, fit, prob: float = 0.94):
-        """ARD relevance: per-input inverse length-scale :math:`1/\\ell_d` (seed 001 §4).
+        """ARD relevance: per-input inverse length-scale :math:`1/\\ell_d` (PRML §6.4.4, R&W §5.1).
 
         Returns a ``pandas.DataFrame`` indexed by feature with the point estimate (MAP) or the
         posterior mean and a central ``prob`` credible interval (NUTS).

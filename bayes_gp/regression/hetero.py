@@ -1,9 +1,9 @@
 r"""GP regression with input-dependent (heteroscedastic) noise (Goldberg, Williams & Bishop 1998).
 
-The homoscedastic model of :class:`~bayes_gp.GPRegression` (seed 000 eqs. 21–23, seed 002 §3.3)
+The homoscedastic model of :class:`~bayes_gp.GPRegression` (PRML eqs. 6.58–6.62, R&W §2.2)
 gives every observation the same noise variance :math:`\sigma^2`. Here the log noise standard
 deviation is itself a GP (Goldberg, Williams & Bishop, "Regression with input-dependent noise: a
-Gaussian process treatment", NIPS 10, 1998, who also sample it by MCMC; the seeds treat only the
+Gaussian process treatment", NIPS 10, 1998, who also sample it by MCMC; PRML and R&W treat only the
 homoscedastic model):
 
 .. math::

@@ -1,7 +1,7 @@
 r"""The exact GP log marginal likelihood as one PyTensor Op with its closed-form gradient.
 
 For :math:`y \sim N(m, C)`, :math:`C = K_\theta + \sigma^2 I`, with :math:`C = LL^T` and
-:math:`\alpha = C^{-1}(y - m)` (R&W eq. 2.30, seed 000 eq. 23):
+:math:`\alpha = C^{-1}(y - m)` (R&W eq. 2.30, PRML eq. 6.69):
 
 .. math::
    \log p(y \mid \theta) = -\tfrac12 (y - m)^T \alpha - \sum_i \log L_{ii} - \tfrac n2 \log 2\pi,

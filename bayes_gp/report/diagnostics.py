@@ -442,7 +442,7 @@ OPTIMUM_TOL = 1e-3
 
 def optimizer_verdicts(fit) -> list[Verdict]:
     """Verdicts on a type-II fit's optimiser: did the best run converge, and did more than one
-    restart reach the best objective (a non-convex objective, seed 002 §3.3.2)?"""
+    restart reach the best objective (a non-convex objective, R&W §5.4.1)?"""
     restarts = list(getattr(fit, "restarts", None) or [])
     if not restarts:
         return [Verdict("optimiser", None, "–", "n/a", "", "hyperparameters given, not optimised")]

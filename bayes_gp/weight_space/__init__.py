@@ -1,4 +1,4 @@
-"""The weight-space view of GP regression and the dual representation (seeds 004, 000 §7.1–7.3).
+"""The weight-space view of GP regression and the dual representation (R&W §2.1; PRML §6.1, §6.4.1).
 
 ``BayesianLinearRegression``
     Bayesian linear regression in fixed basis functions: weight posterior, predictive, PyMC model;

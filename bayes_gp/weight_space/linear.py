@@ -1,42 +1,40 @@
 r"""Bayesian linear regression in fixed basis functions: the weight-space view of GP regression
-(seed 004 §1–3, seed 000 §7.3 eqs. 17–19).
+(R&W §2.1; PRML §6.4.1, eqs. 6.49–6.54).
 
-The model (seed 004 §1–2):
+The model (R&W §2.1.1–2.1.2):
 
 .. math::
    f(x) = \phi(x)^\top w, \qquad w \sim N(0, \Sigma_p), \qquad
    y_n = f(x_n) + \epsilon_n,\ \epsilon_n \sim N(0, \sigma^2).
 
-**Weight space** (seed 004 eqs. 1–4). With the design matrix :math:`\Phi` (rows
-:math:`\phi(x_n)^\top`, seed 004 eq. 10, seed 000 eq. 17) the posterior of the weights is
+**Weight space** (R&W eqs. 2.8–2.11). With the design matrix :math:`\Phi` (rows
+:math:`\phi(x_n)^\top`, R&W §2.1.2, PRML eq. 6.51) the posterior of the weights is
 :math:`N(\mu_w, A^{-1})` with
 
 .. math::
    A = \sigma^{-2}\Phi^\top\Phi + \Sigma_p^{-1}, \qquad \mu_w = \sigma^{-2}A^{-1}\Phi^\top y,
 
 and the predictive distribution of :math:`f_* = f(x_*)` is
-:math:`N(\phi_*^\top\mu_w,\ \phi_*^\top A^{-1}\phi_*)` (eqs. 1, 4), plus :math:`\sigma^2` for
-:math:`y_*` (eq. 2). Seed 004 eq. (3) prints the mean as :math:`\sigma^{2}A^{-1}X^\top Y`; the
-exponent is :math:`-2`, as in eq. (1) and eq. (4). Costs: :math:`O(NM^2 + M^3)` to fit,
+:math:`N(\phi_*^\top\mu_w,\ \phi_*^\top A^{-1}\phi_*)` (R&W eqs. 2.9, 2.11), plus :math:`\sigma^2` for
+:math:`y_*` (R&W §2.1.1). Costs: :math:`O(NM^2 + M^3)` to fit,
 :math:`O(M^2)` per prediction.
 
-**Function space** (seed 004 eqs. 5–8, Woodbury): with :math:`K = \Phi\Sigma_p\Phi^\top`
-(seed 000 eq. 19; the Gram matrix of the kernel :math:`k(x, x') = \phi(x)^\top\Sigma_p\phi(x')`,
-seed 004 eq. 11, :class:`bayes_gp.kernels.BasisFunction`),
+**Function space** (R&W eq. 2.12, by Woodbury, R&W eq. A.9): with :math:`K = \Phi\Sigma_p\Phi^\top`
+(PRML eq. 6.53; the Gram matrix of the kernel :math:`k(x, x') = \phi(x)^\top\Sigma_p\phi(x')`,
+R&W §2.1.2, :class:`bayes_gp.kernels.BasisFunction`),
 
 .. math::
    \mathbb E[f_*] = \phi_*^\top\Sigma_p\Phi^\top(K + \sigma^2 I)^{-1}y, \qquad
    \mathbb V[f_*] = \phi_*^\top\Sigma_p\phi_* -
        \phi_*^\top\Sigma_p\Phi^\top(K + \sigma^2 I)^{-1}\Phi\Sigma_p\phi_*,
 
-which costs :math:`O(N^2M + N^3)` to fit and :math:`O(NM + N^2)` per prediction (seed 000, end
-of §7.3). Both forms give the same numbers; :class:`BayesianLinearRegression` uses the cheaper one
+which costs :math:`O(N^2M + N^3)` to fit and :math:`O(NM + N^2)` per prediction (PRML
+§6.4.2). Both forms give the same numbers; :class:`BayesianLinearRegression` uses the cheaper one
 (``method="auto"``).
 
 Numerically both forms work with whitened features :math:`\tilde\Phi = \Phi L_p`,
-:math:`\Sigma_p = L_pL_p^\top` (seed 004 eq. 11: :math:`k(x, x') = \langle\tilde\phi(x),
-\tilde\phi(x')\rangle` with :math:`\tilde\phi(x) = \Sigma_p^{1/2}\phi(x)`; the seed writes the
-exponent as :math:`-1/2`, which does not reproduce the kernel). Then :math:`w = L_p v` with
+:math:`\Sigma_p = L_pL_p^\top` (R&W §2.1.2: :math:`k(x, x') = \langle\tilde\phi(x),
+\tilde\phi(x')\rangle` with :math:`\tilde\phi(x) = \Sigma_p^{1/2}\phi(x)`). Then :math:`w = L_p v` with
 :math:`v \sim N(0, I)` and the weight-space precision of :math:`v` is
 :math:`\tilde A = I + \sigma^{-2}\tilde\Phi^\top\tilde\Phi`, whose eigenvalues are all
 :math:`\ge 1`: no inverse of :math:`\Sigma_p` is formed, and a singular :math:`\Sigma_p` works.
@@ -78,13 +76,13 @@ _Z94 = 1.880793608151251  # 94% central interval of a normal
 
 
 def choose_method(n: int, m: int, ratio: float = CROSSOVER_N_OVER_M) -> str:
-    """``"function"`` when ``n < ratio * m`` observations, else ``"weight"`` (seed 000 §7.3)."""
+    """``"function"`` when ``n < ratio * m`` observations, else ``"weight"`` (PRML §6.4.2)."""
     return "function" if n < ratio * m else "weight"
 
 
 @dataclass(frozen=True)
 class WeightPosterior:
-    r"""Posterior of the weights, :math:`N(\mu_w, A^{-1})` (seed 004 eq. 1).
+    r"""Posterior of the weights, :math:`N(\mu_w, A^{-1})` (R&W eq. 2.8).
 
     Attributes
     ----------
@@ -211,7 +209,7 @@ class BayesianLinearRegression:
 
     # ------------------------------------------------------------------ inputs
     def features(self, X, name: str = "X_new") -> np.ndarray:
-        r"""The design matrix :math:`\Phi` of ``X`` (seed 004 eq. 10), shape ``(n, M)``."""
+        r"""The design matrix :math:`\Phi` of ``X`` (R&W §2.1.2), shape ``(n, M)``."""
         X, _ = _as_inputs(X, name)
         if hasattr(self, "input_dim") and X.shape[1] != self.input_dim:
             raise ValueError(
@@ -267,7 +265,7 @@ class BayesianLinearRegression:
         return _sqrt_psd(S)
 
     def _whiten(self, Phi: np.ndarray, scale: float = 1.0) -> np.ndarray:
-        r""":math:`\tilde\Phi = s\,\Phi L_p` (seed 004 eq. 11)."""
+        r""":math:`\tilde\Phi = s\,\Phi L_p` (R&W §2.1.2)."""
         if self.L_p.ndim == 1:
             return scale * Phi * self.L_p
         return scale * (Phi @ self.L_p)
@@ -312,7 +310,7 @@ class BayesianLinearRegression:
     # ------------------------------------------------------------ closed forms
     def _weight_factor(self, scale: float, sigma: float):
         r"""Cholesky of :math:`\tilde A = I + \sigma^{-2}\tilde\Phi^\top\tilde\Phi` and
-        :math:`\tilde\mu = \sigma^{-2}\tilde A^{-1}\tilde\Phi^\top y` (seed 004 eq. 1, whitened)."""
+        :math:`\tilde\mu = \sigma^{-2}\tilde A^{-1}\tilde\Phi^\top y` (R&W eq. 2.8, whitened)."""
         Pt = self._whiten(self.Phi, scale)
         A = np.eye(Pt.shape[1]) + (Pt.T @ Pt) / sigma**2
         R = np.linalg.cholesky(A)
@@ -320,7 +318,7 @@ class BayesianLinearRegression:
         return R, cho_solve((R, True), b, check_finite=False), b
 
     def _function_factor(self, scale: float, sigma: float):
-        r"""Factor of :math:`C = \tilde\Phi\tilde\Phi^\top + \sigma^2 I` (seed 004 eq. 8)."""
+        r"""Factor of :math:`C = \tilde\Phi\tilde\Phi^\top + \sigma^2 I` (R&W eq. 2.12)."""
         Pt = self._whiten(self.Phi, scale)
         C = Pt @ Pt.T + sigma**2 * np.eye(Pt.shape[0])
         return Pt, factorize(C, self.y)
@@ -329,9 +327,9 @@ class BayesianLinearRegression:
     def posterior(
         self, params: Mapping | None = None, method: str | None = None
     ) -> WeightPosterior:
-        r"""The posterior of the weights :math:`N(\mu_w, A^{-1})` (seed 004 eq. 1).
+        r"""The posterior of the weights :math:`N(\mu_w, A^{-1})` (R&W eq. 2.8).
 
-        In function space (seed 004 eqs. 6–7): :math:`\mu_w = \Sigma_p\Phi^\top(K +
+        In function space (R&W §2.1.2): :math:`\mu_w = \Sigma_p\Phi^\top(K +
         \sigma^2I)^{-1}y`, :math:`A^{-1} = \Sigma_p - \Sigma_p\Phi^\top(K + \sigma^2I)^{-1}
         \Phi\Sigma_p`.
 
@@ -370,14 +368,14 @@ class BayesianLinearRegression:
         Pn = self._whiten(Phi_new, scale)
         if method == "weight":
             R, mu_v, _ = self._weight_factor(scale, sigma)
-            mean = Pn @ mu_v  # seed 004 eq. (4)
+            mean = Pn @ mu_v  # R&W eq. (2.11)
             V = solve_triangular(R, Pn.T, lower=True, check_finite=False)
             var = np.sum(V * V, axis=0)
         else:
             Pt, fac = self._function_factor(scale, sigma)
-            mean, var = predict(fac, Pt @ Pn.T, np.sum(Pn * Pn, axis=1))  # seed 004 eq. (8)
+            mean, var = predict(fac, Pt @ Pn.T, np.sum(Pn * Pn, axis=1))  # R&W eq. (2.12)
         if include_noise:
-            var = var + sigma**2  # seed 004 eq. (2)
+            var = var + sigma**2  # R&W §2.1.1
         return mean, var
 
     @single_blas_thread
@@ -399,7 +397,7 @@ class BayesianLinearRegression:
             or the output of :meth:`sample`, in which case the closed form is averaged over the
             posterior draws of :math:`(s, \sigma)` (law of total variance).
         include_noise : bool
-            Add :math:`\sigma^2` (seed 004 eq. 2).
+            Add :math:`\sigma^2` (R&W §2.1.1).
         method : {"weight", "function"}, optional
             Override :attr:`method`.
         """
@@ -444,9 +442,9 @@ class BayesianLinearRegression:
     def log_marginal_likelihood(
         self, params: Mapping | None = None, method: str | None = None
     ) -> float:
-        r""":math:`\log N(y \mid 0, K + \sigma^2 I)` (seed 000 eq. 23 with :math:`K` of eq. 19).
+        r""":math:`\log N(y \mid 0, K + \sigma^2 I)` (PRML eqs. 6.61–6.62 with :math:`K` of eq. 6.53).
 
-        In weight space by the matrix determinant lemma and Woodbury (seed 004 eq. 5), with
+        In weight space by the matrix determinant lemma and Woodbury (R&W eqs. A.9–A.10), with
         :math:`\tilde b = \sigma^{-2}\tilde\Phi^\top y` and :math:`\tilde\mu = \tilde A^{-1}\tilde b`:
 
         .. math::

@@ -1,15 +1,15 @@
 r"""Kernel ridge regression: the dual representation of regularised least squares
-(seed 000 §7.1, eqs. 2–8).
+(PRML §6.1, eqs. 6.2–6.9).
 
 Minimising :math:`E(w) = \tfrac12\sum_n (w^\top\phi(x_n) - t_n)^2 + \tfrac\lambda2 w^\top w`
-(seed 000 eq. 2) gives :math:`w = \Phi^\top a` (eq. 3) with the dual variables
+(PRML eq. 6.2) gives :math:`w = \Phi^\top a` (eq. 6.3) with the dual variables
 
-.. math:: a = (K + \lambda I_N)^{-1} t \qquad\text{(seed 000 eq. 7)},
+.. math:: a = (K + \lambda I_N)^{-1} t \qquad\text{(PRML eq. 6.8)},
 
-and the prediction :math:`y(x) = k(x)^\top (K + \lambda I_N)^{-1} t` (eq. 8), with
+and the prediction :math:`y(x) = k(x)^\top (K + \lambda I_N)^{-1} t` (eq. 6.9), with
 :math:`K_{nm} = k(x_n, x_m)` and :math:`k_n(x) = k(x_n, x)`. This is the GP posterior mean
-:math:`k^\top C_N^{-1} t` (seed 000 eq. 27) with :math:`C_N = K + \beta^{-1}I` and noise variance
-:math:`\beta^{-1} = \lambda` (eq. 23): the two coincide number for number.
+:math:`k^\top C_N^{-1} t` (PRML eq. 6.66) with :math:`C_N = K + \beta^{-1}I` and noise variance
+:math:`\beta^{-1} = \lambda` (eq. 6.62): the two coincide number for number.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["KernelRidge"]
 
 
 class KernelRidge:
-    r"""Kernel ridge regression, seed 000 eqs. (7)–(8).
+    r"""Kernel ridge regression, PRML eqs. (6.8)–(6.9).
 
     .. math:: a = (K + \lambda I)^{-1} t, \qquad y(x) = k(x)^\top a
 
@@ -93,7 +93,7 @@ class KernelRidge:
 
     @single_blas_thread
     def fit(self, X, t) -> KernelRidge:
-        """Solve seed 000 eq. (7) by a Cholesky factorisation of :math:`K + \\lambda I`."""
+        """Solve PRML eq. (6.8) by a Cholesky factorisation of :math:`K + \\lambda I`."""
         t = np.asarray(t, dtype=float)
         if t.ndim != 1:
             raise ValueError(f"`t` must be 1-D, got shape {t.shape}")
@@ -119,7 +119,7 @@ class KernelRidge:
             raise ValueError("call `fit` before `predict`")
 
     def predict(self, X_new) -> np.ndarray:
-        """:math:`y(x) = k(x)^\\top a` (seed 000 eq. 8)."""
+        """:math:`y(x) = k(x)^\\top a` (PRML eq. 6.9)."""
         self._check_fitted()
         if self.precomputed:
             Ks = np.asarray(X_new, dtype=float)
@@ -139,7 +139,7 @@ class KernelRidge:
         return Ks @ self.dual_coef_
 
     def primal_weights(self, Phi) -> np.ndarray:
-        r""":math:`w = \Phi^\top a` (seed 000 eq. 3) for the design matrix :math:`\Phi` of the
+        r""":math:`w = \Phi^\top a` (PRML eq. 6.3) for the design matrix :math:`\Phi` of the
         training inputs, when :math:`k(x, x') = \phi(x)^\top\phi(x')`."""
         self._check_fitted()
         Phi = np.asarray(Phi, dtype=float)

@@ -1,4 +1,4 @@
-r"""Kernels on strings (R&W §4.4, seed 003): substring kernels (4.45) and the Fisher kernel (4.46).
+r"""Kernels on strings (R&W §4.4): substring kernels (4.45) and the Fisher kernel (4.46).
 
 Strings are not PyTensor tensors, so these kernels do not build graphs: ``.gram(strings_a,
 strings_b)`` returns a NumPy Gram matrix. A square Gram matrix (``strings_b=None``) is checked to be
