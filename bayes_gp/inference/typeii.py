@@ -157,15 +157,8 @@ CONVERGED_GRAD = 1e-3
 DECREMENT_TOL = 1e-6
 
 
-def newton_decrement(neg, x: np.ndarray, g: np.ndarray) -> float:
-    """:math:`\\tfrac12 g^T H^{-1} g`, the decrease of the objective a Newton step would still
-    achieve, with :math:`H` from central differences of the gradient.
-
-    Flat directions (eigenvalues of :math:`H` within finite-difference noise of zero, such as a
-    rational-quadratic :math:`\\alpha \\to \\infty`) are left out when the gradient along them
-    is below ``CONVERGED_GRAD``; a larger gradient along a flat direction, or clearly negative
-    curvature (not a minimum), gives ``inf``.
-    """
+def _fd_hessian(neg, x: np.ndarray) -> np.ndarray:
+    """Central differences of the gradient, symmetrised."""
     n = x.size
     H = np.empty((n, n))
     for i in range(n):
@@ -173,7 +166,20 @@ def newton_decrement(neg, x: np.ndarray, g: np.ndarray) -> float:
         e = np.zeros(n)
         e[i] = h
         H[:, i] = (neg(x + e)[1] - neg(x - e)[1]) / (2.0 * h)
-    lam, V = np.linalg.eigh(0.5 * (H + H.T))
+    return 0.5 * (H + H.T)
+
+
+def newton_decrement(neg, x: np.ndarray, g: np.ndarray, H: np.ndarray | None = None) -> float:
+    """:math:`\\tfrac12 g^T H^{-1} g`, the decrease of the objective a Newton step would still
+    achieve, with :math:`H` from central differences of the gradient.
+
+    Flat directions (eigenvalues of :math:`H` within finite-difference noise of zero, such as a
+    rational-quadratic :math:`\\alpha \\to \\infty`) are left out when the gradient along them
+    is below ``CONVERGED_GRAD``; a larger gradient along a flat direction, or clearly negative
+    curvature (not a minimum), gives ``inf``. ``H``: the Hessian if already computed
+    (:func:`_fd_hessian`).
+    """
+    lam, V = np.linalg.eigh(_fd_hessian(neg, x) if H is None else H)
     gv = V.T @ g
     if not (np.all(np.isfinite(lam)) and np.all(np.isfinite(gv))):
         return float("inf")
@@ -189,19 +195,9 @@ def newton_decrement(neg, x: np.ndarray, g: np.ndarray) -> float:
 POLISH_ROUNDS = 3
 
 
-def _fd_hessian(neg, x: np.ndarray) -> np.ndarray:
-    """Central differences of the gradient, symmetrised."""
-    n = x.size
-    H = np.empty((n, n))
-    for i in range(n):
-        h = 1e-5 * max(1.0, abs(x[i]))
-        e = np.zeros(n)
-        e[i] = h
-        H[:, i] = (neg(x + e)[1] - neg(x - e)[1]) / (2.0 * h)
-    return 0.5 * (H + H.T)
-
-
-def probe_decrease(neg, x: np.ndarray, f: float, g: np.ndarray) -> tuple[float, np.ndarray]:
+def probe_decrease(
+    neg, x: np.ndarray, f: float, g: np.ndarray, H: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     """The largest decrease of the objective found from ``x`` by two backtracking line searches:
     along the Newton direction with the finite-difference Hessian's eigenvalues taken in
     absolute value and floored (a step that stays sensible where the Hessian is flat, indefinite
@@ -212,8 +208,7 @@ def probe_decrease(neg, x: np.ndarray, f: float, g: np.ndarray) -> tuple[float, 
     direction decreases the objective by :data:`DECREMENT_TOL` counts as converged, and one
     from which they do is a point to resume the optimiser from."""
     with np.errstate(all="ignore"):
-        H = _fd_hessian(neg, x)
-        lam, V = np.linalg.eigh(H)
+        lam, V = np.linalg.eigh(_fd_hessian(neg, x) if H is None else H)
     best, where = 0.0, x
     if not (np.all(np.isfinite(lam)) and np.all(np.isfinite(g))):
         return best, where
@@ -266,11 +261,12 @@ def multistart(neg, starts, *, maxiter: int, gtol: float):
             # a stiff direction (a well-pinned period) can keep a gradient above the threshold
             # at an end point that no step can improve: judge it by the Newton decrement
             g = np.asarray(res.jac, float)
-            dec = newton_decrement(neg, res.x, g)
+            H = _fd_hessian(neg, res.x)
+            dec = newton_decrement(neg, res.x, g, H)
             if dec < DECREMENT_TOL:
                 res.success, how = True, f"Newton decrement {dec:.2g}"
                 break
-            gain, better = probe_decrease(neg, res.x, float(res.fun), g)
+            gain, better = probe_decrease(neg, res.x, float(res.fun), g, H)
             if gain < DECREMENT_TOL:
                 # measured: certify only where the quadratic model is unusable (indefinite or
                 # noisy Hessian); a finite decrement that no step realises stays unconverged
