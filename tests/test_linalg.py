@@ -86,3 +86,25 @@ def test_factorize_warns_when_it_adds_jitter():
     with pytest.warns(JitterWarning, match="added jitter"):
         fac = factorize(np.outer(x, x), x)
     assert fac.jitter > 0
+
+
+def test_check_psd_answers_for_the_sigmoid_kernel():
+    """The defect: check_psd(Sigmoid(...), X) raised the kernel's own NotPSDError instead of
+    answering. It now returns is_psd=False with the smallest eigenvalue, the same as for the
+    Gram matrix computed by hand (tanh(a x x' + b), R&W §4.2.3); the kernel's guard still raises
+    where the matrix is used."""
+    import warnings
+
+    from bayes_gp.kernels import Sigmoid
+
+    X = np.linspace(-3.0, 3.0, 20)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = Sigmoid(1, a=2.0, b=-1.0)
+    res = bayes_gp.check_psd(k, X)
+    by_hand = np.tanh(2.0 * X @ X.T - 1.0)
+    assert not res.is_psd
+    assert res.min_eigenvalue == pytest.approx(np.linalg.eigvalsh(by_hand).min(), rel=1e-10)
+    assert res.min_eigenvalue < -1.0
+    with pytest.raises(bayes_gp.NotPSDError):
+        evaluate(k(X))
