@@ -27,6 +27,7 @@ __all__ = [
     "check_aligned",
     "check_jitter",
     "hyperparameter_values",
+    "as_targets",
 ]
 
 
@@ -214,3 +215,34 @@ def hyperparameter_values(model, rvs, params, cache: dict | None = None) -> list
             raise ValueError(f"`params[{name!r}]` must be positive, got {v!r}")
         out.append(v)
     return out
+
+
+def as_targets(y, n: int, *, what: str = "GP regression", learned_noise: bool = True) -> np.ndarray:
+    """``y`` as a finite 1-D float array with ``n`` values (one per row of ``X``).
+
+    A constant ``y`` is refused when the noise is learned: there is no variation to model, and
+    the likelihood grows without bound as the noise :math:`\\sigma \\to 0` (the fit would
+    report "converged" at :math:`\\sigma \\approx 10^{-13}`, a degenerate answer).
+    """
+    try:
+        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`y` must be numeric: {exc}") from None
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"`y` must be 1-D, got shape {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError("`y` contains NaN or infinite values")
+    if n != y.shape[0]:
+        raise ValueError(f"`X` has {n} rows but `y` has {y.shape[0]} values")
+    if y.shape[0] < 2:
+        raise ValueError(f"{what} needs at least 2 observations")
+    if learned_noise and np.ptp(y) == 0.0:
+        raise ValueError(
+            f"`y` is constant (every value is {y[0]:g}): there is no variation for {what} to "
+            "model, and with a learned noise the likelihood grows without bound as the noise "
+            "sigma goes to 0. Check that `y` is the intended column; to fit a constant with a "
+            "known noise level, give it (GPRegression's `noise=`)"
+        )
+    return y

@@ -50,7 +50,7 @@ import pytensor
 import pytensor.tensor as pt
 from scipy import optimize as sopt
 
-from bayes_gp._validation import check_aligned, check_jitter, f64, positive_float
+from bayes_gp._validation import as_targets, check_aligned, check_jitter, f64, positive_float
 from bayes_gp.deep.network import MIXTURE_ACTIVATIONS, FeatureExtractor
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
@@ -173,20 +173,7 @@ class DeepKernelRegression:
     ):
         check_aligned(X, y)
         X, names = _as_inputs(X)
-        try:
-            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"`y` must be numeric: {exc}") from None
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"`y` must be 1-D, got shape {y.shape}")
-        if not np.all(np.isfinite(y)):
-            raise ValueError("`y` contains NaN or infinite values")
-        if X.shape[0] != y.shape[0]:
-            raise ValueError(f"`X` has {X.shape[0]} rows but `y` has {y.shape[0]} values")
-        if y.shape[0] < 2:
-            raise ValueError("deep kernel regression needs at least 2 observations")
+        y = as_targets(y, X.shape[0], what="deep kernel regression")
         if not isinstance(kernel, str):
             raise ValueError(f"`kernel` must be a catalogue kernel name, got {kernel!r}")
         self.spec = kernel_spec(kernel)

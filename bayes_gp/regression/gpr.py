@@ -24,6 +24,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayes_gp._validation import (
+    as_targets,
     check_aligned,
     check_jitter,
     f64,
@@ -182,20 +183,7 @@ class GPRegression(PreflightJitter, GPModel):
     ):
         check_aligned(X, y)
         X, names = _as_inputs(X)
-        try:
-            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"`y` must be numeric: {exc}") from None
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"`y` must be 1-D, got shape {y.shape}")
-        if not np.all(np.isfinite(y)):
-            raise ValueError("`y` contains NaN or infinite values")
-        if X.shape[0] != y.shape[0]:
-            raise ValueError(f"`X` has {X.shape[0]} rows but `y` has {y.shape[0]} values")
-        if y.shape[0] < 2:
-            raise ValueError("GP regression needs at least 2 observations")
+        y = as_targets(y, X.shape[0], learned_noise=noise is None)
         if isinstance(kernel, str):
             self.spec = kernel_spec(kernel)
         elif callable(kernel):

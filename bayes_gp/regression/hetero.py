@@ -56,7 +56,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.linalg import solve_triangular
 
-from bayes_gp._validation import check_aligned, f64
+from bayes_gp._validation import as_targets, check_aligned, f64
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
@@ -69,25 +69,6 @@ from bayes_gp.regression.likelihood import marginal_normal
 __all__ = ["HeteroscedasticGPRegression"]
 
 _INTERVAL = (0.03, 0.97)  # central 94% interval
-
-
-def _as_targets(y, n: int) -> np.ndarray:
-    """``y`` as a finite 1-D float array with ``n`` values (the checks of GPRegression)."""
-    try:
-        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`y` must be numeric: {exc}") from None
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1:
-        raise ValueError(f"`y` must be 1-D, got shape {y.shape}")
-    if not np.all(np.isfinite(y)):
-        raise ValueError("`y` contains NaN or infinite values")
-    if n != y.shape[0]:
-        raise ValueError(f"`X` has {n} rows but `y` has {y.shape[0]} values")
-    if y.shape[0] < 2:
-        raise ValueError("GP regression needs at least 2 observations")
-    return y
 
 
 class HeteroscedasticGPRegression(PreflightJitter, GPModel):
@@ -140,7 +121,7 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
     ):
         check_aligned(X, y)
         X, names = _as_inputs(X)
-        y = _as_targets(y, X.shape[0])
+        y = as_targets(y, X.shape[0])
         if not isinstance(kernel, str):
             raise TypeError("`kernel` must be a catalogue name or a sum of products of them")
         if not isinstance(noise_kernel, str):

@@ -267,3 +267,21 @@ def test_prior_overrides_by_callable_or_distribution():
     assert isinstance(model.model["alpha"].owner.op, type(pm.Exponential.dist(1.0).owner.op))
     with pytest.raises(TypeError, match="callable"):
         GPRegression(X, y, "expquad", priors={"ls": 3.0})
+
+
+def test_constant_y_is_refused_with_a_learned_noise():
+    """The defect: a constant y ended "converged" at sigma ~ 1e-13. With the noise learned it is
+    now refused, saying why; with a known noise the fit is well defined and allowed. The
+    heteroscedastic GP and DKL learn their noise, so they refuse it too."""
+    from bayes_gp import DeepKernelRegression, HeteroscedasticGPRegression
+
+    x = np.linspace(0, 1, 10)
+    y = np.full(10, 3.2)
+    with pytest.raises(ValueError, match=r"`y` is constant \(every value is 3.2\).*noise="):
+        GPRegression(x, y)
+    fit = GPRegression(x, y, noise=0.1).fit_map(n_restarts=1, random_seed=0)
+    assert np.isfinite(fit.log_marginal_likelihood)
+    with pytest.raises(ValueError, match="`y` is constant"):
+        HeteroscedasticGPRegression(x, y)
+    with pytest.raises(ValueError, match="deep kernel regression to model"):
+        DeepKernelRegression(x, y)
