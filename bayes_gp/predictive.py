@@ -28,6 +28,9 @@ __all__ = [
     "log_marginal_likelihood",
     "predict",
     "loo_log_density",
+    "gaussian_columns",
+    "gaussian_scores",
+    "binary_scores",
 ]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
@@ -113,3 +116,41 @@ def loo_log_density(fac: GaussianFactor) -> np.ndarray:
     var = 1.0 / cinv_diag
     resid = fac.alpha / cinv_diag  # t_i - mu_i
     return -0.5 * np.log(var) - 0.5 * resid**2 / var - 0.5 * LOG_2PI
+
+
+# ------------------------------------------------------------- prediction tables and scores
+def gaussian_columns(pred_f, pred_y) -> dict[str, np.ndarray]:
+    """Columns of a predictions table from the predictive distributions of :math:`f_*` and of
+    :math:`y_*` (``Prediction``-like: ``mean``, ``sd``, ``lower``, ``upper``): the mean, both
+    standard deviations and the central 94% interval of :math:`y_*`."""
+    return {"mean": pred_f.mean, "sd_f": pred_f.sd, "sd_y": pred_y.sd,
+            "lower_94": pred_y.lower, "upper_94": pred_y.upper}  # fmt: skip
+
+
+def gaussian_scores(y: np.ndarray, columns: dict) -> dict[str, float]:
+    """Held-out scores of :func:`gaussian_columns`: RMSE, the mean log predictive density of
+    the Gaussian with that mean and ``sd_y`` (exact for a type-II fit, moment-matched for a NUTS
+    mixture) and the coverage of the 94% interval."""
+    y = np.asarray(y, float)
+    var = np.asarray(columns["sd_y"], float) ** 2
+    resid = y - np.asarray(columns["mean"], float)
+    lpd = -0.5 * (np.log(2 * np.pi * var) + resid**2 / var)
+    inside = (y >= columns["lower_94"]) & (y <= columns["upper_94"])
+    return {
+        "rmse": float(np.sqrt(np.mean(resid**2))),
+        "mean_log_predictive_density": float(np.mean(lpd)),
+        "coverage_94": float(np.mean(inside)),
+    }
+
+
+def binary_scores(t: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    """Held-out scores of predicted probabilities ``p`` of the 0/1 labels ``t``: accuracy at
+    0.5, log loss and Brier score."""
+    t = np.asarray(t, float)
+    p = np.asarray(p, float)
+    pc = np.clip(p, 1e-15, 1 - 1e-15)
+    return {
+        "accuracy": float(np.mean((p > 0.5) == (t == 1))),
+        "log_loss": float(-np.mean(t * np.log(pc) + (1 - t) * np.log1p(-pc))),
+        "brier": float(np.mean((p - t) ** 2)),
+    }

@@ -172,7 +172,13 @@ class GPModel(ABC):
 
     @abstractmethod
     def prediction_columns(self, X_new: np.ndarray, fit: Any) -> dict[str, np.ndarray]:
-        """Predictions at ``X_new`` as named columns (mean, sd, interval, probabilities, …)."""
+        """Predictions at ``X_new`` as named columns (mean, sd, interval, probabilities, …):
+        the report's predictions table and the workflow's ``predictions.csv``."""
+
+    @abstractmethod
+    def scores(self, y: np.ndarray, columns: dict[str, np.ndarray]) -> dict[str, float]:
+        """Held-out scores of the predictions ``columns`` (from :meth:`prediction_columns`) of
+        the observed ``y`` (as given: labels for a classifier)."""
 
     @abstractmethod
     def point_loo(self, fit: Any) -> tuple[str, np.ndarray]:

@@ -342,34 +342,13 @@ def _predict(res: FitResult) -> tuple[pd.DataFrame, dict]:
         X2 = np.asarray(X, float).reshape(len(X), -1)
         df = pd.DataFrame(X2, columns=data.feature_names)
         df.insert(0, "split", split)
-        if res.task == "regression":
-            f = gp.predict(X2, fit)
-            t = gp.predict(X2, fit, include_noise=True)
-            df["mean"], df["sd_f"], df["sd_y"] = f.mean, f.sd, t.sd
-            df["lower_94"], df["upper_94"] = t.lower, t.upper
-            if y is not None:
-                y = np.asarray(y, float)
-                df[data.target_name] = y
-                if split == "test":
-                    resid = y - t.mean
-                    scores["rmse"] = float(np.sqrt(np.mean(resid**2)))
-                    # mean log predictive density of the Gaussian (MAP) / moment-matched (NUTS)
-                    lpd = -0.5 * (np.log(2 * np.pi * t.var) + resid**2 / t.var)
-                    scores["mean_log_predictive_density"] = float(np.mean(lpd))
-                    scores["coverage_94"] = float(np.mean((y >= t.lower) & (y <= t.upper)))
-        else:
-            p = gp.predict_proba(X2, fit)
-            mean, sd = gp.latent(X2, fit)
-            df["p_positive"], df["latent_mean"], df["latent_sd"] = p, mean, sd
-            df["predicted"] = np.where(p > 0.5, gp.classes_[1], gp.classes_[0])
-            if y is not None:
-                df[data.target_name] = y
-                if split == "test":
-                    t = (np.asarray(y) == gp.classes_[1]).astype(float)
-                    pc = np.clip(p, 1e-15, 1 - 1e-15)
-                    scores["accuracy"] = float(np.mean((p > 0.5) == (t == 1)))
-                    scores["log_loss"] = float(-np.mean(t * np.log(pc) + (1 - t) * np.log1p(-pc)))
-                    scores["brier"] = float(np.mean((p - t) ** 2))
+        for name, column in gp.prediction_columns(X2, fit).items():
+            df[name] = column
+        if y is not None:
+            y = np.asarray(y)
+            df[data.target_name] = y
+            if split == "test":
+                scores.update(gp.scores(y, df))
         frames.append(df)
     if scores:
         scores["n_test"] = len(data.y_test)

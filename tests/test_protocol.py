@@ -141,7 +141,11 @@ class FixedKernelGP(GPModel):
 
     def prediction_columns(self, X_new, fit):
         mean, _, vy = self._mixture(np.asarray(X_new, float).ravel(), fit)
-        return {"mean": mean, "sd (with noise)": np.sqrt(vy)}
+        return {"mean": mean, "sd_y": np.sqrt(vy)}
+
+    def scores(self, y, columns):
+        resid = np.asarray(y, float) - np.asarray(columns["mean"])
+        return {"rmse": float(np.sqrt(np.mean(resid**2)))}
 
     def point_loo(self, fit):
         """R&W eqs. 5.10–5.12."""
@@ -220,3 +224,64 @@ def test_fit_many_runs_the_family_per_group(family):
         bayes_gp.fit_many(data, model=FixedKernelGP, method="laplace")
     with pytest.raises(TypeError, match=r"implementing bayes_gp\.protocol\.GPModel"):
         bayes_gp.fit_many(data, model=object)
+
+
+DECLARED = '''
+import numpy as np
+
+from bayes_gp.declared import Dataset
+from tests.test_protocol import FixedKernelGP
+
+TASK = "regression"
+SUMMARY = "a GP with a fixed kernel (the test family of tests/test_protocol.py)"
+METHODS = ("map", "nuts")
+SETTINGS = {
+    "fast": {"draws": 100, "tune": 100, "chains": 1, "n_restarts": 1},
+    "full": {"draws": 500, "tune": 500, "chains": 2, "n_restarts": 1},
+}
+
+
+def load_data(fast=False):
+    rng = np.random.default_rng(7)
+    x = np.sort(rng.uniform(0, 8, 30))
+    y = np.sin(x) + 0.2 * rng.standard_normal(30)
+    test = np.arange(30) % 3 == 0
+    return Dataset(x[~test, None], y[~test], ["t"], "y", "simulated", X_test=x[test, None],
+                   y_test=y[test], X_new=np.array([[9.0], [10.0]]))
+
+
+def build(data, method):
+    return FixedKernelGP(data.X_train, data.y_train)
+'''
+
+
+def test_workflow_runs_saves_and_reloads_the_family(tmp_path, monkeypatch):
+    """The bayes-gp workflow (run, save, reload, report) on a declared model of the family: the
+    reloaded fit predicts the same numbers, and the report rebuilt from the saved files is the
+    one written with the fit."""
+    import sys
+
+    from bayes_gp import workflow
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "fixed_family.py").write_text(DECLARED)
+    monkeypatch.setenv("BAYES_GP_MODELS", str(models))
+    try:
+        res = workflow.run("fixed_family", "map", fast=True)
+        assert set(res.scores) == {"rmse", "n_test"} and res.scores["rmse"] < 0.5
+        workflow.save(res, tmp_path / "out")
+        again = workflow.load(tmp_path / "out")
+        X = np.linspace(0, 10, 7)[:, None]
+        before = res.model.prediction_columns(X, res.fit)
+        after = again.model.prediction_columns(X, again.fit)
+        for name in before:
+            np.testing.assert_allclose(after[name], before[name], rtol=1e-12)
+        stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}")
+        written = (tmp_path / "out" / "report.html").read_text()
+        rebuilt = workflow.make_report(again).html
+        assert stamp.sub("", written) == stamp.sub("", rebuilt)
+    finally:
+        for key in [k for k in sys.modules if k.startswith("bayes_gp_models.")]:
+            if "fixed_family" in key:
+                del sys.modules[key]

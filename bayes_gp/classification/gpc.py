@@ -38,7 +38,7 @@ from bayes_gp.inference.typeii import (
     restarts_table,
 )
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
-from bayes_gp.predictive import JitterWarning
+from bayes_gp.predictive import JitterWarning, binary_scores
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import _as_inputs
@@ -608,7 +608,17 @@ class GPClassifier(PreflightJitter, GPModel):
                      upper, positive=str(self.classes_[1]))  # fmt: skip
 
     def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
-        return {f"P(y = {self.classes_[1]})": self.predict_proba(X_new, fit)}
+        """The probability of the positive class ``classes_[1]``, the latent mean and sd, and
+        the predicted label."""
+        p = self.predict_proba(X_new, fit)
+        mean, sd = self.latent(X_new, fit)
+        predicted = np.where(p > 0.5, self.classes_[1], self.classes_[0])
+        return {"p_positive": p, "latent_mean": mean, "latent_sd": sd, "predicted": predicted}
+
+    def scores(self, y, columns) -> dict[str, float]:
+        """Accuracy, log loss and Brier score of ``p_positive`` for the labels ``y``."""
+        t = (np.asarray(y) == self.classes_[1]).astype(float)
+        return binary_scores(t, columns["p_positive"])
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> ClassifierFit:
         """The Laplace or EP approximation recomputed at the saved hyperparameters."""

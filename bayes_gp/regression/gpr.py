@@ -34,7 +34,14 @@ from bayes_gp._validation import (
 from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
 from bayes_gp.linalg import single_blas_thread
-from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
+from bayes_gp.predictive import (
+    factorize,
+    gaussian_columns,
+    gaussian_scores,
+    log_marginal_likelihood,
+    loo_log_density,
+    predict,
+)
 from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.approx import approx_spec, build_likelihood
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
@@ -741,9 +748,11 @@ class GPRegression(PreflightJitter, GPModel):
                      pred_f.upper, pred_y.lower, pred_y.upper)  # fmt: skip
 
     def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
-        pred = self.predict(X_new, fit, include_noise=True)
-        return {"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
-                "upper 97%": pred.upper}  # fmt: skip
+        """Mean, sd of :math:`f_*` and of :math:`y_*`, 94% interval of :math:`y_*`."""
+        return gaussian_columns(self.predict(X_new, fit), self.predict(X_new, fit, True))
+
+    def scores(self, y, columns) -> dict[str, float]:
+        return gaussian_scores(y, columns)
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> MapFit:
         if method != "map":

@@ -60,7 +60,13 @@ from bayes_gp._validation import as_targets, check_aligned, f64
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
-from bayes_gp.predictive import factorize, loo_log_density, predict
+from bayes_gp.predictive import (
+    factorize,
+    gaussian_columns,
+    gaussian_scores,
+    loo_log_density,
+    predict,
+)
 from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import Prediction, _as_inputs
@@ -614,9 +620,12 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
                      residuals=np.abs(self.y - f.mean(axis=0)))  # fmt: skip
 
     def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
-        _, pred, noise = self.predictive_bands(X_new, fit)
-        return {"mean": pred.mean, "sd (with noise)": pred.sd, "lower 3%": pred.lower,
-                "upper 97%": pred.upper, "noise sd": noise[0]}  # fmt: skip
+        """Those of :class:`GPRegression` and the posterior mean of the noise sd."""
+        pred_f, pred_y, noise = self.predictive_bands(X_new, fit)
+        return {**gaussian_columns(pred_f, pred_y), "noise_sd": noise[0]}
+
+    def scores(self, y, columns) -> dict[str, float]:
+        return gaussian_scores(y, columns)
 
     def restore_fit(self, method: str, params: dict, attrs: dict):
         raise TypeError("HeteroscedasticGPRegression has NUTS fits only: no type-II fit to restore")

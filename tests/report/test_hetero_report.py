@@ -159,7 +159,7 @@ def test_report_embeds_every_figure_and_noise_predictions(rep_h, hetero, idata_h
     noise = hetero.noise_sd(X_NEW, idata_h)[0]
     for value in (*pred.mean, *pred.sd, *noise):
         assert f"<td>{H.fmt_number(value)}</td>" in rep_h.html, value
-    assert ">noise sd</th>" in rep_h.html
+    assert ">noise_sd</th>" in rep_h.html and ">sd_f</th>" in rep_h.html
 
 
 @pytest.mark.slow
