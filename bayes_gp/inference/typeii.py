@@ -346,6 +346,16 @@ def optimize(
     t0 = time.perf_counter()
     value_vars = model.value_vars
     obj = _objective_graph(model, prior)
+    if not value_vars:  # every hyperparameter fixed: nothing to optimise (sklearn's optimizer=None)
+        value = float(pytensor.function([], obj, mode=EAGER_MODE)())
+        if not np.isfinite(value):
+            raise ValueError(
+                "the model has no free hyperparameter and its log density at the given values is "
+                f"{value}: check the fixed values"
+            )
+        at = Restart({}, {}, value, True, 0, "no free hyperparameter: evaluated at the given values")
+        return MapFit(params={}, objective=value, prior=bool(prior), restarts=[at], grad_norm=0.0,
+                      seconds=time.perf_counter() - t0)  # fmt: skip
     grads = pytensor.grad(obj, value_vars)
     fn = pytensor.function(value_vars, [obj, *grads], mode=mode)
     constrained = pytensor.function(

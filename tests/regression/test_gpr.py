@@ -285,3 +285,29 @@ def test_constant_y_is_refused_with_a_learned_noise():
         HeteroscedasticGPRegression(x, y)
     with pytest.raises(ValueError, match="deep kernel regression to model"):
         DeepKernelRegression(x, y)
+
+
+def test_fit_map_with_no_free_hyperparameter():
+    """The defect: with every hyperparameter fixed, fit_map crashed ('need at least one array
+    to concatenate'). It returns the fit at the given values with its log marginal likelihood,
+    as scikit-learn does with optimizer=None (same kernel, noise and jitter on the diagonal)."""
+    import pymc as pm
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF
+
+    rng = np.random.default_rng(0)
+    X = np.linspace(0, 5, 20)
+    y = np.sin(X) + 0.1 * rng.standard_normal(20)
+    gp = GPRegression(X, y, kernel=lambda D: pm.gp.cov.ExpQuad(D, ls=1.0), mean="zero", noise=0.1)
+    assert gp.hyperparameters == []
+    for prior in (False, True):
+        fit = gp.fit_map(n_restarts=3, prior=prior)
+        assert fit.params == {} and fit.converged and fit.grad_norm == 0.0
+        assert len(fit.restarts) == 1 and "no free hyperparameter" in fit.restarts[0].message
+        sk = GaussianProcessRegressor(RBF(1.0), alpha=0.1**2 + gp.jitter, optimizer=None).fit(
+            X[:, None], y
+        )
+        assert fit.log_marginal_likelihood == pytest.approx(sk.log_marginal_likelihood_value_, rel=1e-10)
+        assert fit.objective == pytest.approx(fit.log_marginal_likelihood, rel=1e-10)
+    pred = gp.predict(np.array([2.5]), fit)
+    np.testing.assert_allclose(pred.mean, sk.predict(np.array([[2.5]])), rtol=1e-9)
