@@ -125,12 +125,18 @@ def raveler(model: pm.Model, names: list[str]):
 def prior_starts(model: pm.Model, names: list[str], n: int, rng, accept=None) -> list[np.ndarray]:
     """``n`` raveled starting points in the unconstrained space of the value variables ``names``.
 
-    The first is the model's initial point (the priors' support points); the others are draws
-    from the priors, kept when ``accept(x)`` is true (default: always).
+    The first is the model's initial point (the priors' support points, or a prior's
+    ``initval`` where one is set); the others are draws from the priors, for every free
+    hyperparameter, an ``initval`` included (otherwise each restart would start that
+    hyperparameter at the same value), kept when ``accept(x)`` is true (default: always).
     """
     x0, _ = raveler(model, names)
     draw = make_initial_point_fn(
-        model=model, jitter_rvs=set(), default_strategy="prior", return_transformed=True
+        model=model,
+        overrides={rv: "prior" for rv in model.free_RVs},  # initvals do not pin the restarts
+        jitter_rvs=set(),
+        default_strategy="prior",
+        return_transformed=True,
     )
     starts, attempts = [x0], 0
     while len(starts) < int(n):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bayes_gp.inference.typeii import CONVERGED_GRAD, multistart, newton_decrement
 
@@ -59,3 +60,20 @@ def test_flat_directions_are_judged_by_their_gradient():
         return 0.5 * x @ A3 @ x + 1e-2 * x[2], A3 @ x + np.array([0.0, 0.0, 1e-2])
 
     assert newton_decrement(tilted, x, tilted(x)[1]) == np.inf
+
+
+def test_restarts_move_a_hyperparameter_whose_prior_has_an_initval():
+    """The defect: restarts drew their starts with the priors' initvals kept, so a
+    hyperparameter with an initval started every restart at the same value (n_restarts=4 was
+    one fit done four times). The first start is the initval; the others are prior draws."""
+    import pymc as pm
+
+    from bayes_gp.inference.typeii import prior_starts
+
+    with pm.Model() as m:
+        pm.LogNormal("a", 0.0, 1.0, initval=0.1)
+        pm.HalfNormal("b", 2.0)
+    names = [v.name for v in m.value_vars]
+    starts = np.array(prior_starts(m, names, 4, np.random.default_rng(0)))
+    assert starts[0, 0] == pytest.approx(np.log(0.1))  # the initval, on the log scale
+    assert len(np.unique(starts[:, 0])) == 4 and len(np.unique(starts[:, 1])) == 4
