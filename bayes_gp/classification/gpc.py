@@ -442,7 +442,9 @@ class GPClassifier(PreflightJitter, GPModel):
         The latent jitter is chosen first by :meth:`check_jitter` and recorded in the
         posterior's ``bayes_gp_jitter`` attribute.
         """
-        from bayes_gp.inference.nuts import run_nuts
+        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+
+        check_nuts_settings(draws, tune, chains)
 
         choice = self.check_jitter(random_seed)
         idata = run_nuts(

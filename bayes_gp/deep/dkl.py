@@ -659,7 +659,9 @@ class DeepKernelRegression:
 
         Returns ArviZ data (``xarray.DataTree``); pass it to :meth:`predict`.
         """
-        from bayes_gp.inference.nuts import run_nuts
+        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+
+        check_nuts_settings(draws, tune, chains)
 
         model = self.build_model(sample_last_layer=sample_last_layer, sample_mixture=sample_mixture)
         if (sample_last_layer or sample_mixture) and sampler in ("auto", "pymc"):

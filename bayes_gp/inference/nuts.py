@@ -74,6 +74,20 @@ def resolve_sampler(sampler: str, latent: bool = False) -> str:
     return sampler
 
 
+def check_nuts_settings(draws, tune, chains) -> tuple[int, int, int]:
+    """``(draws, tune, chains)`` as ints, or a ``ValueError`` naming the bad one: at least one
+    draw, no negative tuning steps, at least one chain, whole numbers (not booleans). Every
+    model's ``sample`` calls it first, before any compilation or pre-flight check."""
+    out = []
+    for name, value, least in (("draws", draws, 1), ("tune", tune, 0), ("chains", chains, 1)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(f"`{name}` must be a whole number, got {value!r}")
+        if value < least:
+            raise ValueError(f"`{name}` must be at least {least}, got {value}")
+        out.append(int(value))
+    return tuple(out)
+
+
 def run_nuts(
     model: pm.Model,
     *,
@@ -89,6 +103,7 @@ def run_nuts(
 ):
     """Run NUTS on ``model`` and return ArviZ data (``xarray.DataTree``); ``latent``: a latent
     GP under a Bernoulli likelihood (it picks the ``"auto"`` backend, :func:`resolve_sampler`)."""
+    draws, tune, chains = check_nuts_settings(draws, tune, chains)
     backend = resolve_sampler(sampler, latent)
     if not 0.5 <= target_accept < 1.0:
         raise ValueError(f"`target_accept` must be in [0.5, 1), got {target_accept}")

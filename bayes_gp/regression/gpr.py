@@ -472,7 +472,9 @@ class GPRegression(PreflightJitter, GPModel):
         :meth:`~bayes_gp.regression.approx.SparseLikelihood.loo`). They cost :math:`O(Nm^2)` and
         N numbers per draw: ``log_likelihood=False`` leaves the group out (no LOO then).
         """
-        from bayes_gp.inference.nuts import add_log_likelihood, run_nuts
+        from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
+
+        check_nuts_settings(draws, tune, chains)
 
         choice = self.check_jitter(random_seed)
         idata = run_nuts(

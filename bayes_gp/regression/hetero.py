@@ -268,7 +268,9 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         draw), ``sample_stats`` and a pointwise ``log_likelihood`` group holding
         :math:`\\log p(y_i \\mid y_{-i}, g, \\theta)` per draw (PSIS-LOO terms).
         """
-        from bayes_gp.inference.nuts import run_nuts
+        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+
+        check_nuts_settings(draws, tune, chains)
 
         choice = self.check_jitter(random_seed)
         idata = run_nuts(

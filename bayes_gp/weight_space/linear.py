@@ -522,7 +522,9 @@ class BayesianLinearRegression:
         ``w``), ``sample_stats`` and a pointwise ``log_likelihood`` group (the observations are
         independent given the weights).
         """
-        from bayes_gp.inference.nuts import run_nuts
+        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+
+        check_nuts_settings(draws, tune, chains)
 
         t0 = time.perf_counter()
         idata = run_nuts(
