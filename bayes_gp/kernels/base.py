@@ -58,7 +58,12 @@ def _normalise_active_dims(input_dim: int, active_dims: Sequence[int] | None) ->
             f"`active_dims` {dims.tolist()} must lie in 0..{input_dim - 1} for input_dim={input_dim}"
         )
     if len(set(dims.tolist())) != dims.size:
-        raise ValueError(f"`active_dims` has repeated entries: {dims.tolist()}")
+        raise ValueError(
+            f"`active_dims` has repeated entries: {dims.tolist()}. Each input dimension may "
+            "appear once: a repeated dimension would enter the distance twice, which is the "
+            "same kernel with that dimension's length-scale divided by the square root of its "
+            "count; give it once and scale `ls` instead"
+        )
     return dims.astype(int)
 
 
@@ -70,7 +75,10 @@ class Kernel(pm.gp.cov.Covariance, metaclass=KernelMeta):
     input_dim : int
         Number of columns of the input matrix ``X``.
     active_dims : sequence of int, optional
-        Columns of ``X`` the kernel acts on (default: all).
+        Columns of ``X`` the kernel acts on (default: all), each at most once: a repeated
+        column would enter the distance twice, which is the same kernel with that column's
+        length-scale divided by the square root of its count, so a repeat is refused with that
+        advice (``ValueError``).
     """
 
     def __init__(self, input_dim: int, active_dims: Sequence[int] | None = None):

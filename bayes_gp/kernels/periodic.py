@@ -91,8 +91,10 @@ class Periodic(Stationary):
 
     def power_spectral_density(self, omega):
         raise NotImplementedError(
-            "a periodic kernel has a discrete spectrum and no spectral density; use "
-            "pm.gp.HSGPPeriodic or approximate with a stationary kernel"
+            "a periodic kernel has a discrete spectrum (a Fourier series, R&W §4.2.1) and no "
+            "spectral density, so the Hilbert-space approximation (approx='hsgp') cannot use "
+            "it: for large N use approx='vfe' or approx='fitc' (inducing points work with any "
+            "kernel), or the exact GP"
         )
 
 

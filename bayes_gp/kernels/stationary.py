@@ -19,6 +19,7 @@ from bayes_gp._validation import (
     check_in_interval,
     check_integer_in,
     check_positive,
+    constant_value,
     fixed_scalar,
 )
 from bayes_gp.kernels.base import Stationary, safe_sqrt
@@ -54,6 +55,18 @@ def _matern_unit_psd(nu: float, w, D: int):
     )
     return np.exp(log_c) * pt.power(2.0 * nu + pt.square(w), -(nu + D / 2.0))
 
+
+
+def _refuse_infinite_nu(nu) -> None:
+    """``nu = inf`` is the squared exponential, R&W eq. (4.14): say so instead of a generic
+    'must be finite'."""
+    value = constant_value(nu)
+    if value is not None and value.ndim == 0 and np.isposinf(value):
+        raise ValueError(
+            "`nu` = inf: as nu -> infinity the Matérn kernel tends to the squared exponential "
+            "(R&W eq. 4.14), which has its own class: use ExpQuad(input_dim, ls=...) (the "
+            "catalogue name 'expquad' in a model) instead"
+        )
 
 class ExpQuad(Stationary, pm.gp.cov.ExpQuad):
     r"""Squared exponential (Gaussian, RBF) kernel, R&W eq. (4.9), PRML eq. (6.23).
@@ -152,6 +165,7 @@ class Matern(Stationary):
         metric: Metric | None = None,
         method: str = "auto",
     ):
+        _refuse_infinite_nu(nu)
         known = fixed_scalar("nu", nu)
         check_positive("nu", known)
         if method not in ("auto", "bessel", "closed"):
@@ -363,6 +377,7 @@ class BesselOscillatory(Stationary):
         *,
         metric: Metric | None = None,
     ):
+        _refuse_infinite_nu(nu)
         known = fixed_scalar("nu", nu)
         super().__init__(input_dim, ls, ls_inv, active_dims, metric=metric)
         if known < (self.n_dims - 2) / 2.0 or known < 0:

@@ -263,3 +263,22 @@ def test_wrong_number_of_columns_raises():
 def test_kernels_are_immutable(kernel, attr):
     with pytest.raises(AttributeError, match=attr):
         setattr(kernel, attr, 2.0)
+
+
+def test_periodic_spectral_density_names_what_works():
+    """The defect: the message pointed to pm.gp.HSGPPeriodic, which then rejects this kernel.
+    It now names the approximations that do take a periodic kernel, and the advice works."""
+    import pymc as pm
+
+    from bayes_gp import GPRegression
+
+    with pytest.raises(NotImplementedError, match=r"approx='vfe' or approx='fitc'") as err:
+        bk.Periodic(1, period=1.0, ls=1.0).power_spectral_density(pt.ones((3, 1)))
+    assert "HSGPPeriodic" not in str(err.value)
+    x = np.linspace(0, 10, 300)
+    y = np.sin(2 * np.pi * x) + 0.1 * np.random.default_rng(0).standard_normal(300)
+    gp = GPRegression(x, y, "periodic", approx="vfe", approx_options={"n_inducing": 30})
+    assert isinstance(gp.model, pm.Model)
+    fit = gp.fit_map(n_restarts=1, random_seed=0)
+    assert np.isfinite(fit.log_marginal_likelihood)
+    assert abs(float(fit.params["period"]) - 1.0) < 0.01

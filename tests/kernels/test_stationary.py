@@ -382,3 +382,24 @@ def test_kernels_are_immutable(kernel, attr):
         setattr(kernel, attr, 2.0)
     with pytest.raises(AttributeError):
         kernel.new_attribute = 1.0
+
+
+def test_matern_nu_inf_names_expquad():
+    """The defect: Matern(nu=inf) was refused with 'must be a fixed finite number' and no word
+    of the squared exponential, its limit (R&W eq. 4.14)."""
+    for make in (lambda: bk.Matern(1, nu=np.inf, ls=1.0), lambda: bk.Matern(1, nu=float("inf"))):
+        with pytest.raises(ValueError, match=r"nu` = inf.*squared exponential.*ExpQuad"):
+            make()
+
+
+def test_repeated_active_dims_are_refused_with_the_reason():
+    """A repeated column counts twice in the distance: the same kernel as a rescaled
+    length-scale. The refusal says so (and the base class documents it)."""
+    with pytest.raises(ValueError, match=r"repeated entries: \[0, 0\].*square root of its count"):
+        bk.ExpQuad(2, ls=1.0, active_dims=[0, 0])
+    assert "each at most once" in " ".join(bk.Kernel.__doc__.split())
+    # the equivalence the message states: [0, 0] with ls equals [0] with ls / sqrt(2)
+    X = np.linspace(0, 2, 5)[:, None]
+    r2 = 2 * (X - X.T) ** 2 / 1.3**2
+    single = evaluate(bk.ExpQuad(1, ls=1.3 / np.sqrt(2))(X))
+    np.testing.assert_allclose(single, np.exp(-0.5 * r2), rtol=1e-12)
