@@ -248,7 +248,7 @@ def single_blas_thread(fn):
     On this class of machine (2 cores) two OpenBLAS threads are slower than one for the dense
     factorisations of GPs up to n ~ 2000, and much slower when another process competes for the
     cores (measured: a 200 x 200 Cholesky took 0.36 s with two threads on a loaded machine,
-    0.2 ms with one; see ``../shared/PLATFORM.md``).
+    0.2 ms with one).
     """
 
     @functools.wraps(fn)

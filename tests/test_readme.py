@@ -78,3 +78,18 @@ def test_readme_lists_each_declared_models_fit_methods():
         assert name in table, f"declared model {name} is not in the README's methods table"
         assert tuple(table[name]) == load_model(name).methods, name
     assert table["motorcycle"] == ["nuts"]
+
+
+def test_shipped_files_cite_only_files_that_ship():
+    """pyproject.toml, the README, the package and the declared models name no file a user does
+    not have: nothing under ../shared (the developers' notes), and every *.md, *.ipynb or *.tsv
+    they name exists in the repository."""
+    root = README.parent
+    shipped = [root / "pyproject.toml", README, *root.glob("bayes_gp/**/*.py"),
+               *root.glob("models/*.py"), *root.glob("docs/*.md")]  # fmt: skip
+    present = {p.name for p in root.rglob("*") if ".venv" not in p.parts and ".git" not in p.parts}
+    for path in shipped:
+        text = path.read_text(encoding="utf-8")
+        assert "../shared" not in text and "seed 00" not in text, path
+        for name in re.findall(r"[\w./-]+\.(?:md|ipynb|tsv)\b", text):
+            assert Path(name).name in present, f"{path.relative_to(root)} names {name}"

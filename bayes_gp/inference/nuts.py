@@ -113,7 +113,7 @@ def run_nuts(
         op_backends.ensure("jax")
     nuts = {"target_accept": target_accept, **kwargs.pop("nuts", {})}
     # One BLAS thread per chain: the chains already occupy the cores, and nested BLAS threads
-    # oversubscribe them (measured: nutpie 25x faster at N=40 on 2 cores, PLATFORM.md: 2.6x at
+    # oversubscribe them (measured: nutpie 25x faster at N=40 on 2 cores, and 2.6x at
     # N=300).
     with model, threadpool_limits(limits=1, user_api="blas"):
         idata = pm.sample(

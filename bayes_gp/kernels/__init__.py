@@ -1,4 +1,4 @@
-r"""The kernel catalogue (``../shared/KERNELS.md``): every covariance function is a PyMC kernel.
+r"""The kernel catalogue (R&W ch. 4, PRML §6.2): every covariance function is a PyMC kernel.
 
 =====================  ===========================================  ==========================
 kernel                 formula                                      source
