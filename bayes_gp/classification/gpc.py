@@ -36,9 +36,11 @@ from bayes_gp.inference.typeii import (
     prior_starts,
     raveler,
     restarts_table,
+    warn_unconverged,
 )
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import JitterWarning, binary_scores
+from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import _as_inputs
@@ -84,6 +86,13 @@ class ClassifierFit(PointFit):
     evidence_name = "approximate log evidence"
 
     @property
+    def converged(self) -> bool:
+        """The approximation converged at the reported hyperparameters and, for a type-II fit,
+        the best restart's optimiser did (:func:`~bayes_gp.inference.typeii.multistart`)."""
+        inner = bool(getattr(self.state, "converged", True))
+        return inner and (bool(self.restarts[0].converged) if self.restarts else True)
+
+    @property
     def method_label(self) -> str:
         return ("EP" if self.method == "ep" else "Laplace") + (" MAP" if self.prior else "")
 
@@ -108,8 +117,10 @@ class GPClassifier(PreflightJitter, GPModel):
     ard : bool
         One length-scale per input.
     priors : dict, optional
-        Overrides of the default hyperpriors (as in :class:`~bayes_gp.GPRegression`). The default
-        amplitude prior is :math:`\\eta \\sim \\mathrm{HalfNormal}(2)` (latent scale of a sigmoid).
+        Overrides of the default hyperpriors, by name: a callable ``f(name)``, an unnamed
+        ``pm.X.dist(...)``, or a number that fixes the hyperparameter (the forms of
+        :mod:`bayes_gp.priors`). The default amplitude prior is
+        :math:`\\eta \\sim \\mathrm{HalfNormal}(2)` (latent scale of a sigmoid).
     jitter : float
         The latent-GP jitter :math:`\\nu` added to the diagonal of :math:`K` (PRML §6.4.5).
         :meth:`sample` first factorises :math:`K + \\nu I` at the initial point and at prior
@@ -191,12 +202,7 @@ class GPClassifier(PreflightJitter, GPModel):
             hyper = {}
             for p in self.spec.params:
                 ard = self.ard and p in self.spec.ard_params
-                if p in self.priors:
-                    hyper[p] = self.priors[p](p)
-                elif p.rsplit("_", 1)[-1] == "eta":
-                    hyper[p] = pm.HalfNormal(p, sigma=f64(2.0))
-                else:
-                    hyper[p] = default_prior(p, self.scale, ard)
+                hyper[p] = resolve_prior(self.priors, p, self._default_prior(ard), ard=ard)
             cov = self.spec.build(D, hyper)
             f = pm.gp.Latent(cov_func=cov).prior(
                 "f", X=self.X, reparameterize=True, jitter=self.jitter, dims="obs"
@@ -206,8 +212,20 @@ class GPClassifier(PreflightJitter, GPModel):
             else:
                 pm.Bernoulli("y", p=pm.math.invprobit(f), observed=self.t, dims="obs")
         self._cov = cov
-        self._hyper_rvs = [model[p] for p in self.spec.params]
+        # a hyperparameter fixed by a number in `priors` is a constant, not a variable
+        self._hyper_rvs = [model[p] for p in self.spec.params if p in model.named_vars]
         return model
+
+    def _default_prior(self, ard: bool):
+        """The latent amplitude's prior is HalfNormal(2) (the scale of a sigmoid's argument);
+        the others are the catalogue's, scaled to the inputs."""
+
+        def default(p):
+            if p.rsplit("_", 1)[-1] == "eta":
+                return pm.HalfNormal(p, sigma=f64(2.0))
+            return default_prior(p, self.scale, ard)
+
+        return default
 
     @property
     def hyperparameters(self) -> list[str]:
@@ -292,6 +310,8 @@ class GPClassifier(PreflightJitter, GPModel):
                 "EP is implemented for the probit link only (its tilted moments are closed-form); "
                 "use link='probit', or the Laplace approximation / NUTS for the logit link"
             )
+        if params is None and not self._hyper_rvs:  # every hyperparameter fixed in `priors`
+            params = {}
         if params is not None:
             values = self._values(params)
             K, _, _ = self._grams(values, np.zeros((0, self.X.shape[1])))
@@ -356,6 +376,7 @@ class GPClassifier(PreflightJitter, GPModel):
             results += multistart(neg, [x0], maxiter=maxiter, gtol=1e-6)
         results.sort(key=lambda r: r[0].fun)
         best = results[0][0]
+        warn_unconverged(best, f"type-II {method} fit", stacklevel=4)
         cache.clear()
         _, g = neg(best.x)
         if "state" not in cache:  # every restart ended infeasible

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +30,7 @@ from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.protocol import PointFit
 
 __all__ = [
+    "ConvergenceWarning",
     "MapFit",
     "Restart",
     "optimize",
@@ -295,6 +297,25 @@ def multistart(neg, starts, *, maxiter: int, gtol: float):
     return results
 
 
+class ConvergenceWarning(RuntimeWarning):
+    """The best restart of a type-II fit ended without a certified optimum."""
+
+
+def warn_unconverged(best, what: str, stacklevel: int = 3) -> None:
+    """Warn (:class:`ConvergenceWarning`) when the best :func:`multistart` result is not
+    converged: the fit's ``converged`` flag says so too, and the message gives the end point's
+    state and what to do."""
+    if best.success:
+        return
+    warnings.warn(
+        f"{what}: the best of the restarts did not converge ({best.message}); the reported "
+        "optimum may not be the maximum. Use more restarts (n_restarts=), a larger maxiter=, "
+        "priors that keep the hyperparameters in a sensible range (prior=True), or NUTS",
+        ConvergenceWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def restarts_table(results, to_params) -> list[Restart]:
     """:class:`Restart` records of :func:`multistart` results."""
     return [
@@ -393,6 +414,7 @@ def optimize(
     starts = prior_starts(model, names, n_restarts, rng, accept=lambda x: np.isfinite(neg(x)[0]))
     results = multistart(neg, starts, maxiter=maxiter, gtol=1e-8)
     best = results[0][0]
+    warn_unconverged(best, "type-II " + ("MAP" if prior else "ML-II") + " fit", stacklevel=3)
     restarts = restarts_table(results, to_params)
     grad_norm = float(np.linalg.norm(neg(best.x)[1]))
     return MapFit(

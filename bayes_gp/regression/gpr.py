@@ -42,6 +42,7 @@ from bayes_gp.predictive import (
     loo_log_density,
     predict,
 )
+from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.approx import approx_spec, build_likelihood
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
@@ -138,8 +139,9 @@ class GPRegression(PreflightJitter, GPModel):
         ``"constant"``: :math:`c \\sim N(\\bar y, (2 s_y)^2)`; ``"linear"``: intercept and slopes
         with priors scaled to the data (e.g. :math:`\\mu = 2x`).
     priors : dict, optional
-        Overrides of the default hyperpriors: name → a callable ``f(name)`` creating the random
-        variable in the current model, or an unnamed distribution ``pm.X.dist(...)``.
+        Overrides of the default hyperpriors, by name: a callable ``f(name)``, an unnamed
+        ``pm.X.dist(...)``, or a number that fixes the hyperparameter (the forms of
+        :mod:`bayes_gp.priors`).
     noise : float, optional
         A fixed noise standard deviation :math:`\\sigma`; by default :math:`\\sigma` is learned.
     jitter : float
@@ -260,20 +262,10 @@ class GPRegression(PreflightJitter, GPModel):
 
     # ------------------------------------------------------------------ model
     def _prior(self, name: str, ard: bool = False, default: Callable | None = None):
-        """The user's prior for ``name`` if given, else ``default(name)`` or the catalogue's."""
-        if name in self.priors:
-            p = self.priors[name]
-            if isinstance(p, pt.TensorVariable):  # an unnamed pm.X.dist(...)
-                dims = "feature" if ard else None
-                return pm.modelcontext(None).register_rv(p, name, dims=dims)
-            if not callable(p):
-                raise TypeError(
-                    f"`priors[{name!r}]` must be a callable f(name) or an unnamed pm.X.dist(...)"
-                )
-            return p(name)
-        if default is not None:
-            return default(name)
-        return default_prior(name, self.scale, ard)
+        """The user's prior for ``name`` (any form of :mod:`bayes_gp.priors`), else
+        ``default(name)`` or the catalogue's."""
+        fallback = default or (lambda n: default_prior(n, self.scale, ard))
+        return resolve_prior(self.priors, name, fallback, ard=ard)
 
     def _build(self) -> pm.Model:
         D = self.X.shape[1]

@@ -67,6 +67,7 @@ from bayes_gp.predictive import (
     loo_log_density,
     predict,
 )
+from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import Prediction, _as_inputs
@@ -96,9 +97,9 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
     ard : bool
         One length-scale per input dimension, for both GPs.
     priors : dict, optional
-        Overrides of the default hyperpriors by name (any of :attr:`hyperparameters`): a callable
-        ``f(name)`` creating the random variable in the current model, or an unnamed
-        distribution ``pm.X.dist(...)``.
+        Overrides of the default hyperpriors by name (any of :attr:`hyperparameters`): a
+        callable ``f(name)``, an unnamed ``pm.X.dist(...)``, or a number that fixes the
+        hyperparameter (the forms of :mod:`bayes_gp.priors`).
     jitter : float
         Added to the diagonal of the kernel matrices for numerical safety: relative to the
         variance of ``y`` for :math:`K_f`, absolute for :math:`K_g` (log scale).
@@ -169,19 +170,10 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         return [f"noise_{p}" for p in self.noise_spec.params]
 
     def _prior(self, name: str, scale: DataScale, ard: bool, default=None):
-        if name in self.priors:
-            p = self.priors[name]
-            if isinstance(p, pt.TensorVariable):  # an unnamed pm.X.dist(...)
-                dims = "feature" if ard else None
-                return pm.modelcontext(None).register_rv(p, name, dims=dims)
-            if not callable(p):
-                raise TypeError(
-                    f"`priors[{name!r}]` must be a callable f(name) or an unnamed pm.X.dist(...)"
-                )
-            return p(name)
-        if default is not None:
-            return default(name)
-        return default_prior(name, scale, ard)
+        """The user's prior for ``name`` (any form of :mod:`bayes_gp.priors`), else
+        ``default(name)`` or the catalogue's at ``scale``."""
+        fallback = default or (lambda n: default_prior(n, scale, ard))
+        return resolve_prior(self.priors, name, fallback, ard=ard)
 
     def _build(self) -> pm.Model:
         D = self.X.shape[1]
@@ -218,7 +210,8 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         self._cov_f, self._cov_g = cov_f, cov_g
         self._mean_f, self._mean_g = mean_f, mean_g
         names = [*self.spec.params, *self._noise_names, "noise_mean"]
-        self._hyper_rvs = [model[name] for name in names]
+        # a hyperparameter fixed by a number in `priors` is a constant, not a variable
+        self._hyper_rvs = [model[name] for name in names if name in model.named_vars]
         return model
 
     @property

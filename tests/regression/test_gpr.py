@@ -266,7 +266,9 @@ def test_prior_overrides_by_callable_or_distribution():
     assert isinstance(model.model["ls"].owner.op, type(pm.Gamma.dist(1.0, 1.0).owner.op))
     assert isinstance(model.model["alpha"].owner.op, type(pm.Exponential.dist(1.0).owner.op))
     with pytest.raises(TypeError, match="callable"):
-        GPRegression(X, y, "expquad", priors={"ls": 3.0})
+        GPRegression(X, y, "expquad", priors={"ls": "3.0"})
+    # a number fixes the hyperparameter (bayes_gp.priors): not a random variable any more
+    assert GPRegression(X, y, "expquad", priors={"ls": 3.0}).hyperparameters == ["eta", "sigma"]
 
 
 def test_constant_y_is_refused_with_a_learned_noise():
