@@ -170,6 +170,11 @@ def laplace(
         scale = 1.0 + float(np.max(np.abs(v)))
         if dec < tol**2 and np.max(np.abs(g)) < tol * scale:
             converged = True
+            if concave:  # the pending Newton step: quadratic convergence to machine precision
+                f_t, psi_t, d1_t, d2_t, d3_t = evaluate(v + dv)
+                if np.isfinite(psi_t):
+                    v = v + dv
+                    f, psi, d1, d2, d3 = f_t, psi_t, d1_t, d2_t, d3_t
             break
         if concave and dec < 1e-9 * (1.0 + abs(psi)):
             # quadratic-convergence region: the predicted increase of Psi is at its rounding
@@ -216,6 +221,7 @@ def laplace(
     u = s2 - W * (Sigma @ s2)
     R = np.diag(W) - W[:, None] * Sigma * W[None, :]
     grad_K = 0.5 * np.outer(a, a) - 0.5 * R + 0.5 * (np.outer(u, d1) + np.outer(d1, u))
+    grad_K = 0.5 * (grad_K + grad_K.T)  # exactly symmetric (the products round differently)
     grad_m = a + u
     dl, dd1, dd2 = likelihood.phi_derivatives(f, phi)
     grad_phi = dl.sum(axis=1) + 0.5 * dd2 @ dS + dd1 @ (Sigma @ s2)
