@@ -164,8 +164,9 @@ def test_op_jax_refuses_naming_alternatives():
         pytensor.function([K], out, mode="JAX")
 
 
-def test_nuts_with_laplace_gaussian_matches_exact_posterior():
-    """PyMC NUTS (1 chain, 100 + 100) over ls with the Laplace Op and a Gaussian likelihood: the
+@pytest.mark.parametrize("sampler", ["pymc", "nutpie"])
+def test_nuts_with_laplace_gaussian_matches_exact_posterior(sampler):
+    """NUTS (PyMC's, and nutpie through the numba registration; 1 chain, 100 + 100) over ls with the Laplace Op and a Gaussian likelihood: the
     posterior mean of ls equals the exact-likelihood posterior mean (GPRegression's R&W eq. 2.30
     marginal likelihood, integrated on a grid) within 4 Monte Carlo standard errors."""
     import arviz as az
@@ -179,7 +180,7 @@ def test_nuts_with_laplace_gaussian_matches_exact_posterior():
         K = pt.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / ls**2) + 1e-6 * pt.eye(20)
         pm.Potential("lq", laplace_logp(Gaussian(y), K, pt.zeros(20), pt.as_tensor([sigma])))
         idata = pm.sample(100, tune=100, chains=1, random_seed=3, progressbar=False,
-                          compute_convergence_checks=False)  # fmt: skip
+                          nuts_sampler=sampler, compute_convergence_checks=False)  # fmt: skip
     draws = idata.posterior["ls"].values.ravel()
     # exact reference: p(log ls | y) on a grid
     u = np.linspace(np.log(0.2), np.log(5.0), 2001)
