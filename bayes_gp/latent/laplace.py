@@ -196,7 +196,14 @@ def laplace(
         v = v + t * dv
         f, psi, d1, d2, d3 = f_t, psi_t, d1_t, d2_t, d3_t
     if not converged:
-        return _infeasible(f, v, f"Newton's method did not converge in {max_iter} steps", n_iter)
+        gmax = float(np.max(np.abs(LK.T @ d1 - v)))
+        return _infeasible(
+            f,
+            v,
+            f"Newton's method did not converge after {n_iter} steps (largest gradient entry "
+            f"{gmax:.3g}; the line search stalled or max_iter={max_iter} was reached)",
+            n_iter,
+        )
 
     W = -d2
     LA = _chol(np.eye(n) + LK.T @ (W[:, None] * LK))

@@ -24,6 +24,8 @@ written in JAX here) and raises a ``NotImplementedError`` naming ``sampler="nutp
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType
@@ -36,8 +38,9 @@ from bayes_gp.op_backends import ensure_available, op_backend
 
 __all__ = ["LaplaceLogp", "laplace_logp"]
 
-#: Live Ops by id, for the numba objmode callback (which cannot capture Python objects).
-_OPS: dict[int, LaplaceLogp] = {}
+#: Live Ops by id, for the numba objmode callback (which cannot capture Python objects); weak, so
+#: that an Op is freed with its graph.
+_OPS: weakref.WeakValueDictionary[int, LaplaceLogp] = weakref.WeakValueDictionary()
 
 
 class LaplaceLogp(Op):
@@ -58,6 +61,15 @@ class LaplaceLogp(Op):
         self.max_iter = int(max_iter)
         self.last_mode: np.ndarray | None = None  # warm-start cache
         self.last_reason: str = ""  # why the last evaluation was infeasible ("" when it was not)
+        _OPS[id(self)] = self
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["last_mode"] = None  # the cache does not travel
+        return state
+
+    def __setstate__(self, state):  # unpickled in a worker process: register there too
+        self.__dict__.update(state)
         _OPS[id(self)] = self
 
     def __eq__(self, other):

@@ -153,6 +153,27 @@ def test_op_infeasible_gives_minus_inf_and_reason():
     assert "not positive definite" in op.last_reason
 
 
+def test_op_warm_start_cache_and_pickle():
+    """The cache holds the last mode; reusing it gives the cold-start answer to 1e-12, and a
+    pickled Op (PyMC's multiprocess sampling) evaluates the same."""
+    import pickle
+
+    X = np.linspace(0, 4, 12)
+    lik = Poisson(np.array([0, 2, 3, 1, 5, 7, 4, 2, 1, 0, 3, 2.0]))
+    ls = pt.dscalar("ls")
+    K = pt.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / ls**2) + 1e-6 * pt.eye(12)
+    op = LaplaceLogp(lik)
+    out = op(K, pt.zeros(12), pt.zeros(0))[0]
+    fn = pytensor.function([ls], out, mode="FAST_RUN")
+    assert op.last_mode is None
+    first = float(fn(1.0))
+    assert op.last_mode is not None
+    fn(1.7)  # moves the cache
+    assert float(fn(1.0)) == pytest.approx(first, abs=1e-12)
+    fn2 = pickle.loads(pickle.dumps(fn))
+    assert float(fn2(1.0)) == pytest.approx(first, abs=1e-12)
+
+
 def test_op_jax_refuses_naming_alternatives():
     from bayes_gp.op_backends import ensure
 
@@ -166,9 +187,10 @@ def test_op_jax_refuses_naming_alternatives():
 
 @pytest.mark.parametrize("sampler", ["pymc", "nutpie"])
 def test_nuts_with_laplace_gaussian_matches_exact_posterior(sampler):
-    """NUTS (PyMC's, and nutpie through the numba registration; 1 chain, 100 + 100) over ls with the Laplace Op and a Gaussian likelihood: the
-    posterior mean of ls equals the exact-likelihood posterior mean (GPRegression's R&W eq. 2.30
-    marginal likelihood, integrated on a grid) within 4 Monte Carlo standard errors."""
+    """NUTS (PyMC's, and nutpie through the numba registration; 1 chain, 100 + 100) over ls
+    with the Laplace Op and a Gaussian likelihood: the posterior mean of ls equals the
+    exact-likelihood posterior mean (GPRegression's R&W eq. 2.30 marginal likelihood, integrated
+    on a grid) within 4 Monte Carlo standard errors."""
     import arviz as az
 
     rng = np.random.default_rng(11)
