@@ -24,9 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import digamma, expit, gammaln, log_ndtr
-
-from bayes_gp.classification.likelihoods import normal_hazard
+from scipy.special import digamma, erfcx, expit, gammaln, log_ndtr
 
 __all__ = [
     "LatentLikelihood",
@@ -39,6 +37,17 @@ __all__ = [
 ]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def normal_hazard(z: np.ndarray) -> np.ndarray:
+    r"""The inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}\,/\,\mathrm{erfcx}(-z/\sqrt2)`.
+
+    The same function as :func:`bayes_gp.classification.likelihoods.normal_hazard` (finite and
+    accurate for every ``z``: the Gaussian factors cancel analytically), defined here so that
+    this module does not import the classification package, which is to be rebuilt on it.
+    """
+    with np.errstate(over="ignore"):  # erfcx -> inf for very negative z gives h = 0, the limit
+        return np.sqrt(2.0 / np.pi) / erfcx(-np.asarray(z, float) / np.sqrt(2.0))
 
 
 def _as_finite_vector(name: str, x) -> np.ndarray:
@@ -122,8 +131,8 @@ class Bernoulli(LatentLikelihood):
 
     ``link="logit"``: :math:`\sigma` the logistic function (R&W eq. 3.15);
     ``link="probit"``: :math:`\sigma = \Phi` (R&W eq. 3.16), evaluated with the erfcx-based hazard
-    of :func:`bayes_gp.classification.likelihoods.normal_hazard` so that it stays finite in the
-    tails. With :math:`s = 2y - 1`, :math:`\ell = \log\sigma(s f)`.
+    of :func:`normal_hazard` so that it stays finite in the tails. With :math:`s = 2y - 1`,
+    :math:`\ell = \log\sigma(s f)`.
     """
 
     link: str = "logit"
