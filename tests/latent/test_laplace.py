@@ -197,3 +197,25 @@ def test_evidence_against_importance_sampling(name):
     lw = log_lik + log_prior - prop.logpdf(F)
     log_is = logsumexp(lw) - np.log(lw.size)
     assert abs(res.log_evidence - log_is) < IS_TOL[name], (res.log_evidence, log_is)
+
+
+def test_grad_theta_from_kernel_derivative_matrices():
+    """grad_theta(G, [dK/dls, dK/deta]) (R&W eq. 5.23) against central differences in (ls, eta)
+    for the negative binomial likelihood."""
+    from bayes_gp.latent import grad_theta
+
+    _, lik, phi = LIKS[4]
+    d2 = (X15[:, None] - X15[None, :]) ** 2
+    ls, eta = 0.9, 1.4
+    E = np.exp(-0.5 * d2 / ls**2)
+    m = np.zeros(15)
+    res = laplace(_kern(X15, ls, eta), m, lik, phi)
+    g = grad_theta(res.grad_K, [eta**2 * E * d2 / ls**3, 2 * eta * E])
+    h = 1e-6
+    fd = [
+        (laplace(_kern(X15, ls + h, eta), m, lik, phi).log_evidence
+         - laplace(_kern(X15, ls - h, eta), m, lik, phi).log_evidence) / (2 * h),
+        (laplace(_kern(X15, ls, eta + h), m, lik, phi).log_evidence
+         - laplace(_kern(X15, ls, eta - h), m, lik, phi).log_evidence) / (2 * h),
+    ]  # fmt: skip
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
