@@ -1,0 +1,29 @@
+"""Latent GPs with non-Gaussian likelihoods: observation models, the Laplace approximation and its
+PyTensor Op (the numerical core of issue 16)."""
+
+from bayes_gp.latent.laplace import LaplaceResult, grad_theta, laplace
+from bayes_gp.latent.likelihoods import (
+    Bernoulli,
+    Binomial,
+    Gaussian,
+    LatentLikelihood,
+    NegativeBinomial,
+    Poisson,
+    StudentT,
+)
+from bayes_gp.latent.op import LaplaceLogp, laplace_logp
+
+__all__ = [
+    "Bernoulli",
+    "Binomial",
+    "Gaussian",
+    "LatentLikelihood",
+    "NegativeBinomial",
+    "Poisson",
+    "StudentT",
+    "LaplaceResult",
+    "grad_theta",
+    "laplace",
+    "LaplaceLogp",
+    "laplace_logp",
+]

@@ -1,0 +1,386 @@
+r"""Observation models of latent GPs, with the derivatives the Laplace approximation needs.
+
+Each likelihood is a small immutable object holding the data (``y`` and, where they apply,
+``trials`` or ``exposure``) and evaluating, per observation,
+
+.. math::
+   \ell_i(f_i, \phi) = \log p(y_i \mid f_i, \phi), \quad
+   \ell_i', \; \ell_i'', \; \ell_i''' \;\; (\text{derivatives in } f_i)
+
+(R&W §3.4, eqs. 3.15–3.16 and Table 3.1 for the binary models), and for each of its own
+parameters :math:`\phi_j` (dispersion, degrees of freedom, scale):
+:math:`\partial \ell_i / \partial\phi_j`, :math:`\partial \ell_i' / \partial\phi_j` and
+:math:`\partial \ell_i'' / \partial\phi_j`, which the gradient of the Laplace evidence with respect
+to :math:`\phi` uses (:mod:`bayes_gp.latent.laplace`; Vanhatalo, Jylänki & Vehtari 2009, §3;
+Rue, Martino & Chopin 2009). Parameters are on their natural (positive) scale; transforms belong
+to the model.
+
+Only the Student-t likelihood is not log-concave: its :math:`W = -\ell''` is negative for
+residuals larger than :math:`\sqrt{\nu}\,\sigma`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import digamma, erfcx, expit, gammaln, log_ndtr
+
+__all__ = [
+    "LatentLikelihood",
+    "Bernoulli",
+    "Binomial",
+    "Poisson",
+    "NegativeBinomial",
+    "StudentT",
+    "Gaussian",
+]
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def normal_hazard(z: np.ndarray) -> np.ndarray:
+    r"""The inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}\,/\,\mathrm{erfcx}(-z/\sqrt2)`.
+
+    The same function as :func:`bayes_gp.classification.likelihoods.normal_hazard` (finite and
+    accurate for every ``z``: the Gaussian factors cancel analytically), defined here so that
+    this module does not import the classification package, which is to be rebuilt on it.
+    """
+    with np.errstate(over="ignore"):  # erfcx -> inf for very negative z gives h = 0, the limit
+        return np.sqrt(2.0 / np.pi) / erfcx(-np.asarray(z, float) / np.sqrt(2.0))
+
+
+def _as_finite_vector(name: str, x) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if a.ndim != 1:
+        raise ValueError(f"`{name}` must be one-dimensional, got shape {a.shape}")
+    if a.size == 0:
+        raise ValueError(f"`{name}` is empty")
+    bad = ~np.isfinite(a)
+    if np.any(bad):
+        raise ValueError(
+            f"`{name}` has {int(bad.sum())} NaN or infinite value(s), first at index "
+            f"{int(np.argmax(bad))}"
+        )
+    return a
+
+
+def _check_counts(name: str, y: np.ndarray) -> None:
+    if np.any(y < 0):
+        i = int(np.argmax(y < 0))
+        raise ValueError(f"`{name}` must be non-negative counts; y[{i}] = {y[i]:g}")
+    frac = y != np.round(y)
+    if np.any(frac):
+        i = int(np.argmax(frac))
+        raise ValueError(f"`{name}` must be integer counts; y[{i}] = {y[i]:g} is not an integer")
+
+
+def _check_positive(name: str, x: np.ndarray) -> None:
+    if np.any(x <= 0):
+        i = int(np.argmax(x <= 0))
+        raise ValueError(f"`{name}` must be positive; {name}[{i}] = {x[i]:g}")
+
+
+def _check_phi(lik: LatentLikelihood, phi) -> np.ndarray:
+    p = np.asarray(phi, dtype=float).reshape(-1)
+    if p.size != len(lik.param_names):
+        raise ValueError(
+            f"{type(lik).__name__} takes {len(lik.param_names)} parameter(s) "
+            f"{lik.param_names}, got {p.size}"
+        )
+    return p
+
+
+@dataclass(frozen=True, eq=False)
+class LatentLikelihood:
+    """Base class: data ``y`` and the interface used by :mod:`bayes_gp.latent.laplace`.
+
+    Subclasses implement :meth:`derivatives` and, when they have parameters, :meth:`phi_derivatives`.
+    Instances compare by identity (they hold data arrays).
+    """
+
+    y: np.ndarray
+    param_names: tuple[str, ...] = field(default=(), init=False)
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def log_concave(self) -> bool:
+        """Whether :math:`W = -\\ell'' \\ge 0` for every ``f`` and ``phi``."""
+        return True
+
+    def derivatives(self, f: np.ndarray, phi=()) -> tuple[np.ndarray, ...]:
+        """``(logp, d1, d2, d3)``: :math:`\\ell_i` and its first three ``f``-derivatives."""
+        raise NotImplementedError
+
+    def phi_derivatives(self, f: np.ndarray, phi=()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Arrays of shape ``(n_phi, n)``: :math:`\\partial_{\\phi_j}` of ``logp``, ``d1``, ``d2``."""
+        z = np.zeros((0, self.n))
+        return z, z, z
+
+    def log_lik(self, f: np.ndarray, phi=()) -> float:
+        """:math:`\\sum_i \\log p(y_i \\mid f_i, \\phi)`."""
+        return float(np.sum(self.derivatives(np.asarray(f, float), phi)[0]))
+
+
+@dataclass(frozen=True, eq=False)
+class Bernoulli(LatentLikelihood):
+    r"""Binary outcomes :math:`y_i \in \{0, 1\}` with :math:`p(y_i = 1 \mid f_i) = \sigma(f_i)`.
+
+    ``link="logit"``: :math:`\sigma` the logistic function (R&W eq. 3.15);
+    ``link="probit"``: :math:`\sigma = \Phi` (R&W eq. 3.16), evaluated with the erfcx-based hazard
+    of :func:`normal_hazard` so that it stays finite in the tails. With :math:`s = 2y - 1`,
+    :math:`\ell = \log\sigma(s f)`.
+    """
+
+    link: str = "logit"
+
+    def __post_init__(self):
+        y = _as_finite_vector("y", self.y)
+        if not np.all((y == 0) | (y == 1)):
+            i = int(np.argmax((y != 0) & (y != 1)))
+            raise ValueError(f"Bernoulli `y` must be 0 or 1; y[{i}] = {y[i]:g}")
+        if self.link not in ("logit", "probit"):
+            raise ValueError(f"`link` must be 'logit' or 'probit', got {self.link!r}")
+        object.__setattr__(self, "y", y)
+
+    def derivatives(self, f, phi=()):
+        s = 2.0 * self.y - 1.0
+        if self.link == "logit":
+            pi = expit(f)
+            logp = -np.logaddexp(0.0, -s * f)
+            d2 = -pi * (1.0 - pi)
+            return logp, self.y - pi, d2, d2 * (1.0 - 2.0 * pi)
+        z = s * f
+        h = normal_hazard(z)
+        d2 = -np.clip(h * (z + h), 0.0, 1.0)
+        d3 = s * h * (2.0 * h * h + 3.0 * z * h + z * z - 1.0)
+        return log_ndtr(z), s * h, d2, d3
+
+
+@dataclass(frozen=True, eq=False)
+class Binomial(LatentLikelihood):
+    r"""Successes :math:`y_i` out of :math:`N_i` trials, logit link.
+
+    .. math::
+       \ell_i = \log\binom{N_i}{y_i} + y_i f_i - N_i \log(1 + e^{f_i}), \quad
+       \ell' = y - N\pi, \; \ell'' = -N\pi(1-\pi), \; \ell''' = -N\pi(1-\pi)(1-2\pi),
+
+    with :math:`\pi = \sigma(f)`.
+    """
+
+    trials: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        y = _as_finite_vector("y", self.y)
+        if self.trials is None:
+            raise ValueError("Binomial needs `trials` (the number of trials per observation)")
+        N = _as_finite_vector("trials", np.broadcast_to(np.asarray(self.trials, float), y.shape))
+        _check_counts("y", y)
+        _check_counts("trials", N)
+        if np.any(y > N):
+            i = int(np.argmax(y > N))
+            raise ValueError(f"successes above trials: y[{i}] = {y[i]:g} > trials[{i}] = {N[i]:g}")
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "trials", N.copy())
+        const = gammaln(N + 1) - gammaln(y + 1) - gammaln(N - y + 1)
+        object.__setattr__(self, "_const", const)
+
+    def derivatives(self, f, phi=()):
+        y, N = self.y, self.trials
+        pi = expit(f)
+        logp = self._const + y * f - N * np.logaddexp(0.0, f)
+        d2 = -N * pi * (1.0 - pi)
+        return logp, y - N * pi, d2, d2 * (1.0 - 2.0 * pi)
+
+
+@dataclass(frozen=True, eq=False)
+class Poisson(LatentLikelihood):
+    r"""Counts with log link and exposure :math:`E_i`: :math:`y_i \sim \mathrm{Poisson}(E_i e^{f_i})`.
+
+    .. math::
+       \ell_i = y_i\eta_i - e^{\eta_i} - \log y_i!, \quad \eta_i = f_i + \log E_i, \quad
+       \ell' = y - \mu, \; \ell'' = \ell''' = -\mu, \; \mu = e^{\eta}.
+    """
+
+    exposure: np.ndarray | None = None
+
+    def __post_init__(self):
+        y = _as_finite_vector("y", self.y)
+        _check_counts("y", y)
+        E = np.ones_like(y) if self.exposure is None else np.asarray(self.exposure, float)
+        E = _as_finite_vector("exposure", np.broadcast_to(E, y.shape))
+        _check_positive("exposure", E)
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "exposure", E.copy())
+        object.__setattr__(self, "_offset", np.log(E))
+        object.__setattr__(self, "_const", -gammaln(y + 1))
+
+    def derivatives(self, f, phi=()):
+        eta = f + self._offset
+        mu = np.exp(eta)
+        return self._const + self.y * eta - mu, self.y - mu, -mu, -mu
+
+
+@dataclass(frozen=True, eq=False)
+class NegativeBinomial(LatentLikelihood):
+    r"""Overdispersed counts, log link, dispersion :math:`r` (``phi = [r]``), exposure :math:`E_i`.
+
+    Mean :math:`\mu = E e^{f}`, variance :math:`\mu + \mu^2/r`:
+
+    .. math::
+       \ell = \log\Gamma(y + r) - \log\Gamma(r) - \log y! + r\log(1 - p) + y \log p,
+       \qquad p = \frac{\mu}{r + \mu},
+
+    :math:`\ell' = y - (y + r)p`, :math:`\ell'' = -(y + r)p(1-p)`,
+    :math:`\ell''' = \ell''(1 - 2p)`; in :math:`r`:
+    :math:`\partial_r\ell = \psi(y+r) - \psi(r) + \log(1-p) + (\mu - y)/(r + \mu)`,
+    :math:`\partial_r\ell' = p(y - \mu)/(r+\mu)`,
+    :math:`\partial_r\ell'' = -p(1-p) + (y + r)(1 - 2p)p/(r + \mu)`.
+    """
+
+    exposure: np.ndarray | None = None
+
+    def __post_init__(self):
+        y = _as_finite_vector("y", self.y)
+        _check_counts("y", y)
+        E = np.ones_like(y) if self.exposure is None else np.asarray(self.exposure, float)
+        E = _as_finite_vector("exposure", np.broadcast_to(E, y.shape))
+        _check_positive("exposure", E)
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "exposure", E.copy())
+        object.__setattr__(self, "_offset", np.log(E))
+        object.__setattr__(self, "param_names", ("dispersion",))
+
+    def _parts(self, f, phi):
+        (r,) = _check_phi(self, phi)
+        if not r > 0:
+            raise ValueError(f"dispersion must be positive, got {r}")
+        eta = f + self._offset
+        mu = np.exp(eta)
+        p = expit(eta - np.log(r))  # mu / (r + mu)
+        return r, mu, p
+
+    def derivatives(self, f, phi=()):
+        y = self.y
+        r, _mu, p = self._parts(f, phi)
+        log1mp = -np.logaddexp(0.0, f + self._offset - np.log(r))  # log(r / (r + mu))
+        logp = (
+            gammaln(y + r)
+            - gammaln(r)
+            - gammaln(y + 1)
+            + r * log1mp
+            + y * (f + self._offset - np.log(r) + log1mp)
+        )
+        d2 = -(y + r) * p * (1.0 - p)
+        return logp, y - (y + r) * p, d2, d2 * (1.0 - 2.0 * p)
+
+    def phi_derivatives(self, f, phi=()):
+        y = self.y
+        r, mu, p = self._parts(f, phi)
+        log1mp = -np.logaddexp(0.0, f + self._offset - np.log(r))
+        rm = r + mu
+        dl = digamma(y + r) - digamma(r) + log1mp + (mu - y) / rm
+        dd1 = p * (y - mu) / rm
+        dd2 = -p * (1.0 - p) + (y + r) * (1.0 - 2.0 * p) * p / rm
+        return dl[None], dd1[None], dd2[None]
+
+
+@dataclass(frozen=True, eq=False)
+class StudentT(LatentLikelihood):
+    r"""Robust regression: :math:`y_i = f_i + \varepsilon_i`, :math:`\varepsilon_i \sim t_\nu(0, \sigma)`,
+    ``phi = [nu, sigma]``.
+
+    With :math:`r = y - f` and :math:`s = \nu\sigma^2`:
+
+    .. math::
+       \ell = \log\Gamma\tfrac{\nu+1}{2} - \log\Gamma\tfrac{\nu}{2} - \tfrac12\log(\pi s)
+              - \tfrac{\nu+1}{2}\log\left(1 + \frac{r^2}{s}\right), \quad
+       \ell' = \frac{(\nu+1) r}{s + r^2}, \quad
+       \ell'' = \frac{(\nu+1)(r^2 - s)}{(s + r^2)^2}, \quad
+       \ell''' = \frac{2(\nu+1) r (r^2 - 3s)}{(s + r^2)^3}
+
+    (Vanhatalo, Jylänki & Vehtari 2009, §2). :math:`W = -\ell''` is negative where
+    :math:`r^2 > s`: the likelihood is not log-concave and the Laplace posterior can be
+    multimodal.
+    """
+
+    def __post_init__(self):
+        object.__setattr__(self, "y", _as_finite_vector("y", self.y))
+        object.__setattr__(self, "param_names", ("nu", "sigma"))
+
+    @property
+    def log_concave(self) -> bool:
+        return False
+
+    def _parts(self, f, phi):
+        nu, sigma = _check_phi(self, phi)
+        if not (nu > 0 and sigma > 0):
+            raise ValueError(f"Student-t needs nu > 0 and sigma > 0, got nu={nu}, sigma={sigma}")
+        r = self.y - f
+        return nu, sigma, r, nu * sigma**2, r * r
+
+    def derivatives(self, f, phi=()):
+        nu, _sigma, r, s, r2 = self._parts(f, phi)
+        q = s + r2
+        logp = (
+            gammaln(0.5 * (nu + 1))
+            - gammaln(0.5 * nu)
+            - 0.5 * np.log(np.pi * s)
+            - 0.5 * (nu + 1) * np.log1p(r2 / s)
+        )
+        d1 = (nu + 1) * r / q
+        d2 = (nu + 1) * (r2 - s) / q**2
+        d3 = 2.0 * (nu + 1) * r * (r2 - 3.0 * s) / q**3
+        return logp, d1, d2, d3
+
+    def phi_derivatives(self, f, phi=()):
+        nu, sigma, r, s, r2 = self._parts(f, phi)
+        q = s + r2
+        # partial derivatives at fixed s, then the chain rule through s = nu sigma^2
+        l_nu = 0.5 * digamma(0.5 * (nu + 1)) - 0.5 * digamma(0.5 * nu) - 0.5 * np.log1p(r2 / s)
+        l_s = -0.5 / s + 0.5 * (nu + 1) * r2 / (s * q)
+        d1_nu, d1_s = r / q, -(nu + 1) * r / q**2
+        d2_nu, d2_s = (r2 - s) / q**2, (nu + 1) * (s - 3.0 * r2) / q**3
+        ds_nu, ds_sigma = sigma**2, 2.0 * nu * sigma
+        dl = np.stack([l_nu + l_s * ds_nu, l_s * ds_sigma])
+        dd1 = np.stack([d1_nu + d1_s * ds_nu, d1_s * ds_sigma])
+        dd2 = np.stack([d2_nu + d2_s * ds_nu, d2_s * ds_sigma])
+        return dl, dd1, dd2
+
+
+@dataclass(frozen=True, eq=False)
+class Gaussian(LatentLikelihood):
+    r""":math:`y_i \sim N(f_i, \sigma^2)`, ``phi = [sigma]``: the case where Laplace is exact.
+
+    .. math::
+       \ell = -\tfrac12\log(2\pi\sigma^2) - \frac{r^2}{2\sigma^2}, \quad
+       \ell' = r/\sigma^2, \; \ell'' = -1/\sigma^2, \; \ell''' = 0, \quad r = y - f.
+    """
+
+    def __post_init__(self):
+        object.__setattr__(self, "y", _as_finite_vector("y", self.y))
+        object.__setattr__(self, "param_names", ("sigma",))
+
+    def _parts(self, phi):
+        (sigma,) = _check_phi(self, phi)
+        if not sigma > 0:
+            raise ValueError(f"Gaussian sigma must be positive, got {sigma}")
+        return sigma
+
+    def derivatives(self, f, phi=()):
+        sigma = self._parts(phi)
+        r = self.y - f
+        logp = -0.5 * _LOG_2PI - np.log(sigma) - 0.5 * r * r / sigma**2
+        return logp, r / sigma**2, np.full_like(r, -1.0 / sigma**2), np.zeros_like(r)
+
+    def phi_derivatives(self, f, phi=()):
+        sigma = self._parts(phi)
+        r = self.y - f
+        return (
+            (-1.0 / sigma + r * r / sigma**3)[None],
+            (-2.0 * r / sigma**3)[None],
+            np.full((1, r.size), 2.0 / sigma**3),
+        )

@@ -1,0 +1,177 @@
+r"""The Laplace log evidence :math:`\log q(y \mid \theta, \phi)` as one PyTensor Op.
+
+``LaplaceLogp(likelihood)(K, m, phi)`` returns the approximate log evidence of
+:func:`bayes_gp.latent.laplace.laplace` (R&W eq. 3.32 generalised) and, as by-products, its exact
+gradients :math:`\partial/\partial K` (symmetric), :math:`\partial/\partial m` and
+:math:`\partial/\partial\phi` (R&W Algorithm 5.1 generalised); the pullback multiplies them by the
+output cotangent, so PyTensor differentiates only the kernel, mean and transform graphs around it.
+With ``K`` built from hyperparameters :math:`\theta` by PyTensor, NUTS over :math:`\theta` and
+:math:`\phi` samples the Laplace-approximate marginal posterior with the latent GP integrated out
+(the "embedded Laplace approximation"; Rue, Martino & Chopin 2009 do the same for INLA's
+hyperparameters).
+
+Warm start: each Op instance keeps the last feasible mode and starts the next Newton solve from it.
+This is a cache only: Newton's method runs to the same tolerance from any start, so for a unimodal
+latent posterior the answer does not change beyond that tolerance (for a multimodal Student-t
+posterior, which mode is found can depend on the start, as with any local optimiser).
+
+Backends: ``perform`` (PyTensor's C/Python backends, ``sampler="pymc"``); numba (``nutpie``)
+through ``numba.objmode`` like :class:`bayes_gp.regression.likelihood.GPLogp`; JAX has no
+implementation (the Newton loop with data-dependent iteration counts and line search is not
+written in JAX here) and raises a ``NotImplementedError`` naming ``sampler="nutpie"`` or
+``sampler="pymc"``.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.gradient import DisconnectedType
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+
+from bayes_gp.latent.laplace import laplace
+from bayes_gp.latent.likelihoods import LatentLikelihood
+from bayes_gp.op_backends import ensure_available, op_backend
+
+__all__ = ["LaplaceLogp", "laplace_logp"]
+
+#: Live Ops by id, for the numba objmode callback (which cannot capture Python objects); weak, so
+#: that an Op is freed with its graph.
+_OPS: weakref.WeakValueDictionary[int, LaplaceLogp] = weakref.WeakValueDictionary()
+
+
+class LaplaceLogp(Op):
+    """``(K, m, phi) -> (log q, dlogq/dK, dlogq/dm, dlogq/dphi)`` for a fixed likelihood and data.
+
+    Only output 0 is meant to be differentiated. ``phi`` is a vector of
+    ``len(likelihood.param_names)`` entries (empty for likelihoods without parameters).
+    Instances compare by identity: each holds its data and its warm-start cache.
+    """
+
+    def __init__(self, likelihood: LatentLikelihood, *, tol: float = 1e-10, max_iter: int = 100):
+        if not isinstance(likelihood, LatentLikelihood):
+            raise TypeError(
+                f"LaplaceLogp needs a LatentLikelihood, got {type(likelihood).__name__}"
+            )
+        self.likelihood = likelihood
+        self.tol = float(tol)
+        self.max_iter = int(max_iter)
+        self.last_mode: np.ndarray | None = None  # warm-start cache
+        self.last_reason: str = ""  # why the last evaluation was infeasible ("" when it was not)
+        _OPS[id(self)] = self
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["last_mode"] = None  # the cache does not travel
+        return state
+
+    def __setstate__(self, state):  # unpickled in a worker process: register there too
+        self.__dict__.update(state)
+        _OPS[id(self)] = self
+
+    def __eq__(self, other):
+        return self is other
+
+    def __hash__(self):
+        return id(self)
+
+    def __str__(self):
+        return f"LaplaceLogp({type(self.likelihood).__name__})"
+
+    def make_node(self, K, m, phi):
+        ensure_available()
+        K = pt.as_tensor_variable(K).astype("float64")
+        m = pt.as_tensor_variable(m).astype("float64")
+        phi = pt.as_tensor_variable(phi).astype("float64")
+        if K.type.ndim != 2 or m.type.ndim != 1 or phi.type.ndim != 1:
+            raise TypeError("LaplaceLogp needs a matrix K, a vector m and a vector phi")
+        return Apply(self, [K, m, phi], [pt.dscalar(), pt.dmatrix(), pt.dvector(), pt.dvector()])
+
+    def compute(self, K: np.ndarray, m: np.ndarray, phi: np.ndarray):
+        """NumPy evaluation with the warm start; non-finite gradients where infeasible."""
+        n = self.likelihood.n
+        res = laplace(
+            K, m, self.likelihood, phi, f0=self.last_mode, tol=self.tol, max_iter=self.max_iter
+        )
+        if not res.feasible:
+            self.last_reason = res.reason
+            nan_phi = np.full(np.asarray(phi).size, np.nan)
+            return np.asarray(-np.inf), np.full((n, n), np.nan), np.full(n, np.nan), nan_phi
+        self.last_reason = ""
+        self.last_mode = res.f
+        return (
+            np.asarray(res.log_evidence),
+            np.ascontiguousarray(res.grad_K),
+            np.ascontiguousarray(res.grad_m),
+            np.ascontiguousarray(res.grad_phi, dtype=float),
+        )
+
+    def perform(self, node, inputs, outputs):
+        K, m, phi = (np.asarray(v, dtype=float) for v in inputs)
+        for out, val in zip(outputs, self.compute(K, m, phi), strict=True):
+            out[0] = val
+
+    def infer_shape(self, node, shapes):
+        return [(), shapes[0], shapes[1], shapes[2]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        g = cotangents[0]
+        for extra in cotangents[1:]:
+            if not isinstance(extra.type, DisconnectedType):
+                raise NotImplementedError(
+                    "LaplaceLogp: only the log evidence (output 0) can be differentiated"
+                )
+        _, gK, gm, gphi = outputs
+        return [g * gK, g * gm, g * gphi]
+
+    def connection_pattern(self, node):
+        return [[True, True, True, True]] * 3
+
+
+def laplace_logp(likelihood: LatentLikelihood, K, m, phi=None, **kwargs):
+    """:math:`\\log q(y \\mid \\theta, \\phi)` as a PyTensor scalar (a new :class:`LaplaceLogp`)."""
+    if phi is None:
+        phi = pt.zeros((0,), dtype="float64")
+    return LaplaceLogp(likelihood, **kwargs)(K, m, phi)[0]
+
+
+def _compute_by_id(key: int, K, m, phi):
+    return _OPS[key].compute(np.asarray(K), np.asarray(m), np.asarray(phi))
+
+
+# ------------------------------------------------------------------------ backends
+@op_backend("numba")
+def _register_numba() -> None:
+    import numba
+    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
+
+    @numba_funcify.register(LaplaceLogp)
+    def _numba_laplace_logp(op, node=None, **kwargs):
+        f64 = numba.types.float64
+        ret_sig = numba.types.Tuple(
+            [numba.types.Array(f64, 0, "C"), f64[:, ::1], f64[::1], f64[::1]]
+        )
+        key = id(op)
+
+        @numba_njit
+        def laplace_logp_numba(K, m, phi):
+            with numba.objmode(ret=ret_sig):
+                ret = _compute_by_id(key, K, m, phi)
+            return ret
+
+        return laplace_logp_numba
+
+
+@op_backend("jax")
+def _register_jax() -> None:
+    from pytensor.link.jax.dispatch import jax_funcify
+
+    @jax_funcify.register(LaplaceLogp)
+    def _jax_laplace_logp(op, **kwargs):
+        raise NotImplementedError(
+            "LaplaceLogp (the Laplace-approximate GP evidence) has no JAX implementation: "
+            'sample with sampler="nutpie" (numba) or sampler="pymc" instead of numpyro/blackjax'
+        )
