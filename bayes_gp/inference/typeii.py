@@ -35,6 +35,7 @@ __all__ = [
     "Restart",
     "optimize",
     "function_of_values",
+    "observed_logp_and_grad",
     "prior_starts",
     "multistart",
     "restarts_table",
@@ -110,6 +111,23 @@ def function_of_values(rvs, build, mode=EAGER_MODE):
     Xn = pt.dmatrix("X_new")
     outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
     return pytensor.function([*holders, Xn], outs, mode=mode, on_unused_input="ignore")
+
+
+def observed_logp_and_grad(model: pm.Model, mode=EAGER_MODE):
+    """Compile ``(values of the free RVs, natural scale...) -> (log p(y | θ), ∂/∂θ...)``: the
+    observed variables' log density as a function of the hyperparameters themselves (not of
+    their unconstrained value variables), with its gradient on the hyperparameters' own scale
+    (the chain rule through each transform is PyTensor's)."""
+    rvs = list(model.free_RVs)
+    holders = [rv.type() for rv in rvs]
+    subs = {}
+    for rv, h in zip(rvs, holders, strict=True):
+        transform = model.rvs_to_transforms.get(rv)
+        value = model.rvs_to_values[rv]
+        subs[value] = h if transform is None else transform.forward(h, *rv.owner.inputs)
+    obs = graph_replace(model.logp(vars=model.observed_RVs, jacobian=False), subs, strict=False)
+    grads = pytensor.grad(obs, holders) if holders else []
+    return pytensor.function(holders, [obs, *grads], mode=mode, on_unused_input="ignore")
 
 
 def raveler(model: pm.Model, names: list[str]):

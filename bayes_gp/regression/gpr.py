@@ -32,7 +32,12 @@ from bayes_gp._validation import (
     positive_float,
 )
 from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
-from bayes_gp.inference.typeii import MapFit, function_of_values, optimize
+from bayes_gp.inference.typeii import (
+    MapFit,
+    function_of_values,
+    observed_logp_and_grad,
+    optimize,
+)
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import (
     factorize,
@@ -388,7 +393,7 @@ class GPRegression(PreflightJitter, GPModel):
         return hyperparameter_values(self.model, self.model.free_RVs, params, self._fns)
 
     @single_blas_thread
-    def log_marginal_likelihood(self, params: Mapping[str, Any]) -> float:
+    def log_marginal_likelihood(self, params: Mapping[str, Any], *, eval_gradient: bool = False):
         r"""Exact log marginal likelihood :math:`\log p(y \mid \theta)` (PRML eq. 6.69).
 
         For an approximate model (``approx=``), the approximation's own objective: the exact
@@ -398,7 +403,19 @@ class GPRegression(PreflightJitter, GPModel):
         ----------
         params : dict
             Hyperparameter values on the data's scale, by name (see :attr:`hyperparameters`).
+        eval_gradient : bool
+            Also return the gradient, as scikit-learn's ``log_marginal_likelihood(theta,
+            eval_gradient=True)`` does: ``(value, grad)`` with ``grad`` a dict name → array of
+            :math:`\partial \log p(y \mid \theta) / \partial \theta` on the hyperparameter's own
+            scale (R&W eq. 5.9 for the exact GP; scikit-learn differentiates with respect to
+            :math:`\log\theta`, which is :math:`\theta` times this).
         """
+        if eval_gradient:
+            if "lml_grad" not in self._fns:
+                self._fns["lml_grad"] = observed_logp_and_grad(self.model)
+            out = self._fns["lml_grad"](*self._values(params))
+            grads = {n: np.asarray(g, float) for n, g in zip(self.hyperparameters, out[1:], strict=True)}
+            return float(out[0]), grads
         if self.approximation is not None:
             return self.approximation.log_marginal_likelihood(self._values(params))
         m, C = self._train(self._values(params))

@@ -292,3 +292,37 @@ def test_unconverged_classifier_fit_says_so(monkeypatch):
     assert not fit.converged and not fit.restarts[0].converged
     monkeypatch.undo()
     assert GPClassifier(x, t).fit_laplace(n_restarts=1, random_seed=0).converged
+
+
+def test_log_marginal_likelihood_with_gradient_matches_scikit_learn():
+    """The approximate evidence and its gradient at given hyperparameters: Laplace against
+    scikit-learn's GaussianProcessClassifier (logit link) and central differences; EP (probit)
+    against central differences (to EP's own convergence tolerance)."""
+    import warnings
+
+    from sklearn.gaussian_process import GaussianProcessClassifier
+    from sklearn.gaussian_process.kernels import RBF
+    from sklearn.gaussian_process.kernels import ConstantKernel as Const
+
+    x = np.linspace(0, 10, 30)
+    t = np.sin(x) + 0.3 * np.random.default_rng(1).standard_normal(30) > 0
+    p = {"ls": 1.2, "eta": 1.7}
+    gp = GPClassifier(x, t)
+    value, grad = gp.log_marginal_likelihood(p, eval_gradient=True)
+    k = Const(1.7**2) * RBF(1.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk = GaussianProcessClassifier(k, optimizer=None).fit(x[:, None], t)
+    sk_value, sk_grad = sk.log_marginal_likelihood(k.theta, eval_gradient=True)
+    assert value == pytest.approx(sk_value, abs=1e-5)  # bayes_gp's latent jitter 1e-6
+    np.testing.assert_allclose([grad["eta"] * 1.7 / 2, grad["ls"] * 1.2], sk_grad, rtol=1e-5)
+    probit = GPClassifier(x, t, link="probit")
+    for model, method, rtol in ((gp, "laplace", 1e-7), (probit, "ep", 1e-4)):
+        value, grad = model.log_marginal_likelihood(p, eval_gradient=True, method=method)
+        for name in p:
+            h = 1e-6
+            up = model.log_marginal_likelihood({**p, name: p[name] + h}, method=method)
+            down = model.log_marginal_likelihood({**p, name: p[name] - h}, method=method)
+            assert grad[name] == pytest.approx((up - down) / (2 * h), rel=rtol)
+    with pytest.raises(ValueError, match="probit link only"):
+        gp.log_marginal_likelihood(p, method="ep")

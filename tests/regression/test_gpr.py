@@ -313,3 +313,35 @@ def test_fit_map_with_no_free_hyperparameter():
         assert fit.objective == pytest.approx(fit.log_marginal_likelihood, rel=1e-10)
     pred = gp.predict(np.array([2.5]), fit)
     np.testing.assert_allclose(pred.mean, sk.predict(np.array([[2.5]])), rtol=1e-9)
+
+
+def test_log_marginal_likelihood_with_gradient_matches_scikit_learn():
+    """A public log marginal likelihood and its gradient at given hyperparameters, as
+    scikit-learn's log_marginal_likelihood(theta, eval_gradient=True): the same value, and the
+    same gradient after the chain rule from scikit-learn's log-parameters (C = eta^2,
+    noise_level = sigma^2 + jitter); also against central differences, with a fixed ls."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    from sklearn.gaussian_process.kernels import ConstantKernel as Const
+
+    rng = np.random.default_rng(0)
+    X = np.sort(rng.uniform(0, 5, 25))
+    y = np.sin(X) + 0.1 * rng.standard_normal(25)
+    gp = GPRegression(X, y, "expquad", mean="zero")
+    p = {"ls": 0.8, "eta": 1.3, "sigma": 0.2}
+    value, grad = gp.log_marginal_likelihood(p, eval_gradient=True)
+    assert value == pytest.approx(gp.log_marginal_likelihood(p), rel=1e-12)
+    k = Const(1.3**2) * RBF(0.8) + WhiteKernel(0.2**2 + gp.jitter)
+    sk = GaussianProcessRegressor(k, optimizer=None, alpha=0.0).fit(X[:, None], y)
+    sk_value, sk_grad = sk.log_marginal_likelihood(k.theta, eval_gradient=True)
+    assert value == pytest.approx(sk_value, rel=1e-10)
+    ours = [grad["eta"] * 1.3 / 2, grad["ls"] * 0.8, grad["sigma"] * 0.2 / 2]
+    np.testing.assert_allclose(ours, sk_grad, rtol=1e-8)
+    fixed = GPRegression(X, y, "expquad", mean="zero", priors={"ls": 0.8})
+    value, grad = fixed.log_marginal_likelihood({"eta": 1.3, "sigma": 0.2}, eval_gradient=True)
+    assert set(grad) == {"eta", "sigma"}
+    for name, at in (("eta", 1.3), ("sigma", 0.2)):
+        h = 1e-6
+        up = fixed.log_marginal_likelihood({"eta": 1.3, "sigma": 0.2, name: at + h})
+        down = fixed.log_marginal_likelihood({"eta": 1.3, "sigma": 0.2, name: at - h})
+        assert grad[name] == pytest.approx((up - down) / (2 * h), rel=1e-6)
