@@ -217,7 +217,9 @@ def hyperparameter_values(model, rvs, params, cache: dict | None = None) -> list
     return out
 
 
-def as_targets(y, n: int, *, what: str = "GP regression", learned_noise: bool = True) -> np.ndarray:
+def as_targets(
+    y, n: int, *, what: str = "GP regression", learned_noise: bool = True, min_n: int = 2
+) -> np.ndarray:
     """``y`` as a finite 1-D float array with ``n`` values (one per row of ``X``).
 
     A constant ``y`` is refused when the noise is learned: there is no variation to model, and
@@ -236,8 +238,10 @@ def as_targets(y, n: int, *, what: str = "GP regression", learned_noise: bool = 
         raise ValueError("`y` contains NaN or infinite values")
     if n != y.shape[0]:
         raise ValueError(f"`X` has {n} rows but `y` has {y.shape[0]} values")
-    if y.shape[0] < 2:
-        raise ValueError(f"{what} needs at least 2 observations")
+    if y.shape[0] < min_n:
+        raise ValueError(
+            f"{what} needs at least {min_n} observation{'s' if min_n > 1 else ''}"
+        )
     if learned_noise and np.ptp(y) == 0.0:
         raise ValueError(
             f"`y` is constant (every value is {y[0]:g}): there is no variation for {what} to "

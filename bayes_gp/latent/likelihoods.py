@@ -196,6 +196,19 @@ class Binomial(LatentLikelihood):
         return logp, y - N * pi, d2, d2 * (1.0 - 2.0 * pi)
 
 
+def _set_counts_and_exposure(lik) -> None:
+    """Validate a count likelihood's ``y`` (non-negative integers) and ``exposure`` (positive,
+    default 1) and store them with the log-exposure offset of the log link."""
+    y = _as_finite_vector("y", lik.y)
+    _check_counts("y", y)
+    E = np.ones_like(y) if lik.exposure is None else np.asarray(lik.exposure, float)
+    E = _as_finite_vector("exposure", np.broadcast_to(E, y.shape))
+    _check_positive("exposure", E)
+    object.__setattr__(lik, "y", y)
+    object.__setattr__(lik, "exposure", E.copy())
+    object.__setattr__(lik, "_offset", np.log(E))
+
+
 @dataclass(frozen=True, eq=False)
 class Poisson(LatentLikelihood):
     r"""Counts with log link and exposure :math:`E_i`: :math:`y_i \sim \mathrm{Poisson}(E_i e^{f_i})`.
@@ -208,15 +221,8 @@ class Poisson(LatentLikelihood):
     exposure: np.ndarray | None = None
 
     def __post_init__(self):
-        y = _as_finite_vector("y", self.y)
-        _check_counts("y", y)
-        E = np.ones_like(y) if self.exposure is None else np.asarray(self.exposure, float)
-        E = _as_finite_vector("exposure", np.broadcast_to(E, y.shape))
-        _check_positive("exposure", E)
-        object.__setattr__(self, "y", y)
-        object.__setattr__(self, "exposure", E.copy())
-        object.__setattr__(self, "_offset", np.log(E))
-        object.__setattr__(self, "_const", -gammaln(y + 1))
+        _set_counts_and_exposure(self)
+        object.__setattr__(self, "_const", -gammaln(self.y + 1))
 
     def derivatives(self, f, phi=()):
         eta = f + self._offset
@@ -244,14 +250,7 @@ class NegativeBinomial(LatentLikelihood):
     exposure: np.ndarray | None = None
 
     def __post_init__(self):
-        y = _as_finite_vector("y", self.y)
-        _check_counts("y", y)
-        E = np.ones_like(y) if self.exposure is None else np.asarray(self.exposure, float)
-        E = _as_finite_vector("exposure", np.broadcast_to(E, y.shape))
-        _check_positive("exposure", E)
-        object.__setattr__(self, "y", y)
-        object.__setattr__(self, "exposure", E.copy())
-        object.__setattr__(self, "_offset", np.log(E))
+        _set_counts_and_exposure(self)
         object.__setattr__(self, "param_names", ("dispersion",))
 
     def _parts(self, f, phi):

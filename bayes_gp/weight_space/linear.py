@@ -52,7 +52,7 @@ import pytensor
 from pytensor.graph.basic import Variable
 from scipy.linalg import cho_solve, solve_triangular
 
-from bayes_gp._validation import check_aligned, f64
+from bayes_gp._validation import as_targets, check_aligned, f64
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
 from bayes_gp.predictive import LOG_2PI, factorize, log_marginal_likelihood, predict
 from bayes_gp.regression.gpr import Prediction, _as_inputs
@@ -161,20 +161,9 @@ class BayesianLinearRegression:
     ):
         check_aligned(X, y)
         X, _ = _as_inputs(X)
-        try:
-            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"`y` must be numeric: {exc}") from None
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"`y` must be 1-D, got shape {y.shape}")
-        if not np.all(np.isfinite(y)):
-            raise ValueError("`y` contains NaN or infinite values")
-        if X.shape[0] != y.shape[0]:
-            raise ValueError(f"`X` has {X.shape[0]} rows but `y` has {y.shape[0]} values")
-        if y.shape[0] < 1:
-            raise ValueError("need at least one observation")
+        # a constant y is a legitimate target of a linear model (an intercept), so it is allowed
+        y = as_targets(y, X.shape[0], what="Bayesian linear regression", learned_noise=False,
+                       min_n=1)  # fmt: skip
         if basis is not None and not callable(basis):
             raise ValueError("`basis` must be a callable mapping (n, D) inputs to (n, M) features")
         if method not in ("auto", "weight", "function"):

@@ -345,3 +345,27 @@ def test_log_marginal_likelihood_with_gradient_matches_scikit_learn():
         up = fixed.log_marginal_likelihood({"eta": 1.3, "sigma": 0.2, name: at + h})
         down = fixed.log_marginal_likelihood({"eta": 1.3, "sigma": 0.2, name: at - h})
         assert grad[name] == pytest.approx((up - down) / (2 * h), rel=1e-6)
+
+
+def test_duplicate_input_and_inputs_1e15_apart_predict_the_same():
+    """scikit-learn's test_duplicate_input, ported: two observations at the same input, or at
+    inputs 1e-15 apart, give the same predictions to 7 decimals (kernel C * RBF + C, noise sd
+    0.1). The defect: the two type-II fits stopped at different points and their predictive
+    sds differed by 3e-6; a final Newton step in the stiff directions now takes both to the
+    optimum."""
+    import pymc as pm
+
+    X = np.atleast_2d([1.0, 3.0, 5.0, 6.0, 7.0, 8.0]).T
+    y = (X * np.sin(X)).ravel()
+
+    def kernel(D):
+        eta, ls, c = pm.HalfNormal("eta", 5.0), pm.LogNormal("ls", 0.0, 1.0), pm.HalfNormal("c", 5.0)
+        return eta**2 * pm.gp.cov.ExpQuad(D, ls=ls) + pm.gp.cov.Constant(c**2)
+
+    X_test = np.linspace(0, 10, 100)[:, None]
+    preds = []
+    for X_ in (np.vstack((X, X[0])), np.vstack((X, X[0] + 1e-15))):
+        gp = GPRegression(X_, np.hstack((y, y[0] + 1)), kernel=kernel, mean="zero", noise=0.1)
+        preds.append(gp.predict(X_test, gp.fit_map(n_restarts=3, prior=False, random_seed=0)))
+    np.testing.assert_almost_equal(preds[0].mean, preds[1].mean, decimal=7)
+    np.testing.assert_almost_equal(preds[0].sd, preds[1].sd, decimal=7)
