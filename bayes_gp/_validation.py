@@ -217,6 +217,17 @@ def hyperparameter_values(model, rvs, params, cache: dict | None = None) -> list
     return out
 
 
+def refuse_constant(y: np.ndarray, what: str = "GP regression") -> None:
+    """Refuse to fit a constant ``y`` with a learned noise (see :func:`as_targets`)."""
+    if np.ptp(y) == 0.0:
+        raise ValueError(
+            f"`y` is constant (every value is {y[0]:g}): there is no variation for {what} to "
+            "model, and with a learned noise the likelihood grows without bound as the noise "
+            "sigma goes to 0. Check that `y` is the intended column; to fit a constant with a "
+            "known noise level, give it (GPRegression's `noise=`)"
+        )
+
+
 def as_targets(
     y, n: int, *, what: str = "GP regression", learned_noise: bool = True, min_n: int = 2
 ) -> np.ndarray:
@@ -242,11 +253,6 @@ def as_targets(
         raise ValueError(
             f"{what} needs at least {min_n} observation{'s' if min_n > 1 else ''}"
         )
-    if learned_noise and np.ptp(y) == 0.0:
-        raise ValueError(
-            f"`y` is constant (every value is {y[0]:g}): there is no variation for {what} to "
-            "model, and with a learned noise the likelihood grows without bound as the noise "
-            "sigma goes to 0. Check that `y` is the intended column; to fit a constant with a "
-            "known noise level, give it (GPRegression's `noise=`)"
-        )
+    if learned_noise:
+        refuse_constant(y, what)
     return y

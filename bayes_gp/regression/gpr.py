@@ -30,6 +30,7 @@ from bayes_gp._validation import (
     f64,
     hyperparameter_values,
     positive_float,
+    refuse_constant,
 )
 from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import (
@@ -197,7 +198,8 @@ class GPRegression(PreflightJitter, GPModel):
     ):
         check_aligned(X, y)
         X, names = _as_inputs(X)
-        y = as_targets(y, X.shape[0], learned_noise=noise is None)
+        # A constant y is a fine template for prior draws; fitting it is refused (_check_fittable).
+        y = as_targets(y, X.shape[0], learned_noise=False)
         if isinstance(kernel, str):
             self.spec = kernel_spec(kernel)
         elif callable(kernel):
@@ -438,6 +440,7 @@ class GPRegression(PreflightJitter, GPModel):
         ``n_restarts - 1`` draws from the priors; the best optimum wins. The jitter is chosen
         first by :meth:`check_jitter` and recorded in ``MapFit.jitter``.
         """
+        self._check_fittable()
         choice = self.check_jitter(random_seed)
         fit = optimize(
             self.model,
@@ -484,7 +487,7 @@ class GPRegression(PreflightJitter, GPModel):
         from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
 
         check_nuts_settings(draws, tune, chains)
-
+        self._check_fittable()
         choice = self.check_jitter(random_seed)
         idata = run_nuts(
             self.model,
@@ -503,6 +506,11 @@ class GPRegression(PreflightJitter, GPModel):
         if not log_likelihood:
             return idata
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo)
+
+    def _check_fittable(self) -> None:
+        """A constant ``y`` cannot be fitted with a learned noise (:func:`refuse_constant`)."""
+        if self.noise is None:
+            refuse_constant(self.y)
 
     def _pointwise_loo(self, values: list[np.ndarray]) -> np.ndarray:
         if self.approximation is not None:

@@ -279,8 +279,12 @@ def test_constant_y_is_refused_with_a_learned_noise():
 
     x = np.linspace(0, 1, 10)
     y = np.full(10, 3.2)
+    template = GPRegression(x, y)  # a template for prior draws is fine; fitting it is not
+    assert template.sample_prior(x, 2, random_seed=0).shape == (2, 10)
     with pytest.raises(ValueError, match=r"`y` is constant \(every value is 3.2\).*noise="):
-        GPRegression(x, y)
+        template.fit_map(n_restarts=1)
+    with pytest.raises(ValueError, match=r"`y` is constant"):
+        template.sample(draws=10, tune=10, chains=1)
     fit = GPRegression(x, y, noise=0.1).fit_map(n_restarts=1, random_seed=0)
     assert np.isfinite(fit.log_marginal_likelihood)
     with pytest.raises(ValueError, match="`y` is constant"):
