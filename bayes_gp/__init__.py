@@ -10,6 +10,9 @@ regression
     ``GPRegression``: the GP regression model, named kernels and default hyperpriors.
 classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
+latent
+    ``LatentGP``: latent GPs for counts, proportions, binary outcomes and outliers (Bernoulli,
+    binomial, Poisson, negative binomial, Student-t), NUTS with the GP integrated out by Laplace.
 inference
     Type-II fits (ML-II, MAP) with restarts, NUTS backends, the jitter pre-flight.
 many
@@ -28,6 +31,7 @@ from bayes_gp._version import __version__ as __version__
 from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.deep import DeepKernelRegression
 from bayes_gp.inference import MapFit
+from bayes_gp.latent import LatentFit, LatentGP
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.many import ManyFit, fit_many
 from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
@@ -42,6 +46,8 @@ __all__ = [
     "HeteroscedasticGPRegression",
     "GPClassifier",
     "ClassifierFit",
+    "LatentGP",
+    "LatentFit",
     "Prediction",
     "MapFit",
     "fit_many",

@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     p.add_argument(
         "--method",
-        choices=("nuts", "map", "laplace", "ep"),
+        choices=("nuts", "map", "laplace", "ep", "latent"),
         help="inference method (default: the model's first)",
     )
     p.add_argument("--draws", type=_int_in(1, 10**6), help="NUTS draws per chain")
@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="CSV: regression (default) or binary classification",
     )
     p.add_argument("--ard", action="store_true", help="CSV: one length-scale per input")
+    p.add_argument(
+        "--likelihood",
+        choices=("poisson", "negative_binomial", "binomial", "bernoulli", "student_t", "gaussian"),
+        help="CSV: a latent GP with this likelihood (methods laplace, latent, map)",
+    )
+    p.add_argument("--exposure", help="CSV: exposure column (poisson, negative_binomial)")
+    p.add_argument("--trials", help="CSV: trials column (binomial)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     p.set_defaults(func=_cmd_fit)
 
@@ -367,6 +374,9 @@ def _cmd_fit(args: argparse.Namespace) -> int:
                 args.kernel,
                 args.task,
                 args.ard,
+                args.likelihood,
+                args.exposure,
+                args.trials,
             )
             model.load_data()  # fail on bad data before any compilation
         else:

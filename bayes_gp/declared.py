@@ -4,12 +4,14 @@ A declared model is a plain Python module that builds its model through the publ
 (:class:`~bayes_gp.GPRegression`, :class:`~bayes_gp.GPClassifier`, …). It defines
 
 ``TASK``
-    ``"regression"`` or ``"classification"``.
+    ``"regression"``, ``"classification"`` or ``"counts"`` (a latent GP for count data).
 ``SUMMARY``
     One line for ``bayes-gp list``.
 ``METHODS``
     The inference methods it supports, the first being the default: a subset of
-    ``("nuts", "map", "laplace", "ep")``.
+    ``("nuts", "map", "laplace", "ep", "latent")`` (what each means is the model's: for a
+    :class:`~bayes_gp.LatentGP` ``"laplace"`` is NUTS with the Laplace-integrated GP, ``"latent"``
+    joint NUTS and ``"map"`` the type-II Laplace fit).
 ``SETTINGS``
     ``{"fast": {...}, "full": {...}}``: default ``draws``, ``tune``, ``chains``, ``n_restarts``
     and any data-size options passed to ``load_data``.
@@ -36,8 +38,8 @@ import numpy as np
 
 __all__ = ["Dataset", "DeclaredModel", "models_dir", "list_models", "load_model"]
 
-TASKS = ("regression", "classification")
-METHODS = ("nuts", "map", "laplace", "ep")
+TASKS = ("regression", "classification", "counts")
+METHODS = ("nuts", "map", "laplace", "ep", "latent")
 _REQUIRED = ("TASK", "SUMMARY", "METHODS", "SETTINGS", "load_data", "build")
 
 
@@ -59,6 +61,9 @@ class Dataset:
         Where the data comes from (package, data set name, reference).
     notes : dict
         Anything else worth recording (preprocessing, units, subsampling).
+    size_train : ndarray or None
+        Per training row, the exposure (Poisson / negative-binomial counts) or the number of
+        trials (binomial) of a :class:`~bayes_gp.LatentGP`.
     """
 
     X_train: np.ndarray
@@ -70,6 +75,7 @@ class Dataset:
     y_test: np.ndarray | None = None
     X_new: np.ndarray | None = None
     notes: dict = field(default_factory=dict)
+    size_train: np.ndarray | None = None
 
     def __post_init__(self):
         n, d = np.shape(self.X_train)[0], np.shape(self.X_train)[-1]

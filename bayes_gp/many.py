@@ -362,7 +362,7 @@ def _nuts_diagnostics(idata) -> dict:
     }
 
 
-def _gather_idata(fits: dict, labels: list, n_obs: dict):
+def _gather_idata(fits: dict, labels: list, n_obs: dict, method: str = "nuts"):
     if not labels:
         return None
     trees = [fits[g] for g in labels]
@@ -385,7 +385,7 @@ def _gather_idata(fits: dict, labels: list, n_obs: dict):
             ds = ds.assign_coords(n_obs=("group", [n_obs[g] for g in labels]))
         out[name] = ds
     tree = xr.DataTree.from_dict(out)
-    tree.attrs["bayes_gp_method"] = "nuts"
+    tree.attrs["bayes_gp_method"] = method
     return tree
 
 
@@ -486,7 +486,8 @@ def fit_many(
     _check_sizes(groups)
     model_kwargs = dict(model_kwargs or {})
     fit_kwargs = dict(fit_kwargs or {})
-    if method == "nuts":
+    sampling = method in model.sampling_methods
+    if sampling:
         from bayes_gp.inference.nuts import resolve_sampler
 
         for k in ("draws", "tune", "chains", "sampler", "random_seed"):
@@ -550,7 +551,7 @@ def fit_many(
             "seconds": o.seconds,
             "worker": o.worker,
         }
-        if o.error is None and method != "nuts":  # a type-II fit (PointFit)
+        if o.error is None and not sampling:  # a type-II fit (PointFit)
             fit = o.fit
             row.update(_scalar_columns(fit.params, o.feature_names))
             row.update(
@@ -565,7 +566,7 @@ def fit_many(
         rows.append(row)
     table = pd.DataFrame(rows).set_index("group")
     table["error"] = pd.Series([outcomes[g].error for g in labels], index=table.index, dtype=object)
-    if method != "nuts" and "converged" in table:
+    if not sampling and "converged" in table:
         table["converged"] = table["converged"].astype("boolean")
     ok = [g for g in labels if g in fits]
     result = ManyFit(
@@ -574,7 +575,7 @@ def fit_many(
         fits=fits,
         errors=failed,
         seeds=seeds,
-        idata=_gather_idata(fits, ok, n_obs) if method == "nuts" else None,
+        idata=_gather_idata(fits, ok, n_obs, method) if sampling else None,
         table=table,
         warnings={g: outcomes[g].warnings for g in labels if outcomes[g].warnings},
         random_seed=int(root.entropy),

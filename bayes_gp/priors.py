@@ -30,7 +30,7 @@ __all__ = ["resolve_prior", "POSITIVE_SUFFIXES"]
 
 #: Hyperparameters whose values must be positive, by the last part of their name.
 POSITIVE_SUFFIXES = ("ls", "eta", "sigma", "period", "alpha", "theta0", "theta1", "theta2",
-                     "theta3", "sigma0", "kappa")  # fmt: skip
+                     "theta3", "sigma0", "kappa", "nu", "dispersion")  # fmt: skip
 
 
 def _fixed(name: str, value: Any, ard: bool) -> pt.TensorConstant:

@@ -12,7 +12,7 @@ A model implementing :class:`GPModel` has
 * data and structure: ``X`` (n, D), ``feature_names``, ``model`` (the PyMC model, which the user
   may extend), ``hyperparameters`` (the free random variables' names), ``fit_methods`` (what
   :meth:`GPModel.fit` accepts: ``"nuts"`` and type-II methods such as ``"map"`` or
-  ``"laplace"``);
+  ``"laplace"``), ``sampling_methods`` (those of them that run NUTS);
 * a description: :meth:`GPModel.describe` (rows for the report: kernel and its formula, the
   equation it comes from, likelihood, mean, noise) and :attr:`GPModel.label`;
 * fits: :meth:`GPModel.fit` (one entry point for every method), :meth:`GPModel.check_fit` (is this
@@ -113,6 +113,9 @@ class GPModel(ABC):
 
     #: The methods :meth:`fit` accepts, the default first.
     fit_methods: ClassVar[tuple[str, ...]] = ("nuts",)
+    #: Those of :attr:`fit_methods` that sample (return the ArviZ data of a NUTS run, and take
+    #: ``draws``, ``tune``, ``chains``, ``sampler``); the others are type-II fits.
+    sampling_methods: ClassVar[tuple[str, ...]] = ("nuts",)
     #: ``"continuous"`` or ``"binary"``: what :meth:`replicate` draws and :attr:`observed` holds.
     outcome: ClassVar[str] = "continuous"
     #: What the predictive-band figure shows beyond the bands (added to its caption).

@@ -80,8 +80,16 @@ class CSVModel:
         Target column (numbers for regression; two distinct labels for classification).
     kernel : str
         A catalogue name or a sum of products (:func:`bayes_gp.regression.kernel_spec`).
-    task : {"regression", "classification"}
+    task : {"regression", "classification", "counts"}
+        ``"counts"`` is set from a count likelihood.
     ard : bool
+    likelihood : str, optional
+        A :class:`~bayes_gp.LatentGP` likelihood (``"poisson"``, ``"negative_binomial"``,
+        ``"binomial"``, ``"bernoulli"``, ``"student_t"``, ``"gaussian"``): the model is then a
+        latent GP fitted by ``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"``
+        or ``"map"``.
+    exposure, trials : str, optional
+        Column of the exposure (Poisson, negative binomial) or of the trials (binomial).
     """
 
     path: str
@@ -90,11 +98,32 @@ class CSVModel:
     kernel: str = "expquad"
     task: str = "regression"
     ard: bool = False
+    likelihood: str | None = None
+    exposure: str | None = None
+    trials: str | None = None
 
     def __post_init__(self):
+        from bayes_gp.latent import LIKELIHOODS
         from bayes_gp.regression import kernel_spec
 
-        if self.task not in ("regression", "classification"):
+        if self.likelihood is not None:
+            if self.likelihood not in LIKELIHOODS:
+                raise ValueError(
+                    f"--likelihood must be one of {', '.join(LIKELIHOODS)}, got {self.likelihood!r}"
+                )
+            task = {"bernoulli": "classification", "student_t": "regression",
+                    "gaussian": "regression"}.get(self.likelihood, "counts")  # fmt: skip
+            object.__setattr__(self, "task", task)
+        size = self.exposure or self.trials
+        if self.exposure and self.likelihood not in ("poisson", "negative_binomial"):
+            raise ValueError("--exposure goes with --likelihood poisson or negative_binomial")
+        if self.trials and self.likelihood != "binomial":
+            raise ValueError("--trials goes with --likelihood binomial")
+        if self.likelihood == "binomial" and not self.trials:
+            raise ValueError("--likelihood binomial needs --trials (the trials column)")
+        if size and size in (*self.x, self.y):
+            raise ValueError(f"column {size!r} is an input or the target, not a size column")
+        if self.task not in ("regression", "classification", "counts"):
             raise ValueError(f"task must be 'regression' or 'classification', got {self.task!r}")
         if not self.x:
             raise ValueError("give at least one input column")
@@ -112,6 +141,10 @@ class CSVModel:
 
     @property
     def methods(self) -> tuple[str, ...]:
+        if self.likelihood is not None:
+            from bayes_gp.latent import LatentGP
+
+            return LatentGP.fit_methods
         if self.task == "regression":
             return ("nuts", "map")
         return ("laplace", "nuts", "ep")
@@ -127,6 +160,9 @@ class CSVModel:
             "kernel": self.kernel,
             "task": self.task,
             "ard": self.ard,
+            "likelihood": self.likelihood,
+            "exposure": self.exposure,
+            "trials": self.trials,
         }
 
     def load_data(self, fast: bool = False) -> Dataset:
@@ -136,14 +172,17 @@ class CSVModel:
             raise ValueError(f"no such file: {self.path}") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read {self.path} as CSV: {exc}") from None
-        missing = [c for c in (*self.x, self.y) if c not in df.columns]
+        size = self.exposure or self.trials
+        wanted = (*self.x, self.y, *([size] if size else []))
+        missing = [c for c in wanted if c not in df.columns]
         if missing:
             raise ValueError(
                 f"column(s) {', '.join(map(repr, missing))} not in {self.path} "
                 f"(columns: {', '.join(map(str, df.columns))})"
             )
         cols = {}
-        for c in self.x if self.task == "classification" else (*self.x, self.y):
+        numeric = self.x if self.task == "classification" else (*self.x, self.y)
+        for c in (*numeric, *([size] if size else [])):
             values = pd.to_numeric(df[c], errors="coerce")
             bad = values.isna() & df[c].notna()
             if bad.any():
@@ -163,7 +202,7 @@ class CSVModel:
             )
         X = used[list(self.x)].to_numpy(float)
         y = used[self.y].to_numpy()
-        if self.task == "regression":
+        if self.task != "classification":
             y = y.astype(float)
         return Dataset(
             X_train=X,
@@ -171,6 +210,7 @@ class CSVModel:
             feature_names=list(self.x),
             target_name=self.y,
             source=str(self.path),
+            size_train=used[size].to_numpy(float) if size else None,
         )
 
     def build(self, data: Dataset, method: str | None = None):
@@ -184,6 +224,15 @@ class CSVModel:
                 f"use {', '.join(self.methods)}"
             )
         X = pd.DataFrame(data.X_train, columns=data.feature_names)
+        if self.likelihood is not None:
+            from bayes_gp.latent import LatentGP
+
+            sizes = {}
+            if self.exposure:
+                sizes["exposure"] = data.size_train
+            if self.trials:
+                sizes["trials"] = data.size_train
+            return LatentGP(X, data.y_train, self.kernel, self.likelihood, ard=self.ard, **sizes)
         if self.task == "regression":
             return GPRegression(X, data.y_train, self.kernel, ard=self.ard)
         link = "probit" if method == "ep" else "logit"
@@ -234,7 +283,7 @@ class FitResult:
 
     @property
     def is_mcmc(self) -> bool:
-        return self.method == "nuts"
+        return self.method in self.model.sampling_methods
 
 
 def _resolve(model: str | DeclaredModel | CSVModel):
@@ -269,8 +318,9 @@ def run(
     Parameters
     ----------
     model : str, DeclaredModel or CSVModel
-    method : {"nuts", "map", "laplace", "ep"}, optional
-        Defaults to the model's first method.
+    method : str, optional
+        One of the model's methods (``"nuts"``, ``"map"``, ``"laplace"``, ``"ep"``,
+        ``"latent"``: the model's ``fit_methods``); defaults to the model's first.
     fast : bool
         The model's fast settings (smaller data and fewer draws, for tests and demonstrations).
     draws, tune, chains, sampler, n_restarts, seed
@@ -309,7 +359,7 @@ def run(
     say(f"built {type(gp).__name__} on n={n}, D={d}; fitting by {method}")
 
     t0 = time.perf_counter()
-    if method == "nuts":
+    if method in gp.sampling_methods:
         options = {"draws": int(settings["draws"]), "tune": int(settings["tune"]),
                    "chains": int(settings["chains"]), "sampler": sampler,
                    "progressbar": progressbar}  # fmt: skip
@@ -642,13 +692,14 @@ def load(out: str | os.PathLike) -> FitResult:
         decl = load_model(spec["model"])
     else:
         decl = CSVModel(
-            spec["csv"], tuple(spec["x"]), spec["y"], spec["kernel"], spec["task"], spec["ard"]
-        )
+            spec["csv"], tuple(spec["x"]), spec["y"], spec["kernel"], spec["task"], spec["ard"],
+            spec.get("likelihood"), spec.get("exposure"), spec.get("trials"),
+        )  # fmt: skip
     data = decl.load_data(fast=bool(settings.get("fast", False)))
     gp = decl.build(data, method)
     post = out / POSTERIOR
     try:
-        if method == "nuts":
+        if method in gp.sampling_methods:
             fit = az.from_netcdf(post).load()  # read now: a damaged file fails here
             _check_posterior(fit, gp)
             jitter = fit["posterior"].attrs.get("bayes_gp_jitter")
@@ -658,7 +709,7 @@ def load(out: str | os.PathLike) -> FitResult:
             fit = _point_fit(xr.load_dataset(post), gp, method)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"cannot read {post}: {exc}") from None
-    if method != "nuts":
+    if method not in gp.sampling_methods:
         try:
             fit = _with_details(fit, record.get("fit"))
         except (ValueError, KeyError, TypeError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -295,3 +296,54 @@ def test_fit_csv_nuts_end_to_end_with_report(csv_file, tmp_path):
     rc, _, err = _cli("report", out)
     assert rc == 0, err
     assert (out / "report.html").read_text().count("data:image/png") >= 3
+
+
+@pytest.fixture(scope="module")
+def counts_csv(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 20, 60)
+    pop = rng.uniform(1, 3, 60)
+    cases = rng.poisson(pop * np.exp(0.5 + np.sin(t / 3)))
+    path = tmp_path_factory.mktemp("counts") / "counts.csv"
+    path.write_text("t,cases,pop,trials\n" + "\n".join(
+        f"{a},{b},{c},{b + 3}" for a, b, c in zip(t, cases, pop, strict=True)
+    ))  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (["--likelihood", "binomial"], "needs --trials"),
+        (["--likelihood", "gaussian", "--exposure", "pop"], "--exposure goes with"),
+        (["--likelihood", "poisson", "--exposure", "nope"], "'nope' not in"),
+        (["--likelihood", "poisson", "--exposure", "t", "--x", "pop"], "non-negative|positive"),
+        (["--likelihood", "poisson", "--method", "nuts"], "supports --method laplace, latent, map"),
+    ],
+)
+def test_fit_csv_latent_bad_input_writes_nothing(counts_csv, tmp_path, args, match):
+    base = ["--x", "t", "--y", "cases"]
+    if "--x" in args:
+        base = ["--y", "cases"]
+    rc, _, err = _cli("fit", counts_csv, "--out", tmp_path / "o", *base, *args)
+    assert rc != 0
+    assert re.search(match, _one_line_error(err))
+    assert not (tmp_path / "o").exists()
+
+
+def test_fit_csv_counts_with_exposure_saves_and_reloads(counts_csv, tmp_path):
+    """``bayes-gp fit counts.csv --likelihood poisson --exposure pop``: a Poisson latent GP with
+    the exposure column, fitted by type-II Laplace; the reloaded fit predicts the same numbers."""
+    out = tmp_path / "counts"
+    rc, _, err = _cli("fit", counts_csv, "--x", "t", "--y", "cases", "--likelihood", "poisson",
+                      "--exposure", "pop", "--method", "map", "--out", out)  # fmt: skip
+    assert rc == 0, err
+    again = workflow.load(out)
+    gp = again.model
+    assert gp.likelihood_name == "poisson" and again.task == "counts"
+    np.testing.assert_allclose(gp.likelihood.exposure[:3], np.loadtxt(
+        counts_csv, delimiter=",", skiprows=1, usecols=2)[:3])  # fmt: skip
+    preds = pd.read_csv(out / "predictions.csv")
+    np.testing.assert_allclose(
+        gp.prediction_columns(preds[["t"]].to_numpy(), again.fit)["mean"], preds["mean"], rtol=1e-9
+    )

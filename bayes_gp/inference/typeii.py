@@ -115,9 +115,9 @@ def function_of_values(rvs, build, mode=EAGER_MODE):
 
 def observed_logp_and_grad(model: pm.Model, mode=EAGER_MODE):
     """Compile ``(values of the free RVs, natural scale...) -> (log p(y | θ), ∂/∂θ...)``: the
-    observed variables' log density as a function of the hyperparameters themselves (not of
-    their unconstrained value variables), with its gradient on the hyperparameters' own scale
-    (the chain rule through each transform is PyTensor's)."""
+    observed variables' log density and the model's potentials as a function of the
+    hyperparameters themselves (not of their unconstrained value variables), with its gradient
+    on the hyperparameters' own scale (the chain rule through each transform is PyTensor's)."""
     rvs = list(model.free_RVs)
     holders = [rv.type() for rv in rvs]
     subs = {}
@@ -125,7 +125,8 @@ def observed_logp_and_grad(model: pm.Model, mode=EAGER_MODE):
         transform = model.rvs_to_transforms.get(rv)
         value = model.rvs_to_values[rv]
         subs[value] = h if transform is None else transform.forward(h, *rv.owner.inputs)
-    obs = graph_replace(model.logp(vars=model.observed_RVs, jacobian=False), subs, strict=False)
+    lik = model.logp(vars=[*model.observed_RVs, *model.potentials], jacobian=False)
+    obs = graph_replace(lik, subs, strict=False)
     grads = pytensor.grad(obs, holders) if holders else []
     return pytensor.function(holders, [obs, *grads], mode=mode, on_unused_input="ignore")
 
@@ -381,9 +382,12 @@ def restarts_table(results, to_params) -> list[Restart]:
 
 
 def _objective_graph(model: pm.Model, prior: bool) -> pt.TensorVariable:
+    """The log posterior (``prior=True``) or the log likelihood: the observed variables' log
+    density plus the model's potentials (where an approximate evidence such as the Laplace
+    :math:`\\log q(y \\mid \\theta)` of :class:`~bayes_gp.LatentGP` enters)."""
     if prior:
         return model.logp(jacobian=False)
-    return model.logp(vars=model.observed_RVs, jacobian=False)
+    return model.logp(vars=[*model.observed_RVs, *model.potentials], jacobian=False)
 
 
 def optimize(

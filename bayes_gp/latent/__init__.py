@@ -1,5 +1,5 @@
 """Latent GPs with non-Gaussian likelihoods: observation models, the Laplace approximation and its
-PyTensor Op (the numerical core of issue 16)."""
+PyTensor Op, and the :class:`LatentGP` model built on them."""
 
 from bayes_gp.latent.laplace import LaplaceResult, grad_theta, laplace
 from bayes_gp.latent.likelihoods import (
@@ -11,9 +11,13 @@ from bayes_gp.latent.likelihoods import (
     Poisson,
     StudentT,
 )
+from bayes_gp.latent.model import LIKELIHOODS, LatentFit, LatentGP
 from bayes_gp.latent.op import LaplaceLogp, laplace_logp
 
 __all__ = [
+    "LatentGP",
+    "LatentFit",
+    "LIKELIHOODS",
     "Bernoulli",
     "Binomial",
     "Gaussian",

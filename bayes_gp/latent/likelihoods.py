@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import digamma, erfcx, expit, gammaln, log_ndtr
+from scipy.special import digamma, erfcx, expit, gammaln, log_ndtr, ndtr
 
 __all__ = [
     "LatentLikelihood",
@@ -124,6 +124,30 @@ class LatentLikelihood:
         """:math:`\\sum_i \\log p(y_i \\mid f_i, \\phi)`."""
         return float(np.sum(self.derivatives(np.asarray(f, float), phi)[0]))
 
+    #: ``"binary"``, ``"count"`` or ``"continuous"``: what ``y`` holds.
+    outcome = "continuous"
+    #: The data-size argument of :meth:`response_mean` and :meth:`draw` (``"exposure"``,
+    #: ``"trials"``) or ``""`` when there is none.
+    size_name = ""
+
+    def sizes(self) -> np.ndarray | None:
+        """The training data's exposure or trials (``None`` when the likelihood has none)."""
+        return None
+
+    def response_mean(self, f: np.ndarray, phi=(), size=None) -> np.ndarray:
+        """:math:`E[y \\mid f, \\phi]` (the expected count, probability, …) at latent values
+        ``f`` with exposure or trials ``size`` (default 1)."""
+        raise NotImplementedError
+
+    def draw(self, f: np.ndarray, phi, rng: np.random.Generator, size=None) -> np.ndarray:
+        """One draw of :math:`y \\mid f, \\phi` per entry of ``f`` (any shape)."""
+        raise NotImplementedError
+
+    def with_data(self, y, size=None) -> LatentLikelihood:
+        """The same observation model for other data ``y`` (held-out points), with their exposure
+        or trials ``size``."""
+        raise NotImplementedError
+
 
 @dataclass(frozen=True, eq=False)
 class Bernoulli(LatentLikelihood):
@@ -158,6 +182,17 @@ class Bernoulli(LatentLikelihood):
         d2 = -np.clip(h * (z + h), 0.0, 1.0)
         d3 = s * h * (2.0 * h * h + 3.0 * z * h + z * z - 1.0)
         return log_ndtr(z), s * h, d2, d3
+
+    outcome = "binary"
+
+    def response_mean(self, f, phi=(), size=None):
+        return expit(f) if self.link == "logit" else ndtr(f)
+
+    def draw(self, f, phi, rng, size=None):
+        return (rng.uniform(size=np.shape(f)) < self.response_mean(f)).astype(float)
+
+    def with_data(self, y, size=None):
+        return Bernoulli(y, link=self.link)
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,6 +230,35 @@ class Binomial(LatentLikelihood):
         d2 = -N * pi * (1.0 - pi)
         return logp, y - N * pi, d2, d2 * (1.0 - 2.0 * pi)
 
+    outcome = "count"
+    size_name = "trials"
+
+    def sizes(self):
+        return self.trials
+
+    def response_mean(self, f, phi=(), size=None):
+        return (1.0 if size is None else np.asarray(size, float)) * expit(f)
+
+    def draw(self, f, phi, rng, size=None):
+        N = np.broadcast_to(1 if size is None else np.asarray(size), np.shape(f))
+        return rng.binomial(N.astype(np.int64), expit(f)).astype(float)
+
+    def with_data(self, y, size=None):
+        return Binomial(y, trials=1.0 if size is None else size)
+
+
+class _LogLink:
+    """Counts with a log link and exposure: :math:`E[y \\mid f] = E e^f`."""
+
+    outcome = "count"
+    size_name = "exposure"
+
+    def sizes(self):
+        return self.exposure
+
+    def response_mean(self, f, phi=(), size=None):
+        return (1.0 if size is None else np.asarray(size, float)) * np.exp(f)
+
 
 def _set_counts_and_exposure(lik) -> None:
     """Validate a count likelihood's ``y`` (non-negative integers) and ``exposure`` (positive,
@@ -210,7 +274,7 @@ def _set_counts_and_exposure(lik) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class Poisson(LatentLikelihood):
+class Poisson(_LogLink, LatentLikelihood):
     r"""Counts with log link and exposure :math:`E_i`: :math:`y_i \sim \mathrm{Poisson}(E_i e^{f_i})`.
 
     .. math::
@@ -229,9 +293,15 @@ class Poisson(LatentLikelihood):
         mu = np.exp(eta)
         return self._const + self.y * eta - mu, self.y - mu, -mu, -mu
 
+    def draw(self, f, phi, rng, size=None):
+        return rng.poisson(self.response_mean(f, phi, size)).astype(float)
+
+    def with_data(self, y, size=None):
+        return Poisson(y, exposure=size)
+
 
 @dataclass(frozen=True, eq=False)
-class NegativeBinomial(LatentLikelihood):
+class NegativeBinomial(_LogLink, LatentLikelihood):
     r"""Overdispersed counts, log link, dispersion :math:`r` (``phi = [r]``), exposure :math:`E_i`.
 
     Mean :math:`\mu = E e^{f}`, variance :math:`\mu + \mu^2/r`:
@@ -285,6 +355,14 @@ class NegativeBinomial(LatentLikelihood):
         dd1 = p * (y - mu) / rm
         dd2 = -p * (1.0 - p) + (y + r) * (1.0 - 2.0 * p) * p / rm
         return dl[None], dd1[None], dd2[None]
+
+    def draw(self, f, phi, rng, size=None):
+        (r,) = _check_phi(self, phi)
+        mu = self.response_mean(f, phi, size)
+        return rng.negative_binomial(r, r / (r + mu)).astype(float)
+
+    def with_data(self, y, size=None):
+        return NegativeBinomial(y, exposure=size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -349,6 +427,16 @@ class StudentT(LatentLikelihood):
         dd2 = np.stack([d2_nu + d2_s * ds_nu, d2_s * ds_sigma])
         return dl, dd1, dd2
 
+    def response_mean(self, f, phi=(), size=None):
+        return np.asarray(f, float)
+
+    def draw(self, f, phi, rng, size=None):
+        nu, sigma = _check_phi(self, phi)
+        return np.asarray(f, float) + sigma * rng.standard_t(nu, size=np.shape(f))
+
+    def with_data(self, y, size=None):
+        return StudentT(y)
+
 
 @dataclass(frozen=True, eq=False)
 class Gaussian(LatentLikelihood):
@@ -383,3 +471,13 @@ class Gaussian(LatentLikelihood):
             (-2.0 * r / sigma**3)[None],
             np.full((1, r.size), 2.0 / sigma**3),
         )
+
+    def response_mean(self, f, phi=(), size=None):
+        return np.asarray(f, float)
+
+    def draw(self, f, phi, rng, size=None):
+        (sigma,) = _check_phi(self, phi)
+        return np.asarray(f, float) + sigma * rng.standard_normal(np.shape(f))
+
+    def with_data(self, y, size=None):
+        return Gaussian(y)

@@ -32,6 +32,7 @@ __all__ = [
     "default_prior",
     "kernel_formula",
     "kernel_spec",
+    "mean_function",
 ]
 
 
@@ -94,6 +95,40 @@ def default_prior(name: str, scale: DataScale, ard: bool):
     ``<param>``.
     """
     return _DEFAULT_PRIORS[name.rsplit("_", 1)[-1]](name, scale, ard)
+
+
+def mean_function(mean, s: DataScale, prior: Callable) -> pm.gp.mean.Mean:
+    r"""The GP mean function for the ``mean=`` option of the models.
+
+    ``None``: the constant :math:`\bar y` (the zero mean of centred data, R&W §2.7; for a latent
+    GP the scale's ``y_mean`` is the data's location on the latent scale); ``"zero"``;
+    ``"constant"``: :math:`c \sim N(\bar y, (2 s_y)^2)`; ``"linear"``:
+    :math:`m(x) = b + w^T x` (R&W §2.7) with :math:`w_d \sim N(0, (2 s_y / s_{x_d})^2)`,
+    :math:`b \sim N(\bar y, (2 s_y)^2)`; or a ``pm.gp.mean.Mean`` as given. ``prior(name,
+    ard=False, default=...)`` resolves the user's priors (:mod:`bayes_gp.priors`) inside the
+    current model.
+    """
+    if mean is None:
+        return pm.gp.mean.Constant(f64(s.y_mean))
+    if isinstance(mean, pm.gp.mean.Mean):
+        return mean
+    if mean == "zero":
+        return pm.gp.mean.Zero()
+    if mean == "constant":
+        c = prior("c", default=lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd)))
+        return pm.gp.mean.Constant(c)
+    if mean == "linear":
+        slope = prior(
+            "slope",
+            ard=True,
+            default=lambda n: pm.Normal(n, f64(0.0), f64(2 * s.y_sd / s.x_sd), dims="feature"),
+        )
+        icpt = prior(
+            "intercept",
+            default=lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd)),
+        )
+        return pm.gp.mean.Linear(coeffs=slope, intercept=icpt)
+    raise ValueError(f"`mean` must be None, 'zero', 'constant', 'linear' or a Mean, got {mean!r}")
 
 
 @dataclass(frozen=True)

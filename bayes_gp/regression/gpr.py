@@ -27,7 +27,6 @@ from bayes_gp._validation import (
     as_targets,
     check_aligned,
     check_jitter,
-    f64,
     hyperparameter_values,
     positive_float,
     refuse_constant,
@@ -51,7 +50,13 @@ from bayes_gp.predictive import (
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.approx import approx_spec, build_likelihood
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
+from bayes_gp.regression.catalogue import (
+    DataScale,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+    mean_function,
+)
 from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
 from bayes_gp.regression.likelihood import marginal_normal
 
@@ -312,31 +317,7 @@ class GPRegression(PreflightJitter, GPModel):
         return model
 
     def _mean_function(self, D: int):
-        s = self.scale
-        m = self.mean
-        if m is None:
-            return pm.gp.mean.Constant(f64(s.y_mean))
-        if isinstance(m, pm.gp.mean.Mean):
-            return m
-        if m == "zero":
-            return pm.gp.mean.Zero()
-        if m == "constant":
-            c = self._prior(
-                "c", default=lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd))
-            )
-            return pm.gp.mean.Constant(c)
-        if m == "linear":
-            slope = self._prior(
-                "slope",
-                ard=True,
-                default=lambda n: pm.Normal(n, f64(0.0), f64(2 * s.y_sd / s.x_sd), dims="feature"),
-            )
-            icpt = self._prior(
-                "intercept",
-                default=lambda n: pm.Normal(n, mu=f64(s.y_mean), sigma=f64(2 * s.y_sd)),
-            )
-            return pm.gp.mean.Linear(coeffs=slope, intercept=icpt)
-        raise ValueError(f"`mean` must be None, 'zero', 'constant', 'linear' or a Mean, got {m!r}")
+        return mean_function(self.mean, self.scale, self._prior)
 
     @property
     def hyperparameters(self) -> list[str]:

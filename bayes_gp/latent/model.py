@@ -1,0 +1,744 @@
+r"""The latent-GP model for counts, proportions, binary outcomes and outliers.
+
+.. math::
+   f \sim GP(m_\beta, k_\theta), \qquad y_i \mid f_i \sim p(y_i \mid f_i, \phi)
+
+with a likelihood of :mod:`bayes_gp.latent.likelihoods` (Bernoulli, binomial, Poisson, negative
+binomial, Student-t, Gaussian). Three ways to fit it:
+
+* ``sample(method="laplace")`` — NUTS over :math:`(\theta, \beta, \phi)` alone, the latent GP
+  integrated out by the Laplace approximation at every step: the potential
+  :math:`\log q(y \mid \theta, \beta, \phi)` (R&W eq. 3.32 generalised) and its exact gradient
+  (R&W Algorithm 5.1 generalised), one PyTensor Op (:class:`~bayes_gp.latent.op.LaplaceLogp`),
+  the "embedded Laplace approximation" (Rue, Martino & Chopin 2009 for INLA's
+  hyperparameters). Each draw's latent mode is recorded (``f_mode`` in the posterior), so
+  predictions need no refitting.
+* ``sample(method="latent")`` — joint NUTS over the whitened latent values and the
+  hyperparameters (``pm.gp.Latent(reparameterize=True)``), exact up to Monte Carlo error.
+* :meth:`LatentGP.fit_laplace` — type-II: the Laplace evidence maximised (ML-II, or MAP with
+  the priors), the same restarts and polishing as every type-II fit
+  (:func:`bayes_gp.inference.typeii.optimize`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+from scipy.linalg import cho_solve, solve_triangular
+from scipy.special import logit
+
+from bayes_gp._validation import check_aligned, check_jitter, f64, hyperparameter_values
+from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
+from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
+from bayes_gp.latent.laplace import laplace
+from bayes_gp.latent.likelihoods import (
+    Bernoulli,
+    Binomial,
+    Gaussian,
+    LatentLikelihood,
+    NegativeBinomial,
+    Poisson,
+    StudentT,
+)
+from bayes_gp.latent.op import LaplaceLogp
+from bayes_gp.latent.predictive import GH_NODES, ModeFactor, la_loo, log_predictive_density
+from bayes_gp.linalg import jittered_cholesky, single_blas_thread
+from bayes_gp.priors import resolve_prior
+from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
+from bayes_gp.regression.catalogue import (
+    DataScale,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+    mean_function,
+)
+from bayes_gp.regression.gpr import _as_inputs
+
+__all__ = ["LatentGP", "LatentFit", "LIKELIHOODS"]
+
+#: Likelihood names, their classes and links.
+LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
+    "bernoulli": (Bernoulli, ("logit", "probit")),
+    "binomial": (Binomial, ("logit",)),
+    "poisson": (Poisson, ("log",)),
+    "negative_binomial": (NegativeBinomial, ("log",)),
+    "student_t": (StudentT, ("identity",)),
+    "gaussian": (Gaussian, ("identity",)),
+}
+
+#: Prior sd of the latent amplitude eta (and of a constant mean) on a link scale (logit, log):
+#: the scale of a sigmoid's argument, and a factor e^2 in a rate.
+LINK_SCALE = 2.0
+
+#: Draws of f_* per posterior draw for the Monte Carlo predictive intervals of y_*.
+Y_DRAWS_PER_DRAW = 20
+
+
+@dataclass(frozen=True)
+class LatentFit(PointFit):
+    """A type-II Laplace fit of a :class:`LatentGP`: hyperparameters and the latent mode there.
+
+    Attributes
+    ----------
+    params : dict
+        Hyperparameters (kernel, mean and likelihood) by name.
+    log_marginal_likelihood : float
+        The Laplace evidence :math:`\\log q(y \\mid \\hat\\theta)` (R&W eq. 3.32 generalised).
+    objective : float
+        The maximised objective (the evidence, plus the log prior when ``prior=True``).
+    f_mode : ndarray (n,)
+        The latent mode :math:`\\hat f` at ``params``.
+    """
+
+    params: dict
+    log_marginal_likelihood: float
+    objective: float
+    prior: bool
+    f_mode: np.ndarray
+    restarts: list = field(default_factory=list)
+    grad_norm: float = float("nan")
+    seconds: float = float("nan")
+    jitter: float = float("nan")
+    jitter_default: float = float("nan")
+    method: str = "map"
+
+    evidence_name = "approximate log evidence"
+
+    @property
+    def converged(self) -> bool:
+        return bool(self.restarts[0].converged) if self.restarts else True
+
+    @property
+    def method_label(self) -> str:
+        return "Laplace " + ("MAP" if self.prior else "ML-II")
+
+    @property
+    def method_description(self) -> str:
+        return "Laplace approximation, type-II" + (" with priors" if self.prior else "")
+
+
+class LatentGP(PreflightJitter, GPModel):
+    r"""A latent GP with a non-Gaussian (or Gaussian) likelihood, declared as a PyMC model.
+
+    Parameters
+    ----------
+    X : array_like (n,) or (n, D), or DataFrame
+    y : array_like (n,)
+        Outcomes: 0/1 (``"bernoulli"``), successes (``"binomial"``), counts (``"poisson"``,
+        ``"negative_binomial"``) or real values (``"student_t"``, ``"gaussian"``).
+    kernel : str
+        Catalogue name or a sum of products of them (:func:`~bayes_gp.regression.kernel_spec`).
+    likelihood : str
+        One of :data:`LIKELIHOODS`.
+    link : str, optional
+        ``"logit"`` (default) or ``"probit"`` for ``"bernoulli"``; the others have one link
+        (logit for the binomial, log for the counts, identity for the real-valued ones).
+    ard : bool
+        One length-scale per input.
+    mean : None, "zero", "constant", "linear" or a ``pm.gp.mean.Mean``
+        As :class:`~bayes_gp.GPRegression`, on the latent scale: ``None`` is the data's location
+        there, fixed (:math:`\log(\sum y / \sum E)` for counts, the logit of the pooled success
+        fraction for the binomial, :math:`\bar y` for real outcomes) except for ``"bernoulli"``,
+        whose ``None`` is the zero mean of R&W ch. 3 (as :class:`~bayes_gp.GPClassifier`).
+    priors : dict, optional
+        Overrides by name (the forms of :mod:`bayes_gp.priors`). Defaults: the catalogue's for the
+        kernel, with the amplitude :math:`\eta \sim \mathrm{HalfNormal}(2)` on a link scale
+        (:data:`LINK_SCALE`) or :math:`\mathrm{HalfNormal}(\mathrm{sd}(y))` for real outcomes;
+        ``dispersion`` :math:`r \sim \mathrm{LogNormal}(\log 5, 1.5)` (from near-geometric to
+        near-Poisson counts); ``nu`` :math:`\nu \sim \mathrm{Gamma}(2, 0.1)` (Juárez & Steel
+        2010); ``sigma`` :math:`\sim \mathrm{HalfNormal}(\mathrm{sd}(y))`.
+    exposure : array_like (n,), optional
+        Poisson / negative-binomial exposure :math:`E_i` (rate times exposure), default 1.
+    trials : array_like (n,) or int
+        Binomial trials :math:`N_i` (required for ``"binomial"``).
+    jitter : float
+        Added to the diagonal of :math:`K` (raised by :meth:`check_jitter` where needed).
+    """
+
+    def __init__(
+        self,
+        X,
+        y,
+        kernel: str = "expquad",
+        likelihood: str = "poisson",
+        *,
+        link: str | None = None,
+        ard: bool = False,
+        mean=None,
+        priors: Mapping[str, Any] | None = None,
+        exposure=None,
+        trials=None,
+        jitter: float = 1e-6,
+    ):
+        check_aligned(X, y)
+        X, names = _as_inputs(X)
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(f"`likelihood` must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
+        cls, links = LIKELIHOODS[likelihood]
+        link = links[0] if link is None else link
+        if link not in links:
+            raise ValueError(f"the {likelihood} likelihood takes link {list(links)}, not {link!r}")
+        if exposure is not None and cls not in (Poisson, NegativeBinomial):
+            raise ValueError("`exposure` applies to the poisson and negative_binomial likelihoods")
+        if trials is not None and cls is not Binomial:
+            raise ValueError("`trials` applies to the binomial likelihood")
+        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"`y` must have one value per row of X ({X.shape[0]}), got {y.shape}")
+        size = _column("exposure", exposure) if exposure is not None else None
+        if cls is Bernoulli:
+            lik = Bernoulli(y, link=link)
+        elif cls is Binomial:
+            lik = Binomial(y, trials=_column("trials", trials) if trials is not None else None)
+        elif cls in (Poisson, NegativeBinomial):
+            lik = cls(y, exposure=size)
+        else:
+            lik = cls(y)
+        self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
+        self.spec = kernel_spec(kernel)
+        self.X, self.feature_names, self.y = X, names, lik.y
+        self.ard, self.mean = bool(ard), mean
+        self.priors = dict(priors or {})
+        self.jitter = check_jitter(jitter)
+        self.default_jitter = self.jitter
+        self.scale = self._latent_scale()
+        self._fns: dict = {}
+        self._latent_pm: pm.Model | None = None
+        self.model = self._build()
+
+    # ------------------------------------------------------------------ model
+    def _latent_scale(self) -> DataScale:
+        """The data's location and spread on the latent scale, for the default priors."""
+        lik, y = self.likelihood, self.y
+        base = DataScale.of(self.X, y)
+        if lik.outcome == "continuous":
+            return base
+        if isinstance(lik, Bernoulli):
+            loc = 0.0
+        elif isinstance(lik, Binomial):
+            frac = (y.sum() + 0.5) / (lik.trials.sum() + 1.0)
+            loc = float(logit(frac))
+        else:
+            loc = float(np.log((y.sum() + 0.5) / lik.exposure.sum()))
+        return dataclasses.replace(base, y_mean=loc, y_sd=LINK_SCALE)
+
+    def _prior(self, name: str, ard: bool = False, default=None):
+        fallback = default or (lambda n: default_prior(n, self.scale, ard))
+        return resolve_prior(self.priors, name, fallback, ard=ard)
+
+    def _declare(self):
+        """Hyperpriors, covariance, mean and likelihood parameters in the current model."""
+        D = self.X.shape[1]
+        hyper = {}
+        for p in self.spec.params:
+            ard = self.ard and p in self.spec.ard_params
+            default = None
+            if p.rsplit("_", 1)[-1] == "eta" and self.likelihood.outcome != "continuous":
+                def default(n):
+                    return pm.HalfNormal(n, sigma=f64(LINK_SCALE))
+            hyper[p] = self._prior(p, ard, default)
+        cov = self.spec.build(D, hyper)
+        if self.mean is None and isinstance(self.likelihood, Bernoulli):
+            mean_func = pm.gp.mean.Zero()
+        else:
+            mean_func = mean_function(self.mean, self.scale, self._prior)
+        sd = float(np.std(self.y)) or 1.0
+        defaults = {
+            "dispersion": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
+            "nu": lambda n: pm.Gamma(n, alpha=f64(2.0), beta=f64(0.1)),
+            "sigma": lambda n: pm.HalfNormal(n, sigma=f64(sd)),
+        }
+        phi = [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
+        return cov, mean_func, phi
+
+    def _build(self) -> pm.Model:
+        n = self.X.shape[0]
+        coords = {"feature": self.feature_names, "obs": np.arange(n)}
+        with pm.Model(coords=coords) as model:
+            cov, mean_func, phi = self._declare()
+            Xt = pt.as_tensor_variable(self.X)
+            K = cov(Xt) + self.jitter * pt.eye(n)
+            m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
+            phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
+            self._op = LaplaceLogp(self.likelihood)
+            pm.Potential("log_q", self._op(K, m, phi_t)[0])
+        self._cov, self._mean_func, self._phi = cov, mean_func, phi_t
+        self._latent_pm = None
+        return model
+
+    def _latent_model(self) -> pm.Model:
+        """Joint model over the whitened latent values and the hyperparameters."""
+        if self._latent_pm is not None:
+            return self._latent_pm
+        lik = self.likelihood
+        n = self.X.shape[0]
+        with pm.Model(coords={"feature": self.feature_names, "obs": np.arange(n)}) as model:
+            cov, mean_func, phi = self._declare()
+            gp = pm.gp.Latent(mean_func=mean_func, cov_func=cov)
+            f = gp.prior("f", X=self.X, reparameterize=True, jitter=self.jitter, dims="obs")
+            if isinstance(lik, Bernoulli):
+                p = pm.math.sigmoid(f) if self.link == "logit" else pm.math.invprobit(f)
+                pm.Bernoulli("y", p=p, observed=lik.y, dims="obs")
+            elif isinstance(lik, Binomial):
+                pm.Binomial("y", n=lik.trials.astype("int64"), logit_p=f, observed=lik.y,
+                            dims="obs")  # fmt: skip
+            elif isinstance(lik, Poisson):
+                pm.Poisson("y", mu=lik.exposure * pt.exp(f), observed=lik.y, dims="obs")
+            elif isinstance(lik, NegativeBinomial):
+                pm.NegativeBinomial("y", mu=lik.exposure * pt.exp(f), alpha=phi[0],
+                                    observed=lik.y, dims="obs")  # fmt: skip
+            elif isinstance(lik, StudentT):
+                pm.StudentT("y", nu=phi[0], mu=f, sigma=phi[1], observed=lik.y, dims="obs")
+            else:
+                pm.Normal("y", mu=f, sigma=phi[0], observed=lik.y, dims="obs")
+        self._latent_pm = model
+        return model
+
+    @property
+    def hyperparameters(self) -> list[str]:
+        return [rv.name for rv in self.model.free_RVs]
+
+    def _compiled(self, key: str, build):
+        if key not in self._fns:
+            self._fns[key] = function_of_values(self.model.free_RVs, build)
+        return self._fns[key]
+
+    def _train(self, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(K + jitter I, m, phi)`` at hyperparameter values."""
+        Xt = pt.as_tensor_variable(self.X)
+        n = self.X.shape[0]
+
+        def build(_Xn):
+            K = self._cov(Xt) + self.jitter * pt.eye(n)
+            return [K, pt.as_tensor_variable(self._mean_func(Xt)) * pt.ones(n), self._phi]
+
+        K, m, phi = self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))
+        return K, m, np.atleast_1d(phi)
+
+    def _new(self, values, Xn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(K(X, X_new), diag K(X_new), m(X_new))``."""
+        Xt = pt.as_tensor_variable(self.X)
+
+        def build(Xv):
+            mean = pt.as_tensor_variable(self._mean_func(Xv)) * pt.ones(Xv.shape[0])
+            return [self._cov(Xt, Xv), self._cov(Xv, diag=True), mean]
+
+        return self._compiled("new", build)(*values, Xn)
+
+    def _values(self, params: Mapping[str, Any]) -> list[np.ndarray]:
+        return hyperparameter_values(self.model, self.model.free_RVs, params, self._fns)
+
+    @single_blas_thread
+    def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
+        """Pre-flight Cholesky check of :math:`K + \\nu I` at the initial point and at prior
+        draws (:func:`bayes_gp.inference.jitter.preflight`); the jitter that works is adopted."""
+        return self._preflight(
+            self.model.free_RVs,
+            lambda values: self._train(values)[0],
+            self.default_jitter,
+            "latent jitter",
+            random_seed,
+        )
+
+    # ------------------------------------------------------------- evidence
+    def _mode(self, values, f0=None, gradient: bool = False):
+        K, m, phi = self._train(values)
+        res = laplace(K, m, self.likelihood, phi, f0=f0, gradient=gradient)
+        return res, K, m, phi
+
+    @single_blas_thread
+    def log_marginal_likelihood(self, params: Mapping[str, Any], *, eval_gradient: bool = False):
+        r"""The Laplace evidence :math:`\log q(y \mid \theta, \phi)` at given hyperparameters
+        (R&W eq. 3.32 generalised); :math:`-\infty` where the approximation is infeasible.
+
+        With ``eval_gradient=True``: ``(value, grad)``, ``grad`` a dict name → derivative with
+        respect to each hyperparameter on its own scale (R&W Algorithm 5.1 generalised, through
+        the kernel and mean graphs by PyTensor).
+        """
+        values = self._values(params)
+        if not eval_gradient:
+            res, *_ = self._mode(values)
+            return float(res.log_evidence)
+        if "lml_grad" not in self._fns:
+            self._fns["lml_grad"] = observed_logp_and_grad(self.model)
+        value, *grads = self._fns["lml_grad"](*values)
+        names = self.hyperparameters
+        return float(value), {k: np.asarray(g, float) for k, g in zip(names, grads, strict=True)}
+
+    # ------------------------------------------------------------------ fits
+    @single_blas_thread
+    def fit_laplace(
+        self,
+        n_restarts: int = 5,
+        prior: bool = True,
+        random_seed: int | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        maxiter: int = 1000,
+    ) -> LatentFit:
+        """Type-II fit of the Laplace evidence: MAP (``prior=True``) or ML-II; or, with
+        ``params``, the Laplace approximation at exactly those hyperparameters."""
+        t0 = time.perf_counter()
+        choice = self.check_jitter(random_seed)
+        if params is None:
+            fit = optimize(
+                self.model, n_restarts=n_restarts, prior=prior, random_seed=random_seed,
+                maxiter=maxiter,
+            )  # fmt: skip
+            params, objective = fit.params, fit.objective
+            restarts, grad_norm = fit.restarts, fit.grad_norm
+        else:
+            objective, restarts, grad_norm, prior = float("nan"), [], float("nan"), False
+        values = self._values(params)
+        res, *_ = self._mode(values)
+        if not res.feasible:
+            raise RuntimeError(f"the Laplace approximation is infeasible at {params}: {res.reason}")
+        if not np.isfinite(objective):
+            objective = res.log_evidence
+        return LatentFit(
+            dict(zip(self.hyperparameters, values, strict=True)),
+            float(res.log_evidence),
+            float(objective),
+            bool(prior),
+            res.f,
+            restarts,
+            grad_norm,
+            time.perf_counter() - t0,
+            jitter=choice.jitter,
+            jitter_default=choice.default,
+        )
+
+    def sample(
+        self,
+        draws: int = 1000,
+        tune: int = 1000,
+        chains: int = 2,
+        sampler: str = "auto",
+        random_seed: int | None = None,
+        *,
+        method: str = "laplace",
+        target_accept: float = 0.9,
+        progressbar: bool = False,
+        **kwargs,
+    ):
+        """NUTS: ``method="laplace"`` over the hyperparameters with the latent GP integrated out
+        by Laplace (module docstring), or ``method="latent"`` jointly with the whitened latent
+        values.
+
+        Returns ArviZ data with a pointwise ``log_likelihood`` group: the LA-LOO terms of each
+        draw's Laplace approximation (:func:`bayes_gp.latent.predictive.la_loo`) for
+        ``"laplace"``, :math:`\\log p(y_i \\mid f_i, \\phi)` for ``"latent"``. ``"laplace"`` also
+        stores each draw's latent mode as ``f_mode``.
+        """
+        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+
+        if method not in ("laplace", "latent"):
+            raise ValueError(f"`method` must be 'laplace' or 'latent', got {method!r}")
+        check_nuts_settings(draws, tune, chains)
+        choice = self.check_jitter(random_seed)
+        latent = method == "latent"
+        idata = run_nuts(
+            self._latent_model() if latent else self.model,
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            sampler=sampler,
+            random_seed=random_seed,
+            target_accept=target_accept,
+            progressbar=progressbar,
+            latent=latent,
+            **kwargs,
+        )
+        post = idata["posterior"]
+        post.attrs.update(choice.attrs())
+        post.attrs["bayes_gp_method"] = method
+        names = self.hyperparameters
+        arrays = [np.asarray(post[n]) for n in names]
+        n_chain, n_draw = arrays[0].shape[:2]
+        n = self.X.shape[0]
+        ll = np.empty((n_chain, n_draw, n))
+        if latent:
+            f = np.asarray(post["f"], float)
+            for c in range(n_chain):
+                for d in range(n_draw):
+                    phi = self._train([a[c, d] for a in arrays])[2]
+                    ll[c, d] = self.likelihood.derivatives(f[c, d], phi)[0]
+        else:
+            modes = np.empty((n_chain, n_draw, n))
+            for c in range(n_chain):
+                f0 = None
+                for d in range(n_draw):
+                    res, _, _, phi = self._mode([a[c, d] for a in arrays], f0, gradient=True)
+                    if not res.feasible:
+                        raise RuntimeError(
+                            f"the Laplace approximation is infeasible at draw {d} of chain {c}: "
+                            f"{res.reason}"
+                        )
+                    modes[c, d], f0 = res.f, res.f
+                    ll[c, d] = la_loo(res, self.likelihood, phi)
+            coords = {"chain": post["chain"].values, "draw": post["draw"].values, "obs": np.arange(n)}
+            ds = post.to_dataset()
+            ds["f_mode"] = xr.DataArray(modes, dims=("chain", "draw", "obs"), coords=coords)
+            attrs = dict(post.attrs)
+            idata["posterior"] = ds
+            idata["posterior"].attrs.update(attrs)
+        idata["log_likelihood"] = xr.Dataset(
+            {"y": (("chain", "draw", "obs"), ll)},
+            coords={"chain": post["chain"].values, "draw": post["draw"].values,
+                    "obs": np.arange(n)},
+        )  # fmt: skip
+        return idata
+
+    # ------------------------------------------------------------ prediction
+    def _check_new(self, X_new) -> np.ndarray:
+        Xn, _ = _as_inputs(X_new, "X_new")
+        if Xn.shape[1] != self.X.shape[1]:
+            raise ValueError(
+                f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {self.X.shape[1]}"
+            )
+        return Xn
+
+    def _draw_values(self, fit, max_draws: int):
+        """``[(values, f)]`` for a point fit (its mode) or for up to ``max_draws`` NUTS draws
+        (``f`` the Laplace mode or the latent draw), and whether ``f`` is a mode."""
+        self.check_fit(fit)
+        if not is_nuts(fit):
+            return [(self._values(fit.params), np.asarray(fit.f_mode, float))], True
+        post = fit["posterior"]
+        mode = "f_mode" in post
+        f = np.asarray(post["f_mode" if mode else "f"], float).reshape(-1, self.X.shape[0])
+        flat = [np.asarray(post[n]) for n in self.hyperparameters]
+        flat = [a.reshape((-1, *a.shape[2:])) for a in flat]
+        idx = np.arange(f.shape[0])
+        if idx.size > max_draws:
+            idx = np.sort(np.random.default_rng(0).choice(idx.size, max_draws, replace=False))
+        return [([a[i] for a in flat], f[i]) for i in idx], mode
+
+    def _latent_moments(self, Xn: np.ndarray, fit, max_draws: int):
+        """Per draw: mean and variance of :math:`f_*` and the likelihood parameters."""
+        draws, mode = self._draw_values(fit, max_draws)
+        means, variances, phis = [], [], []
+        for values, f in draws:
+            K, m, phi = self._train(values)
+            Ks, kss, m_new = self._new(values, Xn)
+            if mode:
+                mu, var = ModeFactor(K, f, self.likelihood, phi).predict(Ks, kss, m_new)
+            else:  # E[f_* | f, theta] and its variance given f (R&W eq. 2.19 noise-free)
+                L, _ = jittered_cholesky(K)
+                mu = m_new + Ks.T @ cho_solve((L, True), f - m)
+                V = solve_triangular(L, Ks, lower=True)
+                var = np.maximum(kss - np.sum(V * V, axis=0), 0.0)
+            means.append(mu)
+            variances.append(var)
+            phis.append(phi)
+        return np.array(means), np.array(variances), phis
+
+    @single_blas_thread
+    def predict(self, X_new, fit, *, size=None, max_draws: int = 200, random_seed: int = 0):
+        """Predictions at ``X_new`` for a type-II fit or NUTS draws (mixed over the draws).
+
+        Returns a dict: ``latent_mean``, ``latent_sd`` (of :math:`f_*`), ``mean`` (the
+        predictive mean of :math:`y_*`: expected count, probability, …, with exposure or trials
+        ``size``, default 1) and ``lower_94`` / ``upper_94`` (central 94% predictive interval of
+        :math:`y_*`, Monte Carlo with ``random_seed``).
+        """
+        Xn = self._check_new(X_new)
+        size = None if size is None else np.broadcast_to(np.asarray(size, float), Xn.shape[:1])
+        means, variances, phis = self._latent_moments(Xn, fit, max_draws)
+        x, w = np.polynomial.hermite.hermgauss(GH_NODES)
+        rng = np.random.default_rng(random_seed)
+        resp, ys = [], []
+        for mu, var, phi in zip(means, variances, phis, strict=True):
+            sd = np.sqrt(var)
+            f = mu[None] + np.sqrt(2.0) * sd[None] * x[:, None]
+            resp.append(w @ self.likelihood.response_mean(f, phi, size) / np.sqrt(np.pi))
+            fs = mu[None] + sd[None] * rng.standard_normal((Y_DRAWS_PER_DRAW, mu.size))
+            ys.append(self.likelihood.draw(fs, phi, rng, size))
+        ys = np.concatenate(ys, axis=0)
+        lower, upper = np.quantile(ys, [0.03, 0.97], axis=0)
+        mean = means.mean(axis=0)
+        sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
+        return {"latent_mean": mean, "latent_sd": sd, "mean": np.mean(resp, axis=0),
+                "lower_94": lower, "upper_94": upper}  # fmt: skip
+
+    # ------------------------------------------------------------ model protocol
+    fit_methods = ("laplace", "latent", "map")
+    sampling_methods = ("laplace", "latent")
+
+    @property
+    def outcome(self) -> str:  # type: ignore[override]
+        return "binary" if self.likelihood.outcome == "binary" else "continuous"
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.name}, {self.likelihood_name}"
+
+    @property
+    def observed(self) -> np.ndarray:
+        return self.y
+
+    def describe(self) -> list[tuple[str, object]]:
+        lik = self.likelihood
+        params = ", ".join(lik.param_names) or "none"
+        size = lik.sizes()
+        rows = [
+            ("model", "LatentGP"),
+            ("kernel", self.spec.name + (" (ARD)" if self.ard else "")),
+            ("kernel formula", kernel_formula(self.spec)),
+            ("equation", self.spec.equation or "–"),
+            ("likelihood", f"{self.likelihood_name}, {self.link} link; parameters: {params}"),
+            ("latent GP", f"f ~ GP(m, k); jitter {self.jitter:g}"),
+            ("mean", self._mean_description()),
+            ("observations n", self.X.shape[0]),
+            ("input dimensions D", self.X.shape[1]),
+            ("inputs", ", ".join(self.feature_names)),
+        ]
+        if size is not None:
+            rows.append((lik.size_name, f"{size.min():g} … {size.max():g} (total {size.sum():g})"))
+        return rows
+
+    def _mean_description(self) -> str:
+        if isinstance(self._mean_func, pm.gp.mean.Zero):
+            return "zero (R&W ch. 3)"
+        if self.mean is None:
+            return (f"constant {self.scale.y_mean:.4g}, fixed: the data's location on the "
+                    f"{self.link} scale")  # fmt: skip
+        return str(self.mean)
+
+    def fit(self, method: str = "laplace", **options):
+        """``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"`` (joint NUTS) or
+        ``"map"`` (:meth:`fit_laplace`)."""
+        if method == "map":
+            return self.fit_laplace(**options)
+        if method in ("laplace", "latent"):
+            return self.sample(method=method, **options)
+        raise ValueError(f"LatentGP fits by {list(self.fit_methods)}, not {method!r}")
+
+    def fit_label(self, fit) -> str:
+        if is_nuts(fit):
+            how = fit["posterior"].attrs.get("bayes_gp_method", "laplace")
+            return f"NUTS ({'Laplace-integrated GP' if how == 'laplace' else 'joint latent'})"
+        return fit.method_label
+
+    def check_fit(self, fit) -> None:
+        if not (is_nuts(fit) or isinstance(fit, LatentFit)):
+            raise TypeError(
+                "a LatentGP fit is a LatentFit (fit_laplace) or the ArviZ DataTree from "
+                f"sample(), got {type(fit).__name__}"
+            )
+
+    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Replicated data at the training inputs: latent values from the posterior (the joint
+        draws, or the Laplace approximation :math:`N(\\hat f, \\Sigma)` of each draw or of the
+        point fit), then :math:`y` from the likelihood with the training exposure or trials."""
+        rng = np.random.default_rng(seed)
+        draws, mode = self._draw_values(fit, n_draws)
+        size = self.likelihood.sizes()
+        out = []
+        for k in range(n_draws):
+            values, f = draws[k % len(draws)]
+            phi = self._train(values)[2]
+            if mode:
+                res, *_ = self._mode(values, f0=f, gradient=True)
+                L, _ = jittered_cholesky(res.cov)
+                f = res.f + L @ rng.standard_normal(f.size)
+            out.append(self.likelihood.draw(f, phi, rng, size))
+        return np.array(out)
+
+    def bands(self, grid, fit) -> Bands:
+        """The predictive mean of :math:`y_*` per unit exposure or trial, the 94% band of that
+        mean (a monotone map of the latent band) and the 94% predictive interval of :math:`y_*`."""
+        grid = np.asarray(grid, float).ravel()
+        pred = self.predict(grid[:, None], fit)
+        means, variances, phis = self._latent_moments(grid[:, None], fit, 200)
+        rng = np.random.default_rng(1)
+        fs = means[:, None] + np.sqrt(variances)[:, None] * rng.standard_normal(
+            (means.shape[0], Y_DRAWS_PER_DRAW, grid.size)
+        )
+        resp = np.concatenate([
+            self.likelihood.response_mean(fs[i], phis[i]) for i in range(len(phis))
+        ])  # fmt: skip
+        lower, upper = np.quantile(resp, [0.03, 0.97], axis=0)
+        size = self.likelihood.sizes()
+        y = self.y if size is None else self.y / size
+        return Bands("regression", self.X[:, 0], y, grid, pred["mean"], lower, upper,
+                     pred["lower_94"], pred["upper_94"])  # fmt: skip
+
+    @property
+    def bands_note(self) -> str:  # type: ignore[override]
+        what = {"exposure": "per unit exposure", "trials": "per trial"}.get(
+            self.likelihood.size_name, ""
+        )
+        return f"{self.likelihood_name} likelihood: the response mean {what}".rstrip()
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        """:meth:`predict`'s columns and, for the held-out scores, the likelihood parameters at
+        the fit (posterior means for NUTS)."""
+        cols = self.predict(X_new, fit)
+        n_new = cols["mean"].shape[0]
+        for name, value in self._phi_summary(fit).items():
+            cols[name] = np.full(n_new, value)
+        return cols
+
+    def _phi_summary(self, fit) -> dict[str, float]:
+        names = self.likelihood.param_names
+        if not names:
+            return {}
+        if is_nuts(fit):
+            post = fit["posterior"]
+            out = {}
+            for p in names:
+                out[p] = float(np.mean(post[p])) if p in post else float(self.priors[p])
+            return out
+        phi = self._train(self._values(fit.params))[2]
+        return dict(zip(names, map(float, phi), strict=True))
+
+    def scores(self, y, columns) -> dict[str, float]:
+        """RMSE of the predictive mean, coverage of the 94% interval and the mean log predictive
+        density of ``y`` under the latent Gaussian :math:`N(\\mathrm{latent\\_mean},
+        \\mathrm{latent\\_sd}^2)` (moment-matched for NUTS mixtures) with the likelihood
+        parameters of the columns (exposure and trials 1)."""
+        y = np.asarray(y, float)
+        phi = [float(columns[p][0]) for p in self.likelihood.param_names]
+        held = self.likelihood.with_data(y)
+        lpd = log_predictive_density(held, phi, columns["latent_mean"], columns["latent_sd"] ** 2)
+        inside = (y >= columns["lower_94"]) & (y <= columns["upper_94"])
+        return {
+            "rmse": float(np.sqrt(np.mean((y - columns["mean"]) ** 2))),
+            "mean_log_predictive_density": float(np.mean(lpd)),
+            "coverage_94": float(np.mean(inside)),
+        }
+
+    def point_loo(self, fit) -> tuple[str, np.ndarray]:
+        """LA-LOO (Vehtari et al. 2016) at the type-II fit."""
+        if not isinstance(fit, LatentFit):
+            raise TypeError(f"point_loo needs a LatentFit of this model, got {type(fit).__name__}")
+        res, _, _, phi = self._mode(self._values(fit.params), fit.f_mode, gradient=True)
+        return f"Laplace LA-LOO at {fit.method_label}", la_loo(res, self.likelihood, phi)
+
+    def restore_fit(self, method: str, params: dict, attrs: dict) -> LatentFit:
+        """The Laplace mode recomputed at the saved hyperparameters."""
+        if method != "map":
+            raise ValueError(f"LatentGP's type-II fit is 'map', not {method!r}")
+        fit = self.fit_laplace(params=params)
+        return dataclasses.replace(
+            fit,
+            objective=float(attrs["objective"]),
+            prior=bool(attrs["prior"]),
+            grad_norm=float(attrs["grad_norm"]),
+        )
+
+
+def _column(name: str, values) -> np.ndarray:
+    a = np.asarray(getattr(values, "to_numpy", lambda: values)(), dtype=float)
+    return a[:, 0] if a.ndim == 2 and a.shape[1] == 1 else a

