@@ -124,7 +124,9 @@ class CSVModel:
         if size and size in (*self.x, self.y):
             raise ValueError(f"column {size!r} is an input or the target, not a size column")
         if self.task not in ("regression", "classification", "counts"):
-            raise ValueError(f"task must be 'regression' or 'classification', got {self.task!r}")
+            raise ValueError(
+                f"task must be 'regression', 'classification' or 'counts', got {self.task!r}"
+            )
         if not self.x:
             raise ValueError("give at least one input column")
         if self.y in self.x:
