@@ -40,6 +40,7 @@ import pandas as pd
 
 from bayes_gp._version import __version__
 from bayes_gp.declared import Dataset, DeclaredModel, load_model
+from bayes_gp.protocol import GPModel
 
 __all__ = [
     "CSVModel",
@@ -285,7 +286,9 @@ class FitResult:
 
     @property
     def is_mcmc(self) -> bool:
-        return self.method in self.model.sampling_methods
+        """Whether the fit is NUTS draws: ``method`` is one of the model's sampling methods (the
+        protocol's default, ``"nuts"``, when no model is attached)."""
+        return self.method in getattr(self.model, "sampling_methods", GPModel.sampling_methods)
 
 
 def _resolve(model: str | DeclaredModel | CSVModel):
