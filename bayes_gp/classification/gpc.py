@@ -44,7 +44,7 @@ from bayes_gp.predictive import JitterWarning, binary_scores
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
-from bayes_gp.regression.gpr import _as_inputs
+from bayes_gp.regression.gpr import _as_inputs, _new_inputs
 
 __all__ = ["GPClassifier", "ClassifierFit"]
 
@@ -557,11 +557,7 @@ class GPClassifier(PreflightJitter, GPModel):
         return mean, np.sqrt(variances.mean(axis=0) + means.var(axis=0))
 
     def _latent_draws(self, X_new, fit, max_draws):
-        Xn, _ = _as_inputs(X_new, "X_new")
-        if Xn.shape[1] != self.X.shape[1]:
-            raise ValueError(
-                f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {self.X.shape[1]}"
-            )
+        Xn = _new_inputs(X_new, self.X.shape[1])
         if isinstance(fit, ClassifierFit):
             K, Ks, kss = self._grams(self._values(fit.params), Xn)
             if fit.method == "laplace":

@@ -56,7 +56,7 @@ from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
 from bayes_gp.predictive import LOG_2PI, factorize, predict
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
-from bayes_gp.regression.gpr import Prediction, _as_inputs
+from bayes_gp.regression.gpr import Prediction, _as_inputs, _new_inputs
 from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["DeepKernelRegression", "DKLFit"]
@@ -513,12 +513,7 @@ class DeepKernelRegression:
 
     # -------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        Xn, _ = _as_inputs(X_new, "X_new")
-        if Xn.shape[1] != self.X.shape[1]:
-            raise ValueError(
-                f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {self.X.shape[1]}"
-            )
-        return Xn
+        return _new_inputs(X_new, self.X.shape[1])
 
     @single_blas_thread
     def features(self, X_new, fit=None) -> np.ndarray:

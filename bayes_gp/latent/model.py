@@ -60,7 +60,7 @@ from bayes_gp.regression.catalogue import (
     kernel_spec,
     mean_function,
 )
-from bayes_gp.regression.gpr import _as_inputs
+from bayes_gp.regression.gpr import _as_inputs, _new_inputs
 
 __all__ = ["LatentGP", "LatentFit", "LIKELIHOODS"]
 
@@ -501,12 +501,7 @@ class LatentGP(PreflightJitter, GPModel):
 
     # ------------------------------------------------------------ prediction
     def _check_new(self, X_new) -> np.ndarray:
-        Xn, _ = _as_inputs(X_new, "X_new")
-        if Xn.shape[1] != self.X.shape[1]:
-            raise ValueError(
-                f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {self.X.shape[1]}"
-            )
-        return Xn
+        return _new_inputs(X_new, self.X.shape[1])
 
     def _draw_values(self, fit, max_draws: int):
         """``[(values, f)]`` for a point fit (its mode) or for up to ``max_draws`` NUTS draws

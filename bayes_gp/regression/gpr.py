@@ -113,6 +113,17 @@ def _as_inputs(X, name: str = "X") -> tuple[np.ndarray, list[str]]:
     return X, names
 
 
+def _new_inputs(X_new, n_columns: int) -> np.ndarray:
+    """``X_new`` as :func:`_as_inputs` makes it, with the number of columns the model was fitted
+    on."""
+    Xn, _ = _as_inputs(X_new, "X_new")
+    if Xn.shape[1] != n_columns:
+        raise ValueError(
+            f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {n_columns}"
+        )
+    return Xn
+
+
 def _check_fit(fit) -> None:
     """``fit`` must be a MapFit or ArviZ data with a ``posterior`` group."""
     if isinstance(fit, MapFit):
@@ -501,12 +512,7 @@ class GPRegression(PreflightJitter, GPModel):
 
     # ------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        Xn, _ = _as_inputs(X_new, "X_new")
-        if Xn.shape[1] != self.X.shape[1]:
-            raise ValueError(
-                f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {self.X.shape[1]}"
-            )
-        return Xn
+        return _new_inputs(X_new, self.X.shape[1])
 
     def _predict_at(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
         if self.approximation is not None:

@@ -70,7 +70,7 @@ from bayes_gp.predictive import (
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
-from bayes_gp.regression.gpr import Prediction, _as_inputs
+from bayes_gp.regression.gpr import Prediction, _as_inputs, _new_inputs
 from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["HeteroscedasticGPRegression"]
@@ -314,12 +314,7 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
 
     # ------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        Xn, _ = _as_inputs(X_new, "X_new")
-        if Xn.shape[1] != self.X.shape[1]:
-            raise ValueError(
-                f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {self.X.shape[1]}"
-            )
-        return Xn
+        return _new_inputs(X_new, self.X.shape[1])
 
     def _grams(self, values, Xn):
         """``(K_f + j I, K_f(X, Xn), diag K_f(Xn), m_f(X), m_f(Xn))`` and the same for ``g``, at

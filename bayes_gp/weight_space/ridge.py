@@ -21,7 +21,7 @@ import pytensor.tensor as pt
 from scipy.linalg import cho_solve
 
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
-from bayes_gp.regression.gpr import _as_inputs
+from bayes_gp.regression.gpr import _as_inputs, _new_inputs
 
 __all__ = ["KernelRidge"]
 
@@ -129,13 +129,7 @@ class KernelRidge:
                     f"got {Ks.shape}"
                 )
         else:
-            Xn = _as_inputs(X_new, "X_new")[0]
-            if Xn.shape[1] != self.X_.shape[1]:
-                raise ValueError(
-                    f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on "
-                    f"{self.X_.shape[1]}"
-                )
-            Ks = self.gram(Xn, self.X_)
+            Ks = self.gram(_new_inputs(X_new, self.X_.shape[1]), self.X_)
         return Ks @ self.dual_coef_
 
     def primal_weights(self, Phi) -> np.ndarray:
