@@ -22,7 +22,6 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-import xarray as xr
 from pytensor.graph.replace import graph_replace
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import expit, log_ndtr, ndtr
@@ -517,7 +516,7 @@ class GPClassifier(PreflightJitter, GPModel):
         The latent jitter is chosen first by :meth:`check_jitter` and recorded in the
         posterior's ``bayes_gp_jitter`` attribute.
         """
-        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+        from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
 
         check_nuts_settings(draws, tune, chains)
 
@@ -535,18 +534,9 @@ class GPClassifier(PreflightJitter, GPModel):
             **kwargs,
         )
         idata["posterior"].attrs.update(choice.attrs())
-        f = np.asarray(idata["posterior"]["f"])
-        ll = log_lik_derivatives(self.link, self.y_pm, f)[0]
-        post = idata["posterior"]
-        idata["log_likelihood"] = xr.Dataset(
-            {"y": (("chain", "draw", "obs"), ll)},
-            coords={
-                "chain": post["chain"].values,
-                "draw": post["draw"].values,
-                "obs": np.arange(ll.shape[-1]),
-            },
+        return add_log_likelihood(
+            idata, ["f"], lambda values: log_lik_derivatives(self.link, self.y_pm, values[0])[0]
         )
-        return idata
 
     # -------------------------------------------------------------- prediction
     @single_blas_thread

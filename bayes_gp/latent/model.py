@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-import xarray as xr
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logit
 
@@ -440,7 +439,7 @@ class LatentGP(PreflightJitter, GPModel):
         ``"laplace"``, :math:`\\log p(y_i \\mid f_i, \\phi)` for ``"latent"``. ``"laplace"`` also
         stores each draw's latent mode as ``f_mode``.
         """
-        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+        from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
 
         if method not in ("laplace", "latent"):
             raise ValueError(f"`method` must be 'laplace' or 'latent', got {method!r}")
@@ -463,40 +462,29 @@ class LatentGP(PreflightJitter, GPModel):
         post.attrs.update(choice.attrs())
         post.attrs["bayes_gp_method"] = method
         names = self.hyperparameters
-        arrays = [np.asarray(post[n]) for n in names]
-        n_chain, n_draw = arrays[0].shape[:2]
-        n = self.X.shape[0]
-        ll = np.empty((n_chain, n_draw, n))
+        lik = self.likelihood
         if latent:
-            f = np.asarray(post["f"], float)
-            for c in range(n_chain):
-                for d in range(n_draw):
-                    phi = self._train([a[c, d] for a in arrays])[2]
-                    ll[c, d] = self.likelihood.derivatives(f[c, d], phi)[0]
-        else:
-            modes = np.empty((n_chain, n_draw, n))
-            for c in range(n_chain):
-                f0 = None
-                for d in range(n_draw):
-                    res, _, _, phi = self._mode([a[c, d] for a in arrays], f0, gradient=True)
-                    if not res.feasible:
-                        raise RuntimeError(
-                            f"the Laplace approximation is infeasible at draw {d} of chain {c}: "
-                            f"{res.reason}"
-                        )
-                    modes[c, d], f0 = res.f, res.f
-                    ll[c, d] = la_loo(res, self.likelihood, phi)
-            coords = {"chain": post["chain"].values, "draw": post["draw"].values, "obs": np.arange(n)}
-            ds = post.to_dataset()
-            ds["f_mode"] = xr.DataArray(modes, dims=("chain", "draw", "obs"), coords=coords)
-            attrs = dict(post.attrs)
-            idata["posterior"] = ds
-            idata["posterior"].attrs.update(attrs)
-        idata["log_likelihood"] = xr.Dataset(
-            {"y": (("chain", "draw", "obs"), ll)},
-            coords={"chain": post["chain"].values, "draw": post["draw"].values,
-                    "obs": np.arange(n)},
-        )  # fmt: skip
+            def pointwise(values):  # log p(y_i | f_i, phi) of the joint draw
+                return lik.derivatives(values[-1], self._train(values[:-1])[2])[0]
+
+            return add_log_likelihood(idata, [*names, "f"], pointwise)
+        modes: list[np.ndarray] = []
+
+        def pointwise(values):  # each draw's Laplace mode (warm-started) and its LA-LOO terms
+            res, _, _, phi = self._mode(values, modes[-1] if modes else None, gradient=True)
+            if not res.feasible:
+                raise RuntimeError(
+                    f"the Laplace approximation is infeasible at posterior draw {len(modes)}: "
+                    f"{res.reason}"
+                )
+            modes.append(res.f)
+            return la_loo(res, lik, phi)
+
+        add_log_likelihood(idata, names, pointwise)
+        dims = ("chain", "draw", "obs")
+        f_mode = np.reshape(modes, (post.sizes["chain"], post.sizes["draw"], -1))
+        ds = post.to_dataset().assign(f_mode=(dims, f_mode))
+        idata["posterior"] = ds.assign_coords(obs=np.arange(f_mode.shape[-1]))
         return idata
 
     # ------------------------------------------------------------ prediction
