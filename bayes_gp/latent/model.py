@@ -48,7 +48,12 @@ from bayes_gp.latent.likelihoods import (
     StudentT,
 )
 from bayes_gp.latent.op import LaplaceLogp
-from bayes_gp.latent.predictive import GH_NODES, ModeFactor, la_loo, log_predictive_density
+from bayes_gp.latent.predictive import (
+    ModeFactor,
+    expected_response,
+    la_loo,
+    log_predictive_density,
+)
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
@@ -537,18 +542,17 @@ class LatentGP(PreflightJitter, GPModel):
         """
         Xn = self._check_new(X_new)
         size = None if size is None else np.broadcast_to(np.asarray(size, float), Xn.shape[:1])
-        means, variances, phis = self._latent_moments(Xn, fit, max_draws)
-        x, w = np.polynomial.hermite.hermgauss(GH_NODES)
-        rng = np.random.default_rng(random_seed)
+        moments = self._latent_moments(Xn, fit, max_draws)
+        return self._predictive(*moments, size, np.random.default_rng(random_seed))
+
+    def _predictive(self, means, variances, phis, size, rng) -> dict[str, np.ndarray]:
+        """:meth:`predict`'s columns from the per-draw latent moments of :meth:`_latent_moments`."""
         resp, ys = [], []
         for mu, var, phi in zip(means, variances, phis, strict=True):
-            sd = np.sqrt(var)
-            f = mu[None] + np.sqrt(2.0) * sd[None] * x[:, None]
-            resp.append(w @ self.likelihood.response_mean(f, phi, size) / np.sqrt(np.pi))
-            fs = mu[None] + sd[None] * rng.standard_normal((Y_DRAWS_PER_DRAW, mu.size))
+            resp.append(expected_response(self.likelihood, phi, mu, var, size))
+            fs = mu[None] + np.sqrt(var)[None] * rng.standard_normal((Y_DRAWS_PER_DRAW, mu.size))
             ys.append(self.likelihood.draw(fs, phi, rng, size))
-        ys = np.concatenate(ys, axis=0)
-        lower, upper = np.quantile(ys, [0.03, 0.97], axis=0)
+        lower, upper = np.quantile(np.concatenate(ys, axis=0), [0.03, 0.97], axis=0)
         mean = means.mean(axis=0)
         sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
         return {"latent_mean": mean, "latent_sd": sd, "mean": np.mean(resp, axis=0),
@@ -642,8 +646,8 @@ class LatentGP(PreflightJitter, GPModel):
         """The predictive mean of :math:`y_*` per unit exposure or trial, the 94% band of that
         mean (a monotone map of the latent band) and the 94% predictive interval of :math:`y_*`."""
         grid = np.asarray(grid, float).ravel()
-        pred = self.predict(grid[:, None], fit)
-        means, variances, phis = self._latent_moments(grid[:, None], fit, 200)
+        means, variances, phis = self._latent_moments(self._check_new(grid), fit, 200)
+        pred = self._predictive(means, variances, phis, None, np.random.default_rng(0))
         rng = np.random.default_rng(1)
         fs = means[:, None] + np.sqrt(variances)[:, None] * rng.standard_normal(
             (means.shape[0], Y_DRAWS_PER_DRAW, grid.size)

@@ -39,7 +39,13 @@ from scipy.special import logsumexp
 from bayes_gp.latent.laplace import LaplaceResult, _chol
 from bayes_gp.latent.likelihoods import LatentLikelihood
 
-__all__ = ["GH_NODES", "log_predictive_density", "predict_latent", "la_loo"]
+__all__ = [
+    "GH_NODES",
+    "expected_response",
+    "log_predictive_density",
+    "predict_latent",
+    "la_loo",
+]
 
 #: Gauss–Hermite nodes for the predictive integrals.
 GH_NODES = 64
@@ -58,6 +64,16 @@ def log_predictive_density(
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         logp = likelihood.derivatives(f, phi)[0]
     return logsumexp(logp + _LOG_W[:, None], axis=0)
+
+
+def expected_response(
+    likelihood: LatentLikelihood, phi, mean: np.ndarray, var: np.ndarray, size=None
+) -> np.ndarray:
+    r""":math:`\int E[y \mid f, \phi]\, N(f \mid \mu_i, s_i^2)\, df` (the expected count,
+    probability, …, with exposure or trials ``size``) by Gauss–Hermite quadrature."""
+    sd = np.sqrt(np.maximum(np.asarray(var, float), 0.0))
+    f = np.asarray(mean, float)[None, :] + np.sqrt(2.0) * sd[None, :] * _X[:, None]
+    return (_W / np.sqrt(np.pi)) @ likelihood.response_mean(f, phi, size)
 
 
 class ModeFactor:
