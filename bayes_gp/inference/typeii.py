@@ -125,8 +125,7 @@ def observed_logp_and_grad(model: pm.Model, mode=EAGER_MODE):
         transform = model.rvs_to_transforms.get(rv)
         value = model.rvs_to_values[rv]
         subs[value] = h if transform is None else transform.forward(h, *rv.owner.inputs)
-    lik = model.logp(vars=[*model.observed_RVs, *model.potentials], jacobian=False)
-    obs = graph_replace(lik, subs, strict=False)
+    obs = graph_replace(_objective_graph(model, prior=False), subs, strict=False)
     grads = pytensor.grad(obs, holders) if holders else []
     return pytensor.function(holders, [obs, *grads], mode=mode, on_unused_input="ignore")
 
