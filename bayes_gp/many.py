@@ -362,7 +362,7 @@ def _nuts_diagnostics(idata) -> dict:
     }
 
 
-def _gather_idata(fits: dict, labels: list, n_obs: dict, method: str = "nuts"):
+def _gather_idata(fits: dict, labels: list, n_obs: dict, method: str):
     if not labels:
         return None
     trees = [fits[g] for g in labels]
