@@ -253,19 +253,20 @@ def probe_decrease(
     return best, where
 
 
-def _newton_polish(neg, res) -> None:
+def _newton_polish(neg, res, H: np.ndarray | None = None) -> None:
     """One Newton step in the stiff directions of the finite-difference Hessian from a
     converged end point, kept if it shrinks the gradient without making the objective worse
     beyond its rounding noise: it takes the
     hyperparameters that the data pin to the optimum to rounding level, so that two fits that
     reach the same optimum from different starts (or on inputs 1e-15 apart) predict the same
     numbers to many digits, as scikit-learn's do. Flat directions (a hyperparameter running to a
-    boundary) are left where L-BFGS-B put them."""
+    boundary) are left where L-BFGS-B put them. ``H``: the finite-difference Hessian at
+    ``res.x`` if already computed."""
     g = np.asarray(res.jac, float)
     if not np.all(np.isfinite(g)) or float(np.max(np.abs(g), initial=0.0)) < 1e-10:
         return
     with np.errstate(all="ignore"):
-        lam, V = np.linalg.eigh(_fd_hessian(neg, res.x))
+        lam, V = np.linalg.eigh(_fd_hessian(neg, res.x) if H is None else H)
     if not np.all(np.isfinite(lam)):
         return
     stiff = lam > 1e-9 * float(np.max(np.abs(lam), initial=0.0)) + 1e-3
@@ -309,6 +310,7 @@ def multistart(neg, starts, *, maxiter: int, gtol: float):
         res = sopt.minimize(neg, x0, jac=True, method="L-BFGS-B", options=options)
         nit, how, dec = int(res.nit), "", 0.0
         for _ in range(POLISH_ROUNDS + 1):
+            H = None  # the finite-difference Hessian at this res.x, once computed
             gmax = gmax_of(res)
             if not np.isfinite(res.fun) or gmax < CONVERGED_GRAD:
                 res.success = bool(np.isfinite(res.fun))
@@ -333,7 +335,7 @@ def multistart(neg, starts, *, maxiter: int, gtol: float):
         else:
             res.success = False
         if res.success and np.isfinite(res.fun):
-            _newton_polish(neg, res)
+            _newton_polish(neg, res, H)
         res.nit = nit
         if not res.success:
             res.message = (
