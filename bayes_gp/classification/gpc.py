@@ -51,6 +51,19 @@ __all__ = ["GPClassifier", "ClassifierFit"]
 ETA_WARN = 100.0
 
 
+def _component_derivatives(K, variables, shapes) -> list:
+    r""":math:`\partial K / \partial v_j` for every scalar component ``j`` of each variable
+    (forward-mode, one pushforward per component), in order."""
+    dKs = []
+    for v, shape in zip(variables, shapes, strict=True):
+        size = int(np.prod(shape, dtype=int))
+        for j in range(size):
+            e = np.zeros(size)
+            e[j] = 1.0
+            dKs.append(pytensor.gradient.pushforward(K, v, pt.constant(e.reshape(shape))))
+    return dKs
+
+
 @dataclass(frozen=True)
 class ClassifierFit(PointFit):
     """A Laplace or EP approximation with type-II hyperparameters.
@@ -265,14 +278,7 @@ class GPClassifier(PreflightJitter, GPModel):
         (K,) = model.replace_rvs_by_values([self._cov(pt.as_tensor_variable(self.X))])
         K = K + self.jitter * pt.eye(n)
         point = model.initial_point()
-        dKs = []
-        for v in vv:
-            size = int(np.size(point[v.name]))
-            for j in range(size):
-                e = np.zeros(size)
-                e[j] = 1.0
-                tangent = pt.constant(e.reshape(np.shape(point[v.name])))
-                dKs.append(pytensor.gradient.pushforward(K, v, tangent))
+        dKs = _component_derivatives(K, vv, [np.shape(point[v.name]) for v in vv])
         lp = model.logp(vars=self._hyper_rvs, jacobian=False) if prior else pt.zeros(())
         dlp = pytensor.grad(lp, vv, disconnected_inputs="ignore")
         fn = pytensor.function(vv, [K, *dKs, lp, *dlp], mode=EAGER_MODE)
@@ -421,13 +427,8 @@ class GPClassifier(PreflightJitter, GPModel):
         K = self._cov(pt.as_tensor_variable(self.X)) + self.jitter * pt.eye(n)
         K = graph_replace(K, dict(zip(self._hyper_rvs, holders, strict=True)), strict=False)
         point = self.model.initial_point()
-        dKs = []
-        for rv, h in zip(self._hyper_rvs, holders, strict=True):
-            shape = np.shape(point[self.model.rvs_to_values[rv].name])
-            for j in range(int(np.prod(shape, dtype=int))):
-                e = np.zeros(int(np.prod(shape, dtype=int)))
-                e[j] = 1.0
-                dKs.append(pytensor.gradient.pushforward(K, h, pt.constant(e.reshape(shape))))
+        shapes = [np.shape(point[self.model.rvs_to_values[rv].name]) for rv in self._hyper_rvs]
+        dKs = _component_derivatives(K, holders, shapes)
         fn = pytensor.function(holders, [K, *dKs], mode=EAGER_MODE, on_unused_input="ignore")
         self._fns["gram_grad"] = fn
         return fn
