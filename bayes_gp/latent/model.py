@@ -34,7 +34,13 @@ import pytensor.tensor as pt
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logit
 
-from bayes_gp._validation import check_aligned, check_jitter, f64, hyperparameter_values
+from bayes_gp._validation import (
+    as_targets,
+    check_aligned,
+    check_jitter,
+    f64,
+    hyperparameter_values,
+)
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.latent.laplace import laplace
@@ -194,11 +200,7 @@ class LatentGP(PreflightJitter, GPModel):
             raise ValueError("`exposure` applies to the poisson and negative_binomial likelihoods")
         if trials is not None and cls is not Binomial:
             raise ValueError("`trials` applies to the binomial likelihood")
-        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"`y` must have one value per row of X ({X.shape[0]}), got {y.shape}")
+        y = as_targets(y, X.shape[0], what="a latent GP", learned_noise=False)
         size = _column("exposure", exposure) if exposure is not None else None
         if cls is Bernoulli:
             lik = Bernoulli(y, link=link)
