@@ -28,6 +28,8 @@ __all__ = [
     "check_jitter",
     "hyperparameter_values",
     "as_targets",
+    "as_inputs",
+    "new_inputs",
 ]
 
 
@@ -250,9 +252,43 @@ def as_targets(
     if n != y.shape[0]:
         raise ValueError(f"`X` has {n} rows but `y` has {y.shape[0]} values")
     if y.shape[0] < min_n:
-        raise ValueError(
-            f"{what} needs at least {min_n} observation{'s' if min_n > 1 else ''}"
-        )
+        raise ValueError(f"{what} needs at least {min_n} observation{'s' if min_n > 1 else ''}")
     if learned_noise:
         refuse_constant(y, what)
     return y
+
+
+def as_inputs(X, name: str = "X") -> tuple[np.ndarray, list[str]]:
+    """``X`` (array, DataFrame or Series) as a finite 2-D float array ``(n, D)`` and its column
+    names (the DataFrame's, the Series' name, or ``x0``, ``x1``, …)."""
+    names = None
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas DataFrame
+        names = [str(c) for c in X.columns]
+        X = X.to_numpy()
+    elif hasattr(X, "to_numpy"):  # pandas Series
+        names = [str(getattr(X, "name", None) or "x0")]
+        X = X.to_numpy()
+    try:
+        X = np.asarray(X, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be numeric: {exc}") from None
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise ValueError(f"`{name}` must be 1-D or 2-D (n, D), got shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"`{name}` contains NaN or infinite values")
+    if names is None:
+        names = [f"x{d}" for d in range(X.shape[1])]
+    return X, names
+
+
+def new_inputs(X_new, n_columns: int) -> np.ndarray:
+    """``X_new`` as :func:`as_inputs` makes it, with the number of columns the model was fitted
+    on."""
+    Xn, _ = as_inputs(X_new, "X_new")
+    if Xn.shape[1] != n_columns:
+        raise ValueError(
+            f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {n_columns}"
+        )
+    return Xn

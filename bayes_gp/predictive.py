@@ -14,7 +14,7 @@ All functions take ``C`` = the covariance of the observations (kernel Gram matri
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
@@ -31,6 +31,7 @@ __all__ = [
     "gaussian_columns",
     "gaussian_scores",
     "binary_scores",
+    "Prediction",
 ]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
@@ -154,3 +155,30 @@ def binary_scores(t: np.ndarray, p: np.ndarray) -> dict[str, float]:
         "log_loss": float(-np.mean(t * np.log(pc) + (1 - t) * np.log1p(-pc))),
         "brier": float(np.mean((p - t) ** 2)),
     }
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predictive distribution at new inputs.
+
+    Attributes
+    ----------
+    mean : ndarray (m,)
+    var : ndarray (m,)
+        Marginal predictive variances (of :math:`f_*`, or of :math:`t_*` with ``include_noise``).
+    cov : ndarray (m, m) or None
+        Full predictive covariance when ``diag=False`` (MAP fits).
+    lower, upper : ndarray (m,) or None
+        Central 94% interval (from posterior-predictive draws for NUTS fits; Gaussian for MAP).
+    """
+
+    mean: np.ndarray
+    var: np.ndarray
+    cov: np.ndarray | None = None
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def sd(self) -> np.ndarray:
+        return np.sqrt(self.var)

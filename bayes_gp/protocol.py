@@ -192,10 +192,16 @@ class GPModel(ABC):
     def restore_fit(self, method: str, params: dict, attrs: dict) -> Any:
         """Rebuild a saved type-II fit: hyperparameters ``params`` and the scalars the workflow
         saved with them (``objective``, ``prior``, ``log_marginal_likelihood``, ``grad_norm``,
-        ``jitter``, …) in ``attrs``; whatever the fit needs beyond them (an approximation's
-        state) is recomputed at ``params``."""
+        ``jitter``, …) in ``attrs`` (and, under ``attrs["arrays"]``, the
+        :meth:`saved_arrays`); whatever else the fit needs (an approximation's state) is
+        recomputed at ``params``."""
+
+    def saved_arrays(self, fit: Any) -> dict[str, np.ndarray]:
+        """Arrays beyond the hyperparameters that :meth:`restore_fit` needs to rebuild a type-II
+        fit and cannot recompute (a deep kernel's network weights). The workflow saves them with
+        the fit and hands them back in ``attrs["arrays"]``. Default: none."""
+        return {}
 
     @abstractmethod
     def set_jitter(self, jitter: float) -> None:
         """Use the absolute diagonal jitter a saved fit was made with (reloading a fit)."""
-

@@ -416,11 +416,16 @@ def _point_dataset(res: FitResult):
 
     fit = res.fit
     ds = xr.Dataset()
+    n_features = len(res.data.feature_names)
     for name, value in fit.params.items():
         v = np.asarray(value, float)
-        ds[name] = xr.DataArray(v, dims=("feature",) if v.ndim == 1 else ())
+        dims = ("feature",) if v.ndim == 1 and v.size == n_features else _own_dims(name, v)
+        ds[name] = xr.DataArray(v, dims=dims)
     if "feature" in ds.dims:
         ds = ds.assign_coords(feature=res.data.feature_names)
+    for name, value in res.model.saved_arrays(fit).items():
+        v = np.asarray(value, float)
+        ds[_ARRAY + name] = xr.DataArray(v, dims=_own_dims(_ARRAY + name, v))
     ds.attrs.update(
         method=res.method,
         log_marginal_likelihood=float(fit.log_marginal_likelihood),
@@ -433,6 +438,15 @@ def _point_dataset(res: FitResult):
         if np.isfinite(value):
             ds.attrs[key] = value
     return ds
+
+
+#: Prefix of the :meth:`~bayes_gp.protocol.GPModel.saved_arrays` in a saved point estimate.
+_ARRAY = "array__"
+
+
+def _own_dims(name: str, v: np.ndarray) -> tuple[str, ...]:
+    """Dimension names of an array that has no named axis: ``name_0``, ``name_1``, …"""
+    return tuple(f"{name}_{i}" for i in range(v.ndim))
 
 
 def _fit_record(res: FitResult, report_ok: bool) -> dict:
@@ -743,11 +757,15 @@ def _check_posterior(fit, gp) -> None:
 
 def _point_fit(ds, gp, method: str):
     """The saved type-II fit, rebuilt by its model (:meth:`~bayes_gp.protocol.GPModel.restore_fit`)."""
-    params = {n: np.asarray(ds[n].values, float) for n in ds.data_vars}
+    params = {n: np.asarray(ds[n].values, float) for n in ds.data_vars if not n.startswith(_ARRAY)}
     missing = set(gp.hyperparameters) - set(params)
     if missing:
         raise KeyError(f"the saved point estimate lacks {sorted(missing)}")
     attrs = dict(ds.attrs)
+    arrays = {n[len(_ARRAY) :]: np.asarray(ds[n].values, float)
+              for n in ds.data_vars if n.startswith(_ARRAY)}  # fmt: skip
+    if arrays:
+        attrs["arrays"] = arrays
     if "jitter" in attrs:
         gp.set_jitter(float(attrs["jitter"]))  # the model the fit was made with
     return gp.restore_fit(method, params, attrs)

@@ -26,7 +26,14 @@ from pytensor.graph.replace import graph_replace
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import expit, log_ndtr, ndtr
 
-from bayes_gp._validation import check_aligned, check_jitter, f64, hyperparameter_values
+from bayes_gp._validation import (
+    as_inputs,
+    check_aligned,
+    check_jitter,
+    f64,
+    hyperparameter_values,
+    new_inputs,
+)
 from bayes_gp.classification.approx import ep_grad, ep_run, laplace_grad, laplace_mode
 from bayes_gp.classification.likelihoods import LINKS, average_probability, log_lik_derivatives
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
@@ -43,7 +50,6 @@ from bayes_gp.predictive import JitterWarning, binary_scores
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
-from bayes_gp.regression.gpr import _as_inputs, _new_inputs
 
 __all__ = ["GPClassifier", "ClassifierFit"]
 
@@ -153,7 +159,7 @@ class GPClassifier(PreflightJitter, GPModel):
         jitter: float = 1e-6,
     ):
         check_aligned(X, y)
-        X, names = _as_inputs(X)
+        X, names = as_inputs(X)
         labels = np.asarray(getattr(y, "to_numpy", lambda: y)())
         if labels.ndim != 1:
             raise ValueError(f"`y` must be 1-D, got shape {labels.shape}")
@@ -548,7 +554,7 @@ class GPClassifier(PreflightJitter, GPModel):
         return mean, np.sqrt(variances.mean(axis=0) + means.var(axis=0))
 
     def _latent_draws(self, X_new, fit, max_draws):
-        Xn = _new_inputs(X_new, self.X.shape[1])
+        Xn = new_inputs(X_new, self.X.shape[1])
         if isinstance(fit, ClassifierFit):
             K, Ks, kss = self._grams(self._values(fit.params), Xn)
             if fit.method == "laplace":

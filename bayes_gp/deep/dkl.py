@@ -38,6 +38,7 @@ two models are the same.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 import warnings
@@ -48,15 +49,31 @@ import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
-from scipy import optimize as sopt
 
-from bayes_gp._validation import as_targets, check_aligned, check_jitter, f64, positive_float
+from bayes_gp._validation import (
+    as_inputs,
+    as_targets,
+    check_aligned,
+    check_jitter,
+    f64,
+    new_inputs,
+    positive_float,
+)
 from bayes_gp.deep.network import MIXTURE_ACTIVATIONS, FeatureExtractor
-from bayes_gp.inference.typeii import function_of_values
+from bayes_gp.inference import descent
+from bayes_gp.inference.typeii import Restart, function_of_values
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
-from bayes_gp.predictive import LOG_2PI, factorize, predict
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
-from bayes_gp.regression.gpr import Prediction, _as_inputs, _new_inputs
+from bayes_gp.predictive import (
+    LOG_2PI,
+    Prediction,
+    factorize,
+    gaussian_columns,
+    gaussian_scores,
+    loo_log_density,
+    predict,
+)
+from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["DeepKernelRegression", "DKLFit"]
@@ -67,50 +84,84 @@ _Z94 = 1.880793608151251  # 94% central interval of a normal
 #: ``ls`` on the scale of the initial features; see ``DeepKernelRegression._initial_hyper``).
 _INIT = {"alpha": 1.0, "period": 1.0, "theta1": 1.0}
 
+#: The DataTree group in which a NUTS fit records the network it was sampled on.
+NETWORK_GROUP = "dkl_network"
 
-@dataclass(frozen=True)
-class DKLFit:
-    """Result of :meth:`DeepKernelRegression.fit`.
+
+@dataclass(frozen=True, eq=False)
+class DKLFit(PointFit):
+    """A type-II fit of :class:`DeepKernelRegression` (:meth:`DeepKernelRegression.fit_map`).
 
     Attributes
     ----------
     params : dict
-        Network parameters (``W0``, ``b0``, ..., ``W_out``, ``b_out``, ``lam0`` ...) and kernel
-        hyperparameters (``ls``, ``eta``, ..., ``sigma``) on their natural scales.
-    loss : float
-        The minimised objective: negative log marginal likelihood plus the weight prior.
+        The kernel hyperparameters and ``sigma`` on their natural scales (what the report and
+        the saved files show).
+    network : dict
+        The network parameters ``W0``, ``b0``, ..., ``W_out``, ``b_out``, ``lam0``, ...
     log_marginal_likelihood : float
         :math:`\\log p(y \\mid W, \\theta)` at the optimum.
+    objective : float
+        The maximised objective: the log marginal likelihood plus the log density of the weight
+        prior (:attr:`loss` is its negative).
+    prior : bool
+        Whether the network weights had their Gaussian prior (MAP in the weights); the kernel
+        hyperparameters are always ML-II.
     optimizer : str
-        ``"lbfgs"`` or ``"adam"``.
-    converged : bool
-        L-BFGS-B's convergence flag (Adam: the last 100 steps changed the loss by < 1e-6 relative).
+        ``"lbfgs"`` or ``"adam"`` (:mod:`bayes_gp.inference.descent`).
     n_iter : int
+        Iterations of the best restart.
     grad_norm : float
         Norm of the gradient of the loss at the optimum (unconstrained parameters).
     seconds : float
         Wall time, compilation included.
-    restarts : list of float
-        The final loss of every restart (best first).
+    restarts : list of :class:`~bayes_gp.inference.typeii.Restart`
+        Every restart, best first (kernel hyperparameters at its start and end).
     history : ndarray
         The loss after every iteration of the best run.
+    jitter : float
+        The absolute jitter on the diagonal of :math:`C`.
     """
 
     params: dict
-    loss: float
+    network: dict
     log_marginal_likelihood: float
-    optimizer: str
-    converged: bool
-    n_iter: int
-    grad_norm: float
-    seconds: float
+    objective: float
+    prior: bool
+    optimizer: str = "lbfgs"
+    n_iter: int = 0
+    grad_norm: float = float("nan")
+    seconds: float = float("nan")
     restarts: list = field(default_factory=list)
     history: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    jitter: float = float("nan")
 
     @property
-    def kernel_params(self) -> dict:
-        """The kernel hyperparameters and ``sigma`` only."""
-        return {k: v for k, v in self.params.items() if not _is_network_name(k)}
+    def loss(self) -> float:
+        """The minimised loss: negative log marginal likelihood plus the weight prior."""
+        return -float(self.objective)
+
+    @property
+    def converged(self) -> bool:
+        """The best restart's convergence verdict."""
+        return bool(self.restarts and self.restarts[0].converged)
+
+    @property
+    def all_params(self) -> dict:
+        """Network parameters and kernel hyperparameters together (what :meth:`pack` takes)."""
+        return {**self.network, **self.params}
+
+    @property
+    def method_label(self) -> str:
+        return "DKL MAP" if self.prior else "DKL ML-II"
+
+    @property
+    def method_description(self) -> str:
+        weights = "MAP (Gaussian prior)" if self.prior else "ML-II"
+        return (
+            f"type-II ({self.optimizer}): network weights {weights}, kernel hyperparameters and "
+            "σ ML-II (R&W eq. 5.8 on the learned features)"
+        )
 
 
 def _is_network_name(name: str) -> bool:
@@ -118,7 +169,7 @@ def _is_network_name(name: str) -> bool:
     return re.fullmatch(r"(W|b)(\d+|_out)|lam\d+", name) is not None
 
 
-class DeepKernelRegression:
+class DeepKernelRegression(GPModel):
     r"""GP regression with a deep kernel :math:`k_\theta(g(x; W), g(x'; W))` (Wilson et al. 2016).
 
     Parameters
@@ -172,7 +223,7 @@ class DeepKernelRegression:
         mode=None,
     ):
         check_aligned(X, y)
-        X, names = _as_inputs(X)
+        X, names = as_inputs(X)
         y = as_targets(y, X.shape[0], what="deep kernel regression")
         if not isinstance(kernel, str):
             raise ValueError(f"`kernel` must be a catalogue kernel name, got {kernel!r}")
@@ -205,8 +256,8 @@ class DeepKernelRegression:
         ]
         self.n_params = int(sum(np.prod(s, dtype=int) for _, s in self._blocks))
         self._fns: dict = {}
-        self.fit_: DKLFit | None = None
-        self._gp_model = None
+        self._layers: dict[str, _Layer] = {}  # GP layers by network (``_layer_of``)
+        self._layer: _Layer | None = None  # the layer :attr:`model` is
 
     # ---------------------------------------------------------- parameter vectors
     def _inputs(self, X) -> np.ndarray:
@@ -308,6 +359,11 @@ class DeepKernelRegression:
                 mode=EAGER_MODE,
                 on_unused_input="ignore",
             )
+        elif key == "predict_cov":
+            Xn = pt.dmatrix("Xn")
+            p = self.unpack(theta)
+            cov = self.spec.build(self.net.output_dim, {q: p[q] for q in self.spec.params})
+            fn = pytensor.function([theta, Xn], cov(self.net.forward(Xn, p)), mode=EAGER_MODE)
         elif key == "features":
             Xn = pt.dmatrix("Xn")
             fn = pytensor.function(
@@ -371,8 +427,14 @@ class DeepKernelRegression:
         k = self.n_params - self.net.size
         return np.concatenate([*parts, np.zeros(k)]) if parts or k else np.zeros(0)
 
+    def _split(self, theta: np.ndarray) -> tuple[dict, dict]:
+        """``(kernel hyperparameters and sigma, network parameters)`` of a flat vector."""
+        named = {k: np.asarray(v).copy() for k, v in self.unpack(theta).items()}
+        kernel = {k: v for k, v in named.items() if not _is_network_name(k)}
+        return kernel, {k: v for k, v in named.items() if _is_network_name(k)}
+
     @single_blas_thread
-    def fit(
+    def fit_map(
         self,
         optimizer: str = "lbfgs",
         *,
@@ -382,13 +444,13 @@ class DeepKernelRegression:
         random_seed: int | None = None,
         init: Mapping | None = None,
     ) -> DKLFit:
-        """Fit the network weights and kernel hyperparameters jointly.
+        """Fit the network weights and kernel hyperparameters jointly (type-II).
 
         Parameters
         ----------
         optimizer : {"lbfgs", "adam"}
             SciPy's L-BFGS-B, or Adam (Kingma & Ba 2015) with the default moments
-            (0.9, 0.999).
+            (0.9, 0.999) (:mod:`bayes_gp.inference.descent`).
         n_restarts : int
             Independent network initialisations; the lowest loss wins (the loss is non-convex,
             R&W §5.4.1).
@@ -403,7 +465,8 @@ class DeepKernelRegression:
         Returns
         -------
         DKLFit
-            Also stored as :attr:`fit_`.
+            Pass it to :meth:`predict`, :meth:`features`, :meth:`sample` (``network=``) and the
+            report. The model's PyMC :attr:`model` becomes the GP layer on its features.
         """
         if optimizer not in ("lbfgs", "adam"):
             raise ValueError(f"`optimizer` must be 'lbfgs' or 'adam', got {optimizer!r}")
@@ -427,130 +490,103 @@ class DeepKernelRegression:
                     "the loss is not finite at the starting point: the covariance matrix could "
                     "not be factorised (check the data for duplicates, or raise `jitter`)"
                 )
-            runs.append(
-                self._lbfgs(x0, maxiter) if optimizer == "lbfgs" else
-                self._adam(x0, maxiter, learning_rate)
+            run = (
+                descent.lbfgs(self.loss_and_grad, x0, maxiter) if optimizer == "lbfgs" else
+                descent.adam(self.loss_and_grad, x0, maxiter, learning_rate)
             )  # fmt: skip
-        runs.sort(key=lambda run: run[1])
-        x, loss, converged, nit, history = runs[0]
-        _, grad = self.loss_and_grad(x)
-        params = {k: np.asarray(v).copy() for k, v in self.unpack(x).items()}
-        _, nlml, _ = self._fn("loss")(x)
-        self.fit_ = DKLFit(
-            params=params,
-            loss=float(loss),
+            runs.append((run, x0))
+        runs.sort(key=lambda pair: pair[0].fun)
+        restarts = [
+            Restart(
+                self._split(x0)[0],
+                self._split(run.x)[0],
+                -run.fun,
+                run.converged,
+                run.n_iter,
+                run.message,
+            )
+            for run, x0 in runs
+        ]
+        best = runs[0][0]
+        _, grad = self.loss_and_grad(best.x)
+        _, nlml, _ = self._fn("loss")(best.x)
+        kernel, network = self._split(best.x)
+        fit = DKLFit(
+            params=kernel,
+            network=network,
             log_marginal_likelihood=-float(nlml),
+            objective=-float(best.fun),
+            prior=self.weight_sd is not None,
             optimizer=optimizer,
-            converged=bool(converged),
-            n_iter=int(nit),
+            n_iter=best.n_iter,
             grad_norm=float(np.linalg.norm(grad)),
             seconds=time.perf_counter() - t0,
-            restarts=[float(run[1]) for run in runs],
-            history=np.asarray(history),
+            restarts=restarts,
+            history=best.history,
+            jitter=self.jitter,
         )
-        self._gp_model = None
-        return self.fit_
-
-    def _lbfgs(self, x0, maxiter):
-        history = []
-
-        def fun(x):
-            f, g = self.loss_and_grad(x)
-            return f, g
-
-        res = sopt.minimize(
-            fun, x0, jac=True, method="L-BFGS-B",
-            callback=lambda intermediate_result: history.append(float(intermediate_result.fun)),
-            options={"maxiter": maxiter, "gtol": 1e-9, "ftol": 1e-12},
-        )  # fmt: skip
-        return res.x, float(res.fun), bool(res.success), int(res.nit), history
-
-    def _adam(self, x0, maxiter, lr, b1=0.9, b2=0.999, eps=1e-8):
-        x = x0.copy()
-        m = np.zeros_like(x)
-        v = np.zeros_like(x)
-        history = []
-        best_x, best_f = x.copy(), np.inf
-        for t in range(1, maxiter + 1):
-            f, g = self.loss_and_grad(x)
-            if not np.isfinite(f):  # step back towards the best point and damp the moments
-                x = 0.5 * (x + best_x)
-                m *= 0.0
-                v *= 0.0
-                continue
-            if f < best_f:
-                best_x, best_f = x.copy(), f
-            history.append(f)
-            m = b1 * m + (1 - b1) * g
-            v = b2 * v + (1 - b2) * g * g
-            x = x - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
-        converged = len(history) > 100 and abs(history[-100] - history[-1]) < 1e-6 * (
-            1 + abs(history[-1])
-        )
-        return best_x, best_f, converged, len(history), history
+        self._use_layer(self._layer_of(fit))
+        return fit
 
     def _theta(self, fit) -> np.ndarray:
-        """The flat parameter vector of a :class:`DKLFit`, of named parameters, or of the last
-        fit (``None``)."""
-        fit = self.fit_ if fit is None else fit
+        """The flat parameter vector of a :class:`DKLFit` or of named parameters (network and
+        kernel, see :meth:`pack`)."""
         if fit is None:
-            raise ValueError("call `fit` first (or pass a DKLFit or named parameters)")
+            raise ValueError("pass a fit: the DKLFit of `fit_map` (or named parameters)")
         if not isinstance(fit, DKLFit | Mapping):
             raise TypeError(
                 f"`fit` must be a DKLFit, named parameters or NUTS output, got {type(fit).__name__}"
             )
-        return self.pack(fit.params if isinstance(fit, DKLFit) else fit)
-
-    def _require_fit(self, fit) -> DKLFit:
-        fit = self.fit_ if fit is None else fit
-        if fit is None:
-            raise ValueError("call `fit` first (or pass a DKLFit)")
-        return fit
-
-    @staticmethod
-    def _is_draws(fit) -> bool:
-        return isinstance(fit, Mapping) and "posterior" in fit
+        return self.pack(fit.all_params if isinstance(fit, DKLFit) else fit)
 
     # -------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return _new_inputs(X_new, self.X.shape[1])
+        return new_inputs(X_new, self.X.shape[1])
 
     @single_blas_thread
-    def features(self, X_new, fit=None) -> np.ndarray:
-        """The learned features :math:`g(x; \\hat W)`, shape ``(m, Q)`` (``fit``: a
-        :class:`DKLFit`, named parameters, or ``None`` for the last fit)."""
+    def features(self, X_new, fit: DKLFit | Mapping) -> np.ndarray:
+        """The learned features :math:`g(x; \\hat W)` of a fit, shape ``(m, Q)`` (``fit``: a
+        :class:`DKLFit` or named parameters)."""
         theta = self._theta(fit)
         Xn = self._check_new(X_new)
         return self._fn("features")(theta, self._inputs(Xn))
 
+    def _point_moments(self, theta, Xn, full: bool):
+        """Mean and covariance (``full``) or variance of :math:`f_*` at one parameter vector,
+        and the noise variance."""
+        C, Ks, kss, s2, _ = self._fn("predict")(theta, self._inputs(Xn))
+        fac = factorize(C, self.y - self.y_mean)
+        if full:
+            kss = self._fn("predict_cov")(theta, self._inputs(Xn))
+        mean, var = predict(fac, Ks, kss)
+        return mean + self.y_mean, var, float(s2)
+
     @single_blas_thread
-    def predict(self, X_new, fit=None, include_noise: bool = False) -> Prediction:
+    def predict(self, X_new, fit, include_noise: bool = False) -> Prediction:
         r"""Predictive mean and variance of :math:`f_*` (or :math:`y_*` with ``include_noise``).
 
-        ``fit``: a :class:`DKLFit` (default: the last :meth:`fit`) or named parameters (see
-        :meth:`pack`), closed form of PRML eqs. (6.66)–(6.67) on the learned features
-        (Wilson et al. 2016); or the output of :meth:`sample`: the mixture over the posterior draws.
+        ``fit``: a :class:`DKLFit` or named parameters (see :meth:`pack`): the closed form of
+        PRML eqs. (6.66)–(6.67) on the learned features (Wilson et al. 2016); or the output of
+        :meth:`sample`: the mixture over the posterior draws, on the network it was sampled with.
         """
         Xn = self._check_new(X_new)
-        if not self._is_draws(fit):
-            C, Ks, kss, s2, _ = self._fn("predict")(self._theta(fit), self._inputs(Xn))
-            mean, var = predict(factorize(C, self.y - self.y_mean), Ks, kss)
-            mean = mean + self.y_mean
-            if include_noise:
-                var = var + s2
-            sd = np.sqrt(var)
-            return Prediction(mean, var, None, mean - _Z94 * sd, mean + _Z94 * sd)
-        return self._predict_mixture(Xn, fit, include_noise)
+        if is_nuts(fit):
+            return self._predict_mixture(Xn, fit, include_noise)
+        mean, var, s2 = self._point_moments(self._theta(fit), Xn, False)
+        if include_noise:
+            var = var + s2
+        sd = np.sqrt(var)
+        return Prediction(mean, var, None, mean - _Z94 * sd, mean + _Z94 * sd)
 
     @single_blas_thread
-    def log_predictive_density(self, X_new, y_new, fit=None) -> np.ndarray:
+    def log_predictive_density(self, X_new, y_new, fit) -> np.ndarray:
         r"""Pointwise :math:`\log p(y_* \mid x_*, \mathcal D)` of held-out data (Gaussian for a
         :class:`DKLFit`; for NUTS output, the log of the average density over draws)."""
         y_new = np.asarray(y_new, dtype=float).ravel()
         Xn = self._check_new(X_new)
         if y_new.shape[0] != Xn.shape[0]:
             raise ValueError(f"`X_new` has {Xn.shape[0]} rows but `y_new` {y_new.shape[0]}")
-        if not self._is_draws(fit):
+        if not is_nuts(fit):
             pr = self.predict(Xn, fit, include_noise=True)
             return -0.5 * (np.log(2 * np.pi * pr.var) + (y_new - pr.mean) ** 2 / pr.var)
         terms = [
@@ -562,35 +598,26 @@ class DeepKernelRegression:
         return top + np.log(np.mean(np.exp(terms - top), axis=0))
 
     # -------------------------------------------------------------------- NUTS
-    def build_model(
-        self, fit: DKLFit | None = None, *, sample_last_layer: bool = False,
-        sample_mixture: bool = False,
-    ) -> pm.Model:  # fmt: skip
-        r"""A PyMC model of the GP on the features of the fitted network.
-
-        The kernel hyperparameters and :math:`\sigma` get the data-scaled default priors of
-        :mod:`bayes_gp.regression.catalogue`, computed on the fitted features. The network is
-        fixed at the fit, except, optionally:
-
-        * ``sample_last_layer``: the output weights ``W_out``, prior
-          :math:`N(0, (2\max|\hat W_{out}|)^2)` (the fit does not penalise them), initialised at
-          the fit; ``b_out`` stays fixed (a shift of the features, which stationary kernels
-          ignore);
-        * ``sample_mixture``: the mixture coefficients ``lam0``, ... of ``activation="mixture"``,
-          prior :math:`N(0, s_\lambda^2)` as in the fit (a Bayesian neural network, PRML §5.7, with the weights at
-          their MAP values).
-
-        Scaling the features by :math:`c` and the length-scales by :math:`c` leaves the kernel
-        unchanged, so when network parameters are sampled the length-scales stay fixed at their
-        fitted values (the network carries the scale); otherwise the posterior would be a ridge
-        along that direction, held only by the priors, which NUTS crosses slowly.
-        """
-        fit = self._require_fit(fit)
+    def _layer_of(
+        self, fit: DKLFit, sample_last_layer: bool = False, sample_mixture: bool = False
+    ) -> _Layer:
+        r"""The GP layer on the features of ``fit``'s network, as a PyMC model (cached: one per
+        network and options)."""
+        if not isinstance(fit, DKLFit):
+            raise TypeError(f"`fit` must be the DKLFit of `fit_map`, got {type(fit).__name__}")
         if sample_last_layer and self.net.n_features is None:
             raise ValueError("`sample_last_layer` needs a final linear layer (`features=Q`)")
         if sample_mixture and self.net.activation != "mixture":
             raise ValueError("`sample_mixture` needs activation='mixture'")
-        fixed = {p.name: np.asarray(fit.params[p.name], float) for p in self.net.params}
+        key = _layer_key(fit, sample_last_layer, sample_mixture)
+        if key not in self._layers:
+            if len(self._layers) >= 8:  # bounded: drop the oldest
+                self._layers.pop(next(iter(self._layers)))
+            self._layers[key] = self._make_layer(fit, sample_last_layer, sample_mixture)
+        return self._layers[key]
+
+    def _make_layer(self, fit: DKLFit, sample_last_layer: bool, sample_mixture: bool) -> _Layer:
+        fixed = {p.name: np.asarray(fit.network[p.name], float) for p in self.net.params}
         Z_hat = self.features(self.X, fit)
         scale = DataScale.of(Z_hat, self.y)
         Q = self.net.output_dim
@@ -623,8 +650,49 @@ class DeepKernelRegression:
             n = self.y.shape[0]
             C = cov(Z) + (pt.square(sigma) + self.jitter) * pt.eye(n)
             marginal_normal("y", f64(self.y_mean) * pt.ones(n), C, observed=self.y, dims="obs")
-        self._gp_model = (model, net, cov, sigma)
-        return model
+        return _Layer(model, net, cov, sigma, fit, sample_last_layer, sample_mixture)
+
+    def _use_layer(self, layer: _Layer) -> None:
+        self._layer = layer
+
+    def build_model(
+        self, fit: DKLFit, *, sample_last_layer: bool = False, sample_mixture: bool = False,
+    ) -> pm.Model:  # fmt: skip
+        r"""A PyMC model of the GP on the features of the fitted network (and :attr:`model`
+        from now on).
+
+        The kernel hyperparameters and :math:`\sigma` get the data-scaled default priors of
+        :mod:`bayes_gp.regression.catalogue`, computed on the fitted features. The network is
+        fixed at the fit, except, optionally:
+
+        * ``sample_last_layer``: the output weights ``W_out``, prior
+          :math:`N(0, (2\max|\hat W_{out}|)^2)` (the fit does not penalise them), initialised at
+          the fit; ``b_out`` stays fixed (a shift of the features, which stationary kernels
+          ignore);
+        * ``sample_mixture``: the mixture coefficients ``lam0``, ... of ``activation="mixture"``,
+          prior :math:`N(0, s_\lambda^2)` as in the fit (a Bayesian neural network, PRML §5.7,
+          with the weights at their MAP values).
+
+        Scaling the features by :math:`c` and the length-scales by :math:`c` leaves the kernel
+        unchanged, so when network parameters are sampled the length-scales stay fixed at their
+        fitted values (the network carries the scale); otherwise the posterior would be a ridge
+        along that direction, held only by the priors, which NUTS crosses slowly.
+        """
+        layer = self._layer_of(fit, sample_last_layer, sample_mixture)
+        self._use_layer(layer)
+        return layer.model
+
+    @property
+    def model(self) -> pm.Model:
+        """The PyMC model of the GP layer on the features of the network of the latest
+        :meth:`fit_map`, :meth:`sample` or :meth:`build_model` (the deep kernel's
+        hyperparameter priors depend on the learned features, so there is none before a fit)."""
+        if self._layer is None:
+            raise ValueError(
+                "a deep kernel's PyMC model is the GP layer on the features of a fitted "
+                "network: call fit_map (or fit('map')) first"
+            )
+        return self._layer.model
 
     def sample(
         self,
@@ -634,6 +702,7 @@ class DeepKernelRegression:
         sampler: str = "auto",
         random_seed: int | None = None,
         *,
+        network: DKLFit | None = None,
         sample_last_layer: bool = False,
         sample_mixture: bool = False,
         target_accept: float = 0.9,
@@ -641,7 +710,10 @@ class DeepKernelRegression:
         **kwargs,
     ):
         """NUTS over the GP hyperparameters (and optionally the last layer or the mixture
-        coefficients) with the feature extractor fixed at :attr:`fit_` (:meth:`build_model`).
+        coefficients) with the feature extractor fixed at ``network`` (:meth:`build_model`).
+
+        ``network``: the :class:`DKLFit` whose network is used; ``None`` fits one first with
+        :meth:`fit_map`'s defaults and ``random_seed``.
 
         When network parameters are sampled, their posterior is narrow and strongly correlated
         (neighbouring hidden units overlap), and a diagonal mass matrix needs step sizes of
@@ -652,20 +724,24 @@ class DeepKernelRegression:
         17 s and no divergences, against 86 s, 41 divergences and split-R-hat 1.5 with the
         diagonal default.
 
-        Returns ArviZ data (``xarray.DataTree``); pass it to :meth:`predict`.
+        Returns ArviZ data (``xarray.DataTree``) with a ``log_likelihood`` group (exact
+        leave-one-out densities per draw, R&W eqs. 5.10–5.12, the network fixed) and a
+        ``dkl_network`` group recording the network, so that :meth:`predict` needs nothing else.
         """
-        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+        from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
 
         check_nuts_settings(draws, tune, chains)
-
-        model = self.build_model(sample_last_layer=sample_last_layer, sample_mixture=sample_mixture)
+        if network is None:
+            network = self.fit_map(random_seed=random_seed)
+        layer = self._layer_of(network, sample_last_layer, sample_mixture)
+        self._use_layer(layer)
         if (sample_last_layer or sample_mixture) and sampler in ("auto", "pymc"):
             sampler = "pymc"
             kwargs.setdefault("init", "adapt_full")
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "QuadPotentialFullAdapt is an experimental feature")
-            return run_nuts(
-                model,
+            idata = run_nuts(
+                layer.model,
                 draws=draws,
                 tune=tune,
                 chains=chains,
@@ -675,31 +751,58 @@ class DeepKernelRegression:
                 progressbar=progressbar,
                 **kwargs,
             )
+        idata["posterior"].attrs["bayes_gp_jitter"] = self.jitter
+        idata[NETWORK_GROUP] = _network_dataset(layer)
+        names = [rv.name for rv in layer.model.free_RVs]
+        train = self._layer_fn(layer, "train")
+
+        def pointwise(values):
+            (C,) = train(*values, np.zeros((0, self.X.shape[1])))
+            return loo_log_density(factorize(C, self.y - self.y_mean))
+
+        return add_log_likelihood(idata, names, pointwise)
+
+    def _layer_fn(self, layer: _Layer, what: str):
+        """NumPy functions of the layer's free random variables' values and new inputs:
+        ``"train"`` → ``[C]``; ``"new"`` → ``[C, K(Z, Z*), diag K(Z*, Z*), σ²]``."""
+        key = (what, id(layer))
+        if key not in self._fns:
+            rvs = layer.model.free_RVs
+            Ztrain = self.net.forward(self._inputs(self.X), layer.net)
+            n = self.X.shape[0]
+            C = layer.cov(Ztrain) + (pt.square(layer.sigma) + self.jitter) * pt.eye(n)
+
+            def build(Xv):
+                if what == "train":
+                    return [C]
+                Zn = self.net.forward(Xv, layer.net)
+                return [C, layer.cov(Ztrain, Zn), layer.cov(Zn, diag=True),
+                        pt.square(layer.sigma) * pt.ones(())]  # fmt: skip
+
+            self._fns[key] = (layer, function_of_values(rvs, build))
+        return self._fns[key][1]
+
+    def _layer_of_draws(self, idata) -> _Layer:
+        """The GP layer a NUTS fit was sampled on (from its ``dkl_network`` group)."""
+        try:
+            ds = idata[NETWORK_GROUP].to_dataset()
+        except KeyError:
+            raise ValueError(
+                f"these draws lack the '{NETWORK_GROUP}' group: pass the output of "
+                "DeepKernelRegression.sample"
+            ) from None
+        fit, last_layer, mixture = _from_network_dataset(ds, self)
+        return self._layer_of(fit, last_layer, mixture)
 
     def _draw_predictions(self, Xn, idata, include_noise, max_draws: int = 300, seed: int = 0):
-        if self._gp_model is None:
-            raise ValueError("these draws do not come from this model's `sample`")
-        model, net, cov, sigma = self._gp_model
-        rvs = model.free_RVs
-        names = [rv.name for rv in rvs]
+        layer = self._layer_of_draws(idata)
+        names = [rv.name for rv in layer.model.free_RVs]
         post = idata["posterior"]
         missing = [n for n in names if n not in post]
         if missing:
             raise ValueError(f"the posterior lacks {missing}: pass the output of `sample`")
-        key = ("mixture", tuple(names))
-        if key not in self._fns:
-            Ztrain = self.net.forward(self._inputs(self.X), net)
-            n = self.X.shape[0]
-
-            def build(Xv):
-                Zn = self.net.forward(Xv, net)
-                C = cov(Ztrain) + (pt.square(sigma) + self.jitter) * pt.eye(n)
-                return [C, cov(Ztrain, Zn), cov(Zn, diag=True), pt.square(sigma) * pt.ones(())]
-
-            self._fns[key] = function_of_values(rvs, build)
-        fn = self._fns[key]
-        arrays = {n: np.asarray(post[n]) for n in names}
-        flat = {n: a.reshape((-1, *a.shape[2:])) for n, a in arrays.items()}
+        fn = self._layer_fn(layer, "new")
+        flat = {n: np.asarray(post[n]).reshape((-1, *np.asarray(post[n]).shape[2:])) for n in names}
         total = next(iter(flat.values())).shape[0]
         idx = np.arange(total)
         if total > max_draws:
@@ -725,8 +828,213 @@ class DeepKernelRegression:
         var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
         return Prediction(mean, var, None, lower, upper, {"n_draws": len(draws)})
 
+    # ------------------------------------------------------------ model protocol
+    fit_methods = ("map", "nuts")
+    sampling_methods = ("nuts",)
+
+    @property
+    def hyperparameters(self) -> list[str]:
+        """The kernel hyperparameters and σ that are random variables of the GP layer (the
+        network parameters a NUTS fit may sample are not hyperparameters)."""
+        if self._layer is None:
+            return list(self.hyper_names)
+        return [rv.name for rv in self._layer.model.free_RVs if not _is_network_name(rv.name)]
+
+    @property
+    def label(self) -> str:
+        return f"deep {self.spec.name}"
+
+    @property
+    def observed(self) -> np.ndarray:
+        return self.y
+
+    def describe(self) -> list[tuple[str, object]]:
+        """Network, kernel on the learned features and its formula, likelihood, mean, noise."""
+        prior = (
+            f"N(0, {self.weight_sd:g}²) on hidden weights and biases"
+            if self.weight_sd is not None else "none (ML-II in the weights)"
+        )  # fmt: skip
+        return [
+            ("model", repr(self)),
+            ("network g(x; W)", repr(self.net)),
+            ("weight prior", prior),
+            ("kernel", f"{self.spec.name} on the learned features z = g(x; W)"
+                       + (" (ARD)" if self.ard else "")),
+            ("kernel formula", kernel_formula(self.spec).replace("x'", "z'").replace("x", "z")),
+            ("equation", "k(g(x; W), g(x'; W)), Wilson et al. 2016; evidence R&W eq. 5.8"),
+            ("likelihood", "Gaussian, f integrated out: y ~ N(ȳ, K(Z) + σ²I)"),
+            ("mean function", "constant at the sample mean"),
+            ("noise", "learned (σ)"),
+            ("observations n", self.X.shape[0]),
+            ("input dimensions D", self.X.shape[1]),
+            ("inputs", ", ".join(self.feature_names)),
+        ]  # fmt: skip
+
+    def fit(self, method: str = "map", **options):
+        """``"map"``: :meth:`fit_map`; ``"nuts"``: :meth:`sample` (``options`` go to them)."""
+        if method == "map":
+            return self.fit_map(**options)
+        if method == "nuts":
+            return self.sample(**options)
+        raise ValueError(
+            f"DeepKernelRegression fits by {list(self.fit_methods)}, not {method!r} (the "
+            "optimizer is an option of 'map': fit('map', optimizer='adam'))"
+        )
+
+    def check_fit(self, fit) -> None:
+        """Refuse what is not a fit of this model; and make :attr:`model` the GP layer of
+        ``fit``'s network, which the consumer is about to read (its priors are those of the
+        learned features): a model rebuilt to reload a saved fit needs no other call."""
+        if isinstance(fit, DKLFit):
+            self._use_layer(self._layer_of(fit))
+            return
+        if is_nuts(fit) and NETWORK_GROUP in fit.children:
+            self._use_layer(self._layer_of_draws(fit))
+            return
+        raise TypeError(
+            "a DeepKernelRegression fit is a DKLFit (from fit_map) or the ArviZ DataTree from "
+            f"its sample(), got {type(fit).__name__}"
+        )
+
+    def ppc_caption(self, n_draws: int) -> str:
+        return (
+            f"Observed data vs {n_draws} replicated data sets y_rep = f + ε, f from its "
+            "conditional posterior on the learned features"
+        )
+
+    @single_blas_thread
+    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Replicated data :math:`y^{rep} = f + \\epsilon` at the training inputs, ``(n_draws,
+        n)``, :math:`f` from its conditional posterior given :math:`y` at the point estimate or
+        at each of ``n_draws`` posterior draws."""
+        from bayes_gp.linalg import jittered_cholesky
+
+        self.check_fit(fit)
+        rng = np.random.default_rng(seed)
+        n = self.X.shape[0]
+        if not is_nuts(fit):
+            mean, cov, s2 = self._point_moments(self._theta(fit), self.X, True)
+            L, _ = jittered_cholesky(cov + s2 * np.eye(n))
+            return mean + (L @ rng.standard_normal((n, n_draws))).T
+        draws = self._draw_predictions(self.X, fit, True, max_draws=n_draws, seed=seed)
+        # one replicate per draw: f_i and eps_i independent given the draw (marginals)
+        return np.array([mu + np.sqrt(var) * rng.standard_normal(n) for mu, var in draws])
+
+    def bands(self, grid, fit) -> Bands:
+        grid = np.asarray(grid, float).ravel()
+        pred_f = self.predict(grid[:, None], fit)
+        pred_y = self.predict(grid[:, None], fit, include_noise=True)
+        return Bands("regression", self.X[:, 0], self.y, grid, pred_f.mean, pred_f.lower,
+                     pred_f.upper, pred_y.lower, pred_y.upper)  # fmt: skip
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        """Mean, sd of :math:`f_*` and of :math:`y_*`, 94% interval of :math:`y_*`."""
+        return gaussian_columns(self.predict(X_new, fit), self.predict(X_new, fit, True))
+
+    def scores(self, y, columns) -> dict[str, float]:
+        return gaussian_scores(y, columns)
+
+    def point_loo(self, fit) -> tuple[str, np.ndarray]:
+        """Exact LOO of the GP layer at the point estimate (R&W eqs. 5.10–5.12). The network
+        was fitted to every point, the left-out one included, so these densities are
+        optimistic for the deep kernel as a whole."""
+        if not isinstance(fit, DKLFit):
+            raise TypeError(f"point_loo needs a DKLFit of this model, got {type(fit).__name__}")
+        C, *_ = self._fn("predict")(self._theta(fit), self._inputs(self.X[:1]))
+        method = f"exact LOO of the GP layer at {fit.method_label}, network fixed (R&W 5.10-5.12)"
+        return method, loo_log_density(factorize(C, self.y - self.y_mean))
+
+    def saved_arrays(self, fit) -> dict[str, np.ndarray]:
+        """The network parameters: a saved fit needs them beside its hyperparameters."""
+        return {k: np.asarray(v, float) for k, v in fit.network.items()}
+
+    def restore_fit(self, method: str, params: dict, attrs: dict) -> DKLFit:
+        if method != "map":
+            raise ValueError(f"DeepKernelRegression's type-II fit is 'map', not {method!r}")
+        network = dict(attrs.get("arrays") or {})
+        missing = [p.name for p in self.net.params if p.name not in network]
+        if missing:
+            raise ValueError(f"the saved fit lacks the network parameters {missing}")
+        named = {**network, **params}
+        fit = DKLFit(
+            params={k: np.asarray(v, float) for k, v in params.items()},
+            network={p.name: np.asarray(network[p.name], float) for p in self.net.params},
+            log_marginal_likelihood=self.log_marginal_likelihood(named),
+            objective=float(attrs["objective"]),
+            prior=bool(attrs["prior"]),
+            grad_norm=float(attrs.get("grad_norm", np.nan)),
+            jitter=self.jitter,
+        )
+        self._use_layer(self._layer_of(fit))
+        return fit
+
+    def set_jitter(self, jitter: float) -> None:
+        """Use the absolute jitter a saved fit was made with."""
+        jitter = float(jitter)
+        if jitter != self.jitter:
+            self.jitter = jitter
+            self._fns.clear()
+            self._layers.clear()
+            self._layer = None
+
     def __repr__(self) -> str:
         return (
             f"DeepKernelRegression(n={self.X.shape[0]}, {self.net!r}, kernel={self.spec.name!r}, "
             f"ard={self.ard})"
         )
+
+
+@dataclass(frozen=True, eq=False)
+class _Layer:
+    """The GP layer on a network's features as a PyMC model, and the pieces of its graph."""
+
+    model: pm.Model
+    net: dict  # fixed arrays, or random variables for sampled blocks
+    cov: object
+    sigma: object
+    fit: DKLFit
+    sample_last_layer: bool
+    sample_mixture: bool
+
+
+def _layer_key(fit: DKLFit, sample_last_layer: bool, sample_mixture: bool) -> str:
+    """A digest of the network and fitted kernel values and the sampling options."""
+    h = hashlib.sha1(f"{sample_last_layer}{sample_mixture}".encode())
+    for group in (fit.network, fit.params):
+        for k in sorted(group):
+            h.update(k.encode())
+            h.update(np.ascontiguousarray(np.asarray(group[k], float)).tobytes())
+    return h.hexdigest()
+
+
+def _network_dataset(layer: _Layer):
+    """The ``dkl_network`` group of a NUTS fit: the network and the fitted kernel values (the
+    length-scales stay at them when network blocks are sampled), with the sampling options."""
+    import xarray as xr
+
+    ds = xr.Dataset()
+    for prefix, group in (("net__", layer.fit.network), ("fit__", layer.fit.params)):
+        for k, v in group.items():
+            v = np.asarray(v, float)
+            ds[prefix + k] = xr.DataArray(v, dims=[f"{prefix}{k}_{i}" for i in range(v.ndim)])
+    ds.attrs.update(
+        sample_last_layer=int(layer.sample_last_layer), sample_mixture=int(layer.sample_mixture)
+    )
+    return ds
+
+
+def _from_network_dataset(ds, model: DeepKernelRegression) -> tuple[DKLFit, bool, bool]:
+    """Inverse of :func:`_network_dataset` (a :class:`DKLFit` with the network and kernel values)."""
+    network = {
+        k[5:]: np.asarray(ds[k].values, float) for k in ds.data_vars if k.startswith("net__")
+    }
+    params = {k[5:]: np.asarray(ds[k].values, float) for k in ds.data_vars if k.startswith("fit__")}
+    recorded = {k: v.shape for k, v in network.items()}
+    expected = {p.name: tuple(p.shape) for p in model.net.params}
+    if recorded != expected:
+        raise ValueError(
+            f"the recorded network has {recorded}, this model's network {expected}: these "
+            "draws come from another model"
+        )
+    fit = DKLFit(params, network, float("nan"), float("nan"), model.weight_sd is not None)
+    return fit, bool(ds.attrs.get("sample_last_layer")), bool(ds.attrs.get("sample_mixture"))

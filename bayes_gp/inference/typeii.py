@@ -338,9 +338,7 @@ def multistart(neg, starts, *, maxiter: int, gtol: float):
             _newton_polish(neg, res, H)
         res.nit = nit
         if not res.success:
-            res.message = (
-                f"{res.message} (max |gradient| = {gmax:.3g}, Newton decrement {dec:.3g})"
-            )
+            res.message = f"{res.message} (max |gradient| = {gmax:.3g}, Newton decrement {dec:.3g})"
         elif how:
             res.message = f"{res.message} ({how} at max |gradient| {gmax:.2g})"
         results.append((res, x0))
@@ -434,7 +432,9 @@ def optimize(
                 "the model has no free hyperparameter and its log density at the given values is "
                 f"{value}: check the fixed values"
             )
-        at = Restart({}, {}, value, True, 0, "no free hyperparameter: evaluated at the given values")
+        at = Restart(
+            {}, {}, value, True, 0, "no free hyperparameter: evaluated at the given values"
+        )
         return MapFit(params={}, objective=value, prior=bool(prior), restarts=[at], grad_norm=0.0,
                       seconds=time.perf_counter() - t0)  # fmt: skip
     grads = pytensor.grad(obj, value_vars)

@@ -56,7 +56,6 @@ def _matern_unit_psd(nu: float, w, D: int):
     return np.exp(log_c) * pt.power(2.0 * nu + pt.square(w), -(nu + D / 2.0))
 
 
-
 def _refuse_infinite_nu(nu) -> None:
     """``nu = inf`` is the squared exponential, R&W eq. (4.14): say so instead of a generic
     'must be finite'."""
@@ -67,6 +66,7 @@ def _refuse_infinite_nu(nu) -> None:
             "(R&W eq. 4.14), which has its own class: use ExpQuad(input_dim, ls=...) (the "
             "catalogue name 'expquad' in a model) instead"
         )
+
 
 class ExpQuad(Stationary, pm.gp.cov.ExpQuad):
     r"""Squared exponential (Gaussian, RBF) kernel, R&W eq. (4.9), PRML eq. (6.23).

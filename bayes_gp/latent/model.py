@@ -35,11 +35,13 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logit
 
 from bayes_gp._validation import (
+    as_inputs,
     as_targets,
     check_aligned,
     check_jitter,
     f64,
     hyperparameter_values,
+    new_inputs,
 )
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
@@ -70,7 +72,6 @@ from bayes_gp.regression.catalogue import (
     kernel_spec,
     mean_function,
 )
-from bayes_gp.regression.gpr import _as_inputs, _new_inputs
 
 __all__ = ["LatentGP", "LatentFit", "LIKELIHOODS"]
 
@@ -189,7 +190,7 @@ class LatentGP(PreflightJitter, GPModel):
         jitter: float = 1e-6,
     ):
         check_aligned(X, y)
-        X, names = _as_inputs(X)
+        X, names = as_inputs(X)
         if likelihood not in LIKELIHOODS:
             raise ValueError(f"`likelihood` must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
         cls, links = LIKELIHOODS[likelihood]
@@ -250,8 +251,10 @@ class LatentGP(PreflightJitter, GPModel):
             ard = self.ard and p in self.spec.ard_params
             default = None
             if p.rsplit("_", 1)[-1] == "eta" and self.likelihood.outcome != "continuous":
+
                 def default(n):
                     return pm.HalfNormal(n, sigma=f64(LINK_SCALE))
+
             hyper[p] = self._prior(p, ard, default)
         cov = self.spec.build(D, hyper)
         if self.mean is None and isinstance(self.likelihood, Bernoulli):
@@ -471,6 +474,7 @@ class LatentGP(PreflightJitter, GPModel):
         names = self.hyperparameters
         lik = self.likelihood
         if latent:
+
             def pointwise(values):  # log p(y_i | f_i, phi) of the joint draw
                 return lik.derivatives(values[-1], self._train(values[:-1])[2])[0]
 
@@ -496,7 +500,7 @@ class LatentGP(PreflightJitter, GPModel):
 
     # ------------------------------------------------------------ prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return _new_inputs(X_new, self.X.shape[1])
+        return new_inputs(X_new, self.X.shape[1])
 
     def _draw_values(self, fit, max_draws: int):
         """``[(values, f)]`` for a point fit (its mode) or for up to ``max_draws`` NUTS draws

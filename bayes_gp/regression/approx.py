@@ -116,6 +116,7 @@ __all__ = [
     "SparseLikelihood",
 ]
 
+
 def build_likelihood(spec: ApproxSpec, name: str, X, y, cov, mean_func, sigma, jitter, dims):
     """Register the approximate likelihood of ``y`` in the current model; return its object."""
     if spec.name == "hsgp":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,10 +23,12 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayes_gp._validation import (
+    as_inputs,
     as_targets,
     check_aligned,
     check_jitter,
     hyperparameter_values,
+    new_inputs,
     positive_float,
     refuse_constant,
 )
@@ -40,6 +41,7 @@ from bayes_gp.inference.typeii import (
 )
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import (
+    Prediction,
     factorize,
     gaussian_columns,
     gaussian_scores,
@@ -60,68 +62,7 @@ from bayes_gp.regression.catalogue import (
 from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
 from bayes_gp.regression.likelihood import marginal_normal
 
-__all__ = ["GPRegression", "Prediction"]
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Predictive distribution at new inputs.
-
-    Attributes
-    ----------
-    mean : ndarray (m,)
-    var : ndarray (m,)
-        Marginal predictive variances (of :math:`f_*`, or of :math:`t_*` with ``include_noise``).
-    cov : ndarray (m, m) or None
-        Full predictive covariance when ``diag=False`` (MAP fits).
-    lower, upper : ndarray (m,) or None
-        Central 94% interval (from posterior-predictive draws for NUTS fits; Gaussian for MAP).
-    """
-
-    mean: np.ndarray
-    var: np.ndarray
-    cov: np.ndarray | None = None
-    lower: np.ndarray | None = None
-    upper: np.ndarray | None = None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def sd(self) -> np.ndarray:
-        return np.sqrt(self.var)
-
-
-def _as_inputs(X, name: str = "X") -> tuple[np.ndarray, list[str]]:
-    names = None
-    if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas DataFrame
-        names = [str(c) for c in X.columns]
-        X = X.to_numpy()
-    elif hasattr(X, "to_numpy"):  # pandas Series
-        names = [str(getattr(X, "name", None) or "x0")]
-        X = X.to_numpy()
-    try:
-        X = np.asarray(X, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`{name}` must be numeric: {exc}") from None
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2:
-        raise ValueError(f"`{name}` must be 1-D or 2-D (n, D), got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"`{name}` contains NaN or infinite values")
-    if names is None:
-        names = [f"x{d}" for d in range(X.shape[1])]
-    return X, names
-
-
-def _new_inputs(X_new, n_columns: int) -> np.ndarray:
-    """``X_new`` as :func:`_as_inputs` makes it, with the number of columns the model was fitted
-    on."""
-    Xn, _ = _as_inputs(X_new, "X_new")
-    if Xn.shape[1] != n_columns:
-        raise ValueError(
-            f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {n_columns}"
-        )
-    return Xn
+__all__ = ["GPRegression", "Prediction"]  # Prediction: re-exported from bayes_gp.predictive
 
 
 def _check_fit(fit) -> None:
@@ -213,7 +154,7 @@ class GPRegression(PreflightJitter, GPModel):
         sparse: bool | None = None,
     ):
         check_aligned(X, y)
-        X, names = _as_inputs(X)
+        X, names = as_inputs(X)
         # A constant y is a fine template for prior draws; fitting it is refused (_check_fittable).
         y = as_targets(y, X.shape[0], learned_noise=False)
         if isinstance(kernel, str):
@@ -408,7 +349,9 @@ class GPRegression(PreflightJitter, GPModel):
             if "lml_grad" not in self._fns:
                 self._fns["lml_grad"] = observed_logp_and_grad(self.model)
             out = self._fns["lml_grad"](*self._values(params))
-            grads = {n: np.asarray(g, float) for n, g in zip(self.hyperparameters, out[1:], strict=True)}
+            grads = {
+                n: np.asarray(g, float) for n, g in zip(self.hyperparameters, out[1:], strict=True)
+            }
             return float(out[0]), grads
         if self.approximation is not None:
             return self.approximation.log_marginal_likelihood(self._values(params))
@@ -512,7 +455,7 @@ class GPRegression(PreflightJitter, GPModel):
 
     # ------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return _new_inputs(X_new, self.X.shape[1])
+        return new_inputs(X_new, self.X.shape[1])
 
     def _predict_at(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
         if self.approximation is not None:
@@ -666,7 +609,9 @@ class GPRegression(PreflightJitter, GPModel):
     @property
     def label(self) -> str:
         """The kernel's catalogue name (or the callable's name)."""
-        return self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
+        return (
+            self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
+        )
 
     @property
     def observed(self) -> np.ndarray:

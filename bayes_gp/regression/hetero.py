@@ -56,11 +56,12 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.linalg import solve_triangular
 
-from bayes_gp._validation import as_targets, check_aligned, f64
+from bayes_gp._validation import as_inputs, as_targets, check_aligned, f64, new_inputs
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
+    Prediction,
     factorize,
     gaussian_columns,
     gaussian_scores,
@@ -70,7 +71,6 @@ from bayes_gp.predictive import (
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
-from bayes_gp.regression.gpr import Prediction, _as_inputs, _new_inputs
 from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["HeteroscedasticGPRegression"]
@@ -127,7 +127,7 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         jitter: float = 1e-6,
     ):
         check_aligned(X, y)
-        X, names = _as_inputs(X)
+        X, names = as_inputs(X)
         y = as_targets(y, X.shape[0])
         if not isinstance(kernel, str):
             raise TypeError("`kernel` must be a catalogue name or a sum of products of them")
@@ -314,7 +314,7 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
 
     # ------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return _new_inputs(X_new, self.X.shape[1])
+        return new_inputs(X_new, self.X.shape[1])
 
     def _grams(self, values, Xn):
         """``(K_f + j I, K_f(X, Xn), diag K_f(Xn), m_f(X), m_f(Xn))`` and the same for ``g``, at

@@ -407,7 +407,9 @@ class HSGPLikelihood(_ObservedLikelihood):
         A = np.eye(self.n_basis) + d[:, None] * self.G * d[None, :] / s2
         LA = sla.cholesky(A, lower=True)
         v = sla.solve_triangular(LA, d * Phi_r, lower=True)
-        mu_w = d * sla.solve_triangular(LA.T, v, lower=False) / s2  # R&W eq. 2.8: sigma^-2 A^-1 X^T y
+        mu_w = (
+            d * sla.solve_triangular(LA.T, v, lower=False) / s2
+        )  # R&W eq. 2.8: sigma^-2 A^-1 X^T y
         return d, LA, mu_w
 
     def predict(self, values, Xn, diag: bool, include_noise: bool):

@@ -147,6 +147,11 @@ def _entry(name, item, model) -> _Entry:
     if isinstance(item, xr.DataTree):
         if "posterior" not in item.children:
             raise ValueError("the DataTree has no `posterior` group (is it from .sample()?)")
+        if model is not None:
+            try:
+                model.check_fit(item)
+            except TypeError as exc:
+                raise ValueError(f"`model` does not match the fit: {exc}") from None
         return _Entry(name or _default_name(model, item), model, item, True)
     if not isinstance(item, PointFit):
         raise TypeError(
@@ -154,9 +159,7 @@ def _entry(name, item, model) -> _Entry:
             f"a (model, fit) pair, or a list or dict of them; got {type(item).__name__}"
         )
     if model is None:
-        raise ValueError(
-            f"a {type(item).__name__} needs `model=`, the model it was fitted with"
-        )
+        raise ValueError(f"a {type(item).__name__} needs `model=`, the model it was fitted with")
     try:
         model.check_fit(item)
     except TypeError as exc:
@@ -306,6 +309,7 @@ def _bands(part: _Part, model, fit, nuts: bool, X_new) -> None:
         return
     grid = _grid(model, X_new)
     xlabel = model.feature_names[0]
+
     def make():
         b = model.bands(grid, fit)
         if b.kind == "probability":

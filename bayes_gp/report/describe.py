@@ -20,6 +20,7 @@ __all__ = [
     "jitter_text",
 ]
 
+
 def _param_text(var) -> str:
     """A distribution parameter: its value when it depends on constants only (PyMC wraps some
     in ``ExpandDims``), else the names of the variables it depends on."""

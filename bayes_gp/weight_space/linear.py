@@ -52,10 +52,9 @@ import pytensor
 from pytensor.graph.basic import Variable
 from scipy.linalg import cho_solve, solve_triangular
 
-from bayes_gp._validation import as_targets, check_aligned, f64
+from bayes_gp._validation import as_inputs, as_targets, check_aligned, f64
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
-from bayes_gp.predictive import LOG_2PI, factorize, log_marginal_likelihood, predict
-from bayes_gp.regression.gpr import Prediction, _as_inputs
+from bayes_gp.predictive import LOG_2PI, Prediction, factorize, log_marginal_likelihood, predict
 
 __all__ = [
     "BayesianLinearRegression",
@@ -160,7 +159,7 @@ class BayesianLinearRegression:
         sigma_prior: Callable | None = None,
     ):
         check_aligned(X, y)
-        X, _ = _as_inputs(X)
+        X, _ = as_inputs(X)
         # a constant y is a legitimate target of a linear model (an intercept), so it is allowed
         y = as_targets(y, X.shape[0], what="Bayesian linear regression", learned_noise=False,
                        min_n=1)  # fmt: skip
@@ -199,7 +198,7 @@ class BayesianLinearRegression:
     # ------------------------------------------------------------------ inputs
     def features(self, X, name: str = "X_new") -> np.ndarray:
         r"""The design matrix :math:`\Phi` of ``X`` (R&W §2.1.2), shape ``(n, M)``."""
-        X, _ = _as_inputs(X, name)
+        X, _ = as_inputs(X, name)
         if hasattr(self, "input_dim") and X.shape[1] != self.input_dim:
             raise ValueError(
                 f"`{name}` has {X.shape[1]} column(s) but the model has {self.input_dim}"

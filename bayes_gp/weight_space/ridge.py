@@ -20,8 +20,8 @@ import pytensor
 import pytensor.tensor as pt
 from scipy.linalg import cho_solve
 
+from bayes_gp._validation import as_inputs, new_inputs
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
-from bayes_gp.regression.gpr import _as_inputs, _new_inputs
 
 __all__ = ["KernelRidge"]
 
@@ -75,8 +75,8 @@ class KernelRidge:
         """:math:`k(X_1, X_2)` as a NumPy array (``X2=None``: :math:`k(X_1, X_1)`)."""
         if self.precomputed:
             raise ValueError("a 'precomputed' KernelRidge has no kernel to evaluate")
-        X1 = _as_inputs(X1, "X")[0]
-        X2 = X1 if X2 is None else _as_inputs(X2, "X_new")[0]
+        X1 = as_inputs(X1, "X")[0]
+        X2 = X1 if X2 is None else as_inputs(X2, "X_new")[0]
         if isinstance(self.kernel, pm.gp.cov.BaseCovariance):
             if self._fn is None:
                 A, B = pt.dmatrix("A"), pt.dmatrix("B")
@@ -105,7 +105,7 @@ class KernelRidge:
                 raise ValueError(f"a precomputed Gram matrix must be square, got shape {K.shape}")
             self.X_ = None
         else:
-            self.X_ = _as_inputs(X, "X")[0]
+            self.X_ = as_inputs(X, "X")[0]
             K = self.gram(self.X_)
         if K.shape[0] != t.shape[0]:
             raise ValueError(f"`X` has {K.shape[0]} rows but `t` has {t.shape[0]} values")
@@ -129,7 +129,7 @@ class KernelRidge:
                     f"got {Ks.shape}"
                 )
         else:
-            Ks = self.gram(_new_inputs(X_new, self.X_.shape[1]), self.X_)
+            Ks = self.gram(new_inputs(X_new, self.X_.shape[1]), self.X_)
         return Ks @ self.dual_coef_
 
     def primal_weights(self, Phi) -> np.ndarray:

@@ -67,7 +67,7 @@ def test_identity_network_fit_matches_gpregression_fit_map():
     gp = GPRegression(X, y, "expquad")
     ref = gp.fit_map(n_restarts=3, prior=False, random_seed=0)
     dkl = DeepKernelRegression(X, y, hidden=(), features=None, standardize=False)
-    fit = dkl.fit(random_seed=0)
+    fit = dkl.fit_map(random_seed=0)
     assert fit.converged and fit.grad_norm < 1e-5, (fit.grad_norm, fit.n_iter)
     # the same optimum: the log marginal likelihood to 1e-8 (ours may be higher by rounding of
     # the stopping rules) and the hyperparameters to 1e-5
@@ -75,9 +75,9 @@ def test_identity_network_fit_matches_gpregression_fit_map():
     assert fit.log_marginal_likelihood - ref.log_marginal_likelihood < 1e-7
     for k in ("ls", "eta", "sigma"):
         np.testing.assert_allclose(fit.params[k], ref.params[k], rtol=1e-5)
-    assert fit.kernel_params.keys() == {"ls", "eta", "sigma"}
+    assert fit.params.keys() == {"ls", "eta", "sigma"}
     # Adam reaches the same optimum
-    adam = dkl.fit("adam", maxiter=1500, learning_rate=0.05, random_seed=0)
+    adam = dkl.fit_map("adam", maxiter=1500, learning_rate=0.05, random_seed=0)
     assert abs(adam.log_marginal_likelihood - ref.log_marginal_likelihood) < 1e-6
     assert adam.optimizer == "adam" and adam.history[-1] < adam.history[0] - 1.0
 
@@ -160,16 +160,16 @@ def test_beats_a_stationary_gp_on_a_step():
     g = gp.fit_map(n_restarts=3, prior=False, random_seed=0)
     lpd_gp = _lpd(gp.predict(xt, g, include_noise=True), yt).mean()
     dkl = DeepKernelRegression(x, y, hidden=(8,), features=1, activation="tanh")
-    fit = dkl.fit(n_restarts=2, maxiter=500, random_seed=0)
-    lpd_dkl = dkl.log_predictive_density(xt, yt).mean()
-    np.testing.assert_allclose(lpd_dkl, _lpd(dkl.predict(xt, include_noise=True), yt).mean())
+    fit = dkl.fit_map(n_restarts=2, maxiter=500, random_seed=0)
+    lpd_dkl = dkl.log_predictive_density(xt, yt, fit).mean()
+    np.testing.assert_allclose(lpd_dkl, _lpd(dkl.predict(xt, fit, include_noise=True), yt).mean())
     assert lpd_dkl > lpd_gp + 0.1, (lpd_dkl, lpd_gp)
     # it explains the data better too, with a noise level near the truth (0.1)
     assert fit.log_marginal_likelihood > g.log_marginal_likelihood + 20
     assert 0.07 < fit.params["sigma"] < 0.13
     # and the learned one-dimensional feature is a warp: steepest at the step
     grid = np.linspace(-0.9, 0.9, 181)
-    z = dkl.features(grid)[:, 0]
+    z = dkl.features(grid, fit)[:, 0]
     slope = np.abs(np.gradient(z, grid))
     assert abs(grid[np.argmax(slope)]) < 0.1, grid[np.argmax(slope)]
 
@@ -208,16 +208,20 @@ def test_bad_data_and_calls():
     with pytest.raises(ValueError, match="at least 2"):
         DeepKernelRegression(X[:1], y[:1])
     dkl = DeepKernelRegression(X, y, hidden=(3,), features=1)
-    with pytest.raises(ValueError, match="call `fit` first"):
-        dkl.predict(X)
+    with pytest.raises(ValueError, match="pass a fit"):
+        dkl.predict(X, None)
+    with pytest.raises(ValueError, match="call fit_map"):
+        dkl.model  # noqa: B018 (the property raises)
+    with pytest.raises(ValueError, match="fits by \\['map', 'nuts'\\], not 'adam'"):
+        dkl.fit("adam")
     with pytest.raises(ValueError, match="`optimizer`"):
-        dkl.fit("sgd")
+        dkl.fit_map("sgd")
     with pytest.raises(ValueError, match="`n_restarts`"):
-        dkl.fit(n_restarts=0)
+        dkl.fit_map(n_restarts=0)
     with pytest.raises(ValueError, match="`maxiter`"):
-        dkl.fit(maxiter=0)
+        dkl.fit_map(maxiter=0)
     with pytest.raises(ValueError, match="`learning_rate`"):
-        dkl.fit("adam", learning_rate=-0.1)
+        dkl.fit("map", optimizer="adam", learning_rate=-0.1)
     with pytest.raises(ValueError, match=r"`theta` must have shape"):
         dkl.loss_and_grad(np.zeros(3))
     with pytest.raises(ValueError, match="missing"):
@@ -229,17 +233,19 @@ def test_bad_data_and_calls():
         dkl.pack({**good, "period": 1.0})
     with pytest.raises(ValueError, match=r"has shape \(2,\), expected \(1,\)"):
         dkl.pack({**good, "b_out": np.zeros(2)})
-    dkl.fit(maxiter=5, random_seed=0)
+    fit = dkl.fit_map(maxiter=5, random_seed=0)
     with pytest.raises(ValueError, match="column"):
-        dkl.predict(np.ones((3, 2)))
+        dkl.predict(np.ones((3, 2)), fit)
     with pytest.raises(ValueError, match="`sample_mixture` needs"):
-        dkl.build_model(sample_mixture=True)
+        dkl.build_model(fit, sample_mixture=True)
     with pytest.raises(ValueError, match="rows but `y_new`"):
-        dkl.log_predictive_density(X, y[:3])
+        dkl.log_predictive_density(X, y[:3], fit)
+    with pytest.raises(TypeError, match="must be the DKLFit"):
+        dkl.build_model({"ls": 1.0})
     ident = DeepKernelRegression(X, y, hidden=(), features=None)
-    ident.fit(maxiter=5)
+    ident_fit = ident.fit_map(maxiter=5)
     with pytest.raises(ValueError, match="`sample_last_layer` needs"):
-        ident.build_model(sample_last_layer=True)
+        ident.build_model(ident_fit, sample_last_layer=True)
 
 
 # -------------------------------------------------------------------------------------- NUTS
@@ -248,8 +254,8 @@ def test_nuts_over_gp_hyperparameters_with_fixed_features():
     x, y = _step(80, seed=2)
     xt, yt = _step(300, seed=1002)
     dkl = DeepKernelRegression(x, y, hidden=(8,), features=1)
-    fit = dkl.fit(maxiter=300, random_seed=0)
-    idata = dkl.sample(draws=300, tune=300, chains=2, sampler="pymc", random_seed=1)
+    fit = dkl.fit_map(maxiter=300, random_seed=0)
+    idata = dkl.sample(draws=300, tune=300, chains=2, sampler="pymc", random_seed=1, network=fit)
     post = idata["posterior"]
     assert set(post.data_vars) >= {"ls", "eta", "sigma"}
     import arviz as az
@@ -259,7 +265,7 @@ def test_nuts_over_gp_hyperparameters_with_fixed_features():
     sig = np.asarray(post["sigma"]).ravel()
     assert np.quantile(sig, 0.005) < fit.params["sigma"] < np.quantile(sig, 0.995)
     mix = dkl.predict(xt, idata, include_noise=True)
-    plug = dkl.predict(xt, include_noise=True)
+    plug = dkl.predict(xt, fit, include_noise=True)
     assert mix.extra["n_draws"] == 300
     # averaging over the hyperparameter posterior keeps the held-out density of the plug-in
     lpd_mix = dkl.log_predictive_density(xt, yt, idata).mean()
@@ -274,14 +280,14 @@ def test_nuts_over_last_layer_or_mixture_coefficients(what):
     xt, yt = _step(300, seed=1003)
     activation = "mixture" if what == "mixture" else "tanh"
     dkl = DeepKernelRegression(x, y, hidden=(4,), features=1, activation=activation)
-    dkl.fit(maxiter=300, random_seed=0)
+    fit = dkl.fit_map(maxiter=300, random_seed=0)
     idata = dkl.sample(
-        draws=200, tune=300, chains=2, sampler="pymc", random_seed=2,
+        draws=200, tune=300, chains=2, sampler="pymc", random_seed=2, network=fit,
         sample_last_layer=what == "last_layer", sample_mixture=what == "mixture",
     )  # fmt: skip
     name = "W_out" if what == "last_layer" else "lam0"
     draws = np.asarray(idata["posterior"][name])
     assert draws.shape[:2] == (2, 200) and np.all(np.std(draws, axis=(0, 1)) > 0)
     lpd = dkl.log_predictive_density(xt, yt, idata).mean()
-    lpd_plug = _lpd(dkl.predict(xt, include_noise=True), yt).mean()
+    lpd_plug = _lpd(dkl.predict(xt, fit, include_noise=True), yt).mean()
     assert np.isfinite(lpd) and lpd > lpd_plug - 0.3, (lpd, lpd_plug)

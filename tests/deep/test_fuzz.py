@@ -144,13 +144,13 @@ def fitted():
     X = rng.uniform(0, 4, (12, 2))
     y = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=12)
     m = DeepKernelRegression(X, y, hidden=(4,), features=2)
-    fit = m.fit(n_restarts=1, maxiter=30, random_seed=0)
+    fit = m.fit_map(n_restarts=1, maxiter=30, random_seed=0)
     return m, fit
 
 
 def ref_predict(m, fit, Xn, include_noise):
     """Seed 000 eqs. (27)-(28) on the learned features, with the fitted ls, eta, sigma."""
-    p = {k: float(v) for k, v in fit.kernel_params.items()}
+    p = {k: float(v) for k, v in fit.params.items()}
 
     def k(A, B):  # R&W (4.9) with amplitude
         d2 = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)

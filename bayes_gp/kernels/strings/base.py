@@ -182,5 +182,3 @@ class _FeatureCountKernel(StringKernel):
             [sum(self.weight(s) * c * c for s, c in self._count(x).items()) for x in strings],
             dtype=float,
         )
-
-

@@ -207,5 +207,3 @@ class BagOfWords(_FeatureCountKernel):
 
     def _count(self, x: str) -> Counter:
         return Counter(self.tokenizer(x))
-
-
