@@ -9,9 +9,11 @@ A declared model is a plain Python module that builds its model through the publ
     One line for ``bayes-gp list``.
 ``METHODS``
     The inference methods it supports, the first being the default: a subset of
-    ``("nuts", "map", "laplace", "ep", "latent")`` (what each means is the model's: for a
-    :class:`~bayes_gp.LatentGP` ``"laplace"`` is NUTS with the Laplace-integrated GP, ``"latent"``
-    joint NUTS and ``"map"`` the type-II Laplace fit).
+    ``("nuts", "map", "laplace", "ep", "latent", "nuts_laplace")`` (what each means is the
+    model's: for a :class:`~bayes_gp.LatentGP` ``"laplace"`` is NUTS with the Laplace-integrated
+    GP, ``"latent"`` joint NUTS and ``"map"`` the type-II Laplace fit; for a
+    :class:`~bayes_gp.GPClassifier` ``"laplace"`` is the type-II Laplace fit and
+    ``"nuts_laplace"`` NUTS with the Laplace-integrated GP).
 ``SETTINGS``
     ``{"fast": {...}, "full": {...}}``: default ``draws``, ``tune``, ``chains``, ``n_restarts``
     and any data-size options passed to ``load_data``.
@@ -39,7 +41,7 @@ import numpy as np
 __all__ = ["Dataset", "DeclaredModel", "models_dir", "list_models", "load_model"]
 
 TASKS = ("regression", "classification", "counts")
-METHODS = ("nuts", "map", "laplace", "ep", "latent")
+METHODS = ("nuts", "map", "laplace", "ep", "latent", "nuts_laplace")
 _REQUIRED = ("TASK", "SUMMARY", "METHODS", "SETTINGS", "load_data", "build")
 
 

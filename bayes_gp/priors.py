@@ -62,7 +62,11 @@ def resolve_prior(
                 f"`priors[{name!r}]` must be an unnamed pm.X.dist(...), a callable f(name) or a "
                 f"fixed number, got the variable {p.name or p}"
             )
-        return pm.modelcontext(None).register_rv(p, name, dims="feature" if ard else None)
+        # register a copy: the user's variable stays unnamed, so the same `priors` can build
+        # the model again (a jitter rebuild) or another model (GPClassifier.latent_gp)
+        node = p.owner.clone()
+        rv = node.outputs[p.owner.outputs.index(p)]
+        return pm.modelcontext(None).register_rv(rv, name, dims="feature" if ard else None)
     if isinstance(p, Number | np.ndarray | list | tuple) and not isinstance(p, bool):
         return _fixed(name, p, ard)
     if callable(p):

@@ -37,6 +37,22 @@ def test_every_form_in_every_model(name):
     assert "ls" not in fixed.hyperparameters and "ls" not in fixed.model.named_vars
 
 
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_one_priors_dict_builds_many_models(name):
+    """The defect: registering the user's ``pm.X.dist`` named it in place, so the same
+    ``priors`` could build one model only (a second model, or the jitter pre-flight's rebuild,
+    raised "got the variable ls")."""
+    priors = {"ls": pm.Gamma.dist(2.0, 1.0)}
+    first, second = MODELS[name](priors), MODELS[name](priors)
+    first.set_jitter(1e-3)  # rebuilds its model from the same priors
+    assert priors["ls"].name is None
+    for m in (first, second):
+        value = m.model.rvs_to_values[m.model["ls"]]
+        assert m.model.logp(vars=[m.model["ls"]]).eval({value: 0.0}) == pytest.approx(
+            float(pm.logp(pm.Gamma.dist(2.0, 1.0), 1.0).eval())  # Gamma(2, 1) at ls = 1
+        )
+
+
 def test_fixed_values_are_fixed_in_the_fit():
     gp = GPRegression(X, Y, priors={"ls": 1.2})
     fit = gp.fit_map(n_restarts=2, prior=False, random_seed=0)

@@ -8,6 +8,11 @@ with :math:`\sigma` the logistic or the probit function. The predictive probabil
 Monte Carlo over NUTS draws (:meth:`GPClassifier.sample`), or from a Gaussian approximation of the
 latent posterior, Laplace (:meth:`GPClassifier.fit_laplace`) or EP (:meth:`GPClassifier.fit_ep`),
 whose hyperparameters are fitted by type-II maximisation of the approximate evidence.
+
+``sample(method="laplace")`` runs NUTS over the hyperparameters with the latent GP integrated out
+by the Laplace approximation at every step: that is :class:`~bayes_gp.latent.LatentGP` with the
+Bernoulli likelihood, the same kernel, link, priors and jitter, which this class builds and
+delegates to (its draws, predictions and LA-LOO terms are the latent model's).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from bayes_gp.inference.typeii import (
     restarts_table,
     warn_unconverged,
 )
+from bayes_gp.latent.model import LatentGP
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import JitterWarning, binary_scores
 from bayes_gp.priors import resolve_prior
@@ -176,6 +182,7 @@ class GPClassifier(PreflightJitter, GPModel):
         if link not in LINKS:
             raise ValueError(f"`link` must be one of {LINKS}, got {link!r}")
         self.spec = kernel_spec(kernel, exclude=("prml",))
+        self.kernel = kernel
         self.X, self.feature_names = X, names
         self.classes_ = classes
         self.t = (labels == classes[1]).astype(int)
@@ -192,6 +199,32 @@ class GPClassifier(PreflightJitter, GPModel):
         self.scale = DataScale.of(X, self.y_pm)
         self.model = self._build()
         self._fns: dict = {}
+        self._bernoulli_gp: LatentGP | None = None
+
+    @property
+    def latent_gp(self) -> LatentGP:
+        """The same model as a :class:`~bayes_gp.latent.LatentGP` (Bernoulli likelihood, zero
+        mean, this kernel, link, priors and jitter): the Laplace-inside-NUTS path runs on it."""
+        if self._bernoulli_gp is None:
+            import pandas as pd
+
+            X = pd.DataFrame(self.X, columns=self.feature_names)
+            self._bernoulli_gp = LatentGP(
+                X, self.t, self.kernel, "bernoulli", link=self.link, ard=self.ard,
+                priors=self.priors, jitter=self.jitter,
+            )  # fmt: skip
+        return self._bernoulli_gp
+
+    def set_jitter(self, jitter: float) -> None:
+        """Use the absolute latent jitter of a saved fit, in this model and in :attr:`latent_gp`."""
+        super().set_jitter(jitter)
+        if self._bernoulli_gp is not None:
+            self._bernoulli_gp.set_jitter(jitter)
+
+    @staticmethod
+    def _is_laplace_draws(fit) -> bool:
+        """NUTS draws of :meth:`sample` with ``method="laplace"`` (no latent ``f``)."""
+        return is_nuts(fit) and fit["posterior"].attrs.get("bayes_gp_method") == "laplace"
 
     @single_blas_thread
     def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
@@ -512,20 +545,34 @@ class GPClassifier(PreflightJitter, GPModel):
         sampler: str = "auto",
         random_seed: int | None = None,
         *,
+        method: str = "latent",
         target_accept: float = 0.9,
         progressbar: bool = False,
         **kwargs,
     ):
-        """NUTS jointly over the latent values and the kernel hyperparameters (fully Bayesian).
+        """NUTS, fully Bayesian over the kernel hyperparameters.
 
-        The latent GP is whitened (:math:`f = L z`, ``pm.gp.Latent(reparameterize=True)``) so NUTS
-        mixes. Returns ArviZ data with a pointwise ``log_likelihood`` group (Bernoulli terms).
-        The latent jitter is chosen first by :meth:`check_jitter` and recorded in the
+        ``method="latent"`` (default): jointly over the latent values and the hyperparameters;
+        the latent GP is whitened (:math:`f = L z`, ``pm.gp.Latent(reparameterize=True)``) so
+        NUTS mixes. Returns ArviZ data with a pointwise ``log_likelihood`` group (Bernoulli
+        terms). The latent jitter is chosen first by :meth:`check_jitter` and recorded in the
         posterior's ``bayes_gp_jitter`` attribute.
+
+        ``method="laplace"``: over the hyperparameters only, the latent GP integrated out by the
+        Laplace approximation at every step (:meth:`bayes_gp.latent.LatentGP.sample` on
+        :attr:`latent_gp`); each draw keeps its latent mode ``f_mode``, and the
+        ``log_likelihood`` group holds the LA-LOO terms (Vehtari et al. 2016).
         """
         from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
 
+        if method not in ("latent", "laplace"):
+            raise ValueError(f"`method` must be 'latent' or 'laplace', got {method!r}")
         check_nuts_settings(draws, tune, chains)
+        if method == "laplace":
+            return self.latent_gp.sample(
+                draws, tune, chains, sampler, random_seed, method="laplace",
+                target_accept=target_accept, progressbar=progressbar, **kwargs,
+            )  # fmt: skip
 
         choice = self.check_jitter(random_seed)
         idata = run_nuts(
@@ -555,6 +602,9 @@ class GPClassifier(PreflightJitter, GPModel):
 
     def _latent_draws(self, X_new, fit, max_draws):
         Xn = new_inputs(X_new, self.X.shape[1])
+        if self._is_laplace_draws(fit):
+            means, variances, _ = self.latent_gp._latent_moments(Xn, fit, max_draws)
+            return Xn, means, variances
         if isinstance(fit, ClassifierFit):
             K, Ks, kss = self._grams(self._values(fit.params), Xn)
             if fit.method == "laplace":
@@ -609,7 +659,8 @@ class GPClassifier(PreflightJitter, GPModel):
         return np.where(self.predict_proba(X_new, fit) > 0.5, self.classes_[1], self.classes_[0])
 
     # ------------------------------------------------------------ model protocol
-    fit_methods = ("laplace", "nuts", "ep")
+    fit_methods = ("laplace", "nuts", "ep", "nuts_laplace")
+    sampling_methods = ("nuts", "nuts_laplace")
     outcome = "binary"
 
     @property
@@ -638,9 +689,12 @@ class GPClassifier(PreflightJitter, GPModel):
         ]
 
     def fit(self, method: str = "laplace", **options):
-        """``"laplace"`` (:meth:`fit_laplace`), ``"ep"`` (:meth:`fit_ep`, probit link) or
-        ``"nuts"`` (:meth:`sample`)."""
+        """``"laplace"`` (:meth:`fit_laplace`), ``"ep"`` (:meth:`fit_ep`, probit link),
+        ``"nuts"`` (:meth:`sample`, joint over the latent values) or ``"nuts_laplace"``
+        (:meth:`sample` with ``method="laplace"``: the latent GP integrated out by Laplace)."""
         methods = {"laplace": self.fit_laplace, "ep": self.fit_ep, "nuts": self.sample}
+        if method == "nuts_laplace":
+            return self.sample(method="laplace", **options)
         if method not in methods:
             raise ValueError(f"GPClassifier fits by {list(self.fit_methods)}, not {method!r}")
         return methods[method](**options)
@@ -657,6 +711,8 @@ class GPClassifier(PreflightJitter, GPModel):
         probabilities (NUTS: per draw of ``f``; Laplace/EP: the averaged predictive probability
         at the training inputs)."""
         self.check_fit(fit)
+        if self._is_laplace_draws(fit):
+            return self.latent_gp.replicate(fit, n_draws, seed)
         rng = np.random.default_rng(seed)
         n = self.X.shape[0]
         if is_nuts(fit):
