@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--likelihood",
         choices=("poisson", "negative_binomial", "binomial", "bernoulli", "student_t", "gaussian"),
-        help="CSV: a latent GP with this likelihood (methods laplace, latent, map)",
+        help="CSV: a latent GP with this likelihood (methods laplace, latent, map, vi)",
     )
     p.add_argument("--exposure", help="CSV: exposure column (poisson, negative_binomial)")
     p.add_argument("--trials", help="CSV: trials column (binomial)")

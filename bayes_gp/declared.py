@@ -9,9 +9,10 @@ A declared model is a plain Python module that builds its model through the publ
     One line for ``bayes-gp list``.
 ``METHODS``
     The inference methods it supports, the first being the default: a subset of
-    ``("nuts", "map", "laplace", "ep", "latent", "nuts_laplace")`` (what each means is the
-    model's: for a :class:`~bayes_gp.LatentGP` ``"laplace"`` is NUTS with the Laplace-integrated
-    GP, ``"latent"`` joint NUTS and ``"map"`` the type-II Laplace fit; for a
+    ``("nuts", "map", "laplace", "ep", "latent", "nuts_laplace", "vi")`` (what each means is
+    the model's: for a :class:`~bayes_gp.LatentGP` ``"laplace"`` is NUTS with the
+    Laplace-integrated GP, ``"latent"`` joint NUTS, ``"map"`` the type-II Laplace fit and
+    ``"vi"`` the type-II variational fit; for a
     :class:`~bayes_gp.GPClassifier` ``"laplace"`` is the type-II Laplace fit and
     ``"nuts_laplace"`` NUTS with the Laplace-integrated GP).
 ``SETTINGS``
@@ -41,7 +42,7 @@ import numpy as np
 __all__ = ["Dataset", "DeclaredModel", "models_dir", "list_models", "load_model"]
 
 TASKS = ("regression", "classification", "counts")
-METHODS = ("nuts", "map", "laplace", "ep", "latent", "nuts_laplace")
+METHODS = ("nuts", "map", "laplace", "ep", "latent", "nuts_laplace", "vi")
 _REQUIRED = ("TASK", "SUMMARY", "METHODS", "SETTINGS", "load_data", "build")
 
 

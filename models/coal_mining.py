@@ -26,7 +26,8 @@ Priors
 Methods
     ``"laplace"`` (default): NUTS over :math:`(\ell, \eta)` with the latent GP integrated out by
     the Laplace approximation at every step; ``"latent"``: joint NUTS over the 112 whitened latent
-    values and :math:`(\ell, \eta)`; ``"map"``: the type-II Laplace fit.
+    values and :math:`(\ell, \eta)`; ``"map"``: the type-II Laplace fit; ``"vi"``: the type-II
+    Gaussian-KL variational fit (Opper & Archambeau 2009).
 
 Reference
     The rate falls from about 3 disasters a year before 1890 to about 1 after (Jarrett 1979;
@@ -46,7 +47,7 @@ from bayes_gp.declared import Dataset
 
 TASK = "counts"
 SUMMARY = "British coal-mining disasters 1851-1962 (yearly counts): Poisson latent GP (LGCP)"
-METHODS = ("laplace", "latent", "map")
+METHODS = ("laplace", "latent", "map", "vi")
 SETTINGS = {
     "fast": {"draws": 300, "tune": 300, "chains": 2, "n_restarts": 3},
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5},

@@ -318,7 +318,7 @@ def counts_csv(tmp_path_factory):
         (["--likelihood", "gaussian", "--exposure", "pop"], "--exposure goes with"),
         (["--likelihood", "poisson", "--exposure", "nope"], "'nope' not in"),
         (["--likelihood", "poisson", "--exposure", "t", "--x", "pop"], "non-negative|positive"),
-        (["--likelihood", "poisson", "--method", "nuts"], "supports --method laplace, latent, map"),
+        (["--likelihood", "poisson", "--method", "nuts"], "supports --method laplace, latent, map, vi"),
     ],
 )
 def test_fit_csv_latent_bad_input_writes_nothing(counts_csv, tmp_path, args, match):

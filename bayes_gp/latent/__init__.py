@@ -1,5 +1,6 @@
 """Latent GPs with non-Gaussian likelihoods: observation models, the Laplace approximation and its
-PyTensor Op, and the :class:`LatentGP` model built on them."""
+PyTensor Op, variational bounds (Jaakkola–Jordan, Gaussian KL), and the :class:`LatentGP` model
+built on them."""
 
 from bayes_gp.latent.laplace import LaplaceResult, grad_theta, laplace
 from bayes_gp.latent.likelihoods import (
@@ -11,12 +12,14 @@ from bayes_gp.latent.likelihoods import (
     Poisson,
     StudentT,
 )
-from bayes_gp.latent.model import LIKELIHOODS, LatentFit, LatentGP
-from bayes_gp.latent.op import LaplaceLogp, laplace_logp
+from bayes_gp.latent.model import LIKELIHOODS, LatentFit, LatentGP, VIFit
+from bayes_gp.latent.op import LaplaceLogp, VariationalBound, laplace_logp
+from bayes_gp.latent.vi import VIResult, gaussian_kl, jaakkola_jordan
 
 __all__ = [
     "LatentGP",
     "LatentFit",
+    "VIFit",
     "LIKELIHOODS",
     "Bernoulli",
     "Binomial",
@@ -30,4 +33,8 @@ __all__ = [
     "laplace",
     "LaplaceLogp",
     "laplace_logp",
+    "VariationalBound",
+    "VIResult",
+    "gaussian_kl",
+    "jaakkola_jordan",
 ]

@@ -55,13 +55,15 @@ from bayes_gp.latent.likelihoods import (
     Poisson,
     StudentT,
 )
-from bayes_gp.latent.op import LaplaceLogp
+from bayes_gp.latent.op import LaplaceLogp, VariationalBound
 from bayes_gp.latent.predictive import (
     ModeFactor,
+    SiteFactor,
     expected_response,
     la_loo,
     log_predictive_density,
 )
+from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan, site_precision
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
@@ -73,7 +75,7 @@ from bayes_gp.regression.catalogue import (
     mean_function,
 )
 
-__all__ = ["LatentGP", "LatentFit", "LIKELIHOODS"]
+__all__ = ["LatentGP", "LatentFit", "VIFit", "LIKELIHOODS"]
 
 #: Likelihood names, their classes and links.
 LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
@@ -134,6 +136,36 @@ class LatentFit(PointFit):
     @property
     def method_description(self) -> str:
         return "Laplace approximation, type-II" + (" with priors" if self.prior else "")
+
+
+@dataclass(frozen=True)
+class VIFit(LatentFit):
+    """A type-II variational fit of a :class:`LatentGP` (:meth:`LatentGP.fit_vi`): the
+    hyperparameters maximise the variational lower bound, and the latent posterior there is
+    :math:`q(f) = N(\\mu, \\Sigma)`, :math:`\\Sigma = (K^{-1} + \\mathrm{diag}\\,W)^{-1}`.
+
+    ``f_mode`` holds the mean :math:`\\mu`, ``site_precision`` :math:`W`, ``variational`` the
+    method (``"jj"`` Jaakkola–Jordan, ``"kl"`` Gaussian KL) and ``log_marginal_likelihood`` the
+    bound.
+    """
+
+    site_precision: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    variational: str = "kl"
+
+    evidence_name = "variational lower bound (ELBO)"
+
+    @property
+    def method_label(self) -> str:
+        what = "VI (Jaakkola-Jordan)" if self.variational == "jj" else "VI (Gaussian KL)"
+        return f"{what} " + ("MAP" if self.prior else "ML-II")
+
+    @property
+    def method_description(self) -> str:
+        what = (
+            "Jaakkola-Jordan local bound (PRML §10.6)" if self.variational == "jj"
+            else "Gaussian KL approximation (Opper & Archambeau 2009)"
+        )  # fmt: skip
+        return f"variational, {what}, type-II" + (" with priors" if self.prior else "")
 
 
 class LatentGP(PreflightJitter, GPModel):
@@ -427,6 +459,114 @@ class LatentGP(PreflightJitter, GPModel):
             jitter_default=choice.default,
         )
 
+    def _vi_method(self, method: str | None) -> str:
+        lik = self.likelihood
+        jj_ok = isinstance(lik, Bernoulli) and self.link == "logit"
+        if method is None:
+            return "jj" if jj_ok else "kl"
+        if method not in ("jj", "kl"):
+            raise ValueError(f"`method` must be 'jj' or 'kl', got {method!r}")
+        if method == "jj" and not jj_ok:
+            raise ValueError(
+                "the Jaakkola-Jordan bound is for the bernoulli likelihood with the logit link; "
+                "use method='kl' (the Gaussian KL approximation) for this model"
+            )
+        return method
+
+    def _bound_model(self, method: str) -> pm.Model:
+        """The model with the variational bound in place of the Laplace evidence."""
+        key = ("bound_model", method)
+        if key not in self._fns:
+            n = self.X.shape[0]
+            with pm.Model(coords={"feature": self.feature_names, "obs": np.arange(n)}) as model:
+                cov, mean_func, phi = self._declare()
+                Xt = pt.as_tensor_variable(self.X)
+                K = cov(Xt) + self.jitter * pt.eye(n)
+                m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
+                phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
+                pm.Potential(
+                    "elbo", VariationalBound(self.likelihood, method=method)(K, m, phi_t)[0]
+                )
+            self._fns[key] = model
+        return self._fns[key]
+
+    def _variational(self, values, method: str):
+        """The converged variational posterior at hyperparameter values, and its sites."""
+        K, m, phi = self._train(values)
+        if method == "jj":
+            res = jaakkola_jordan(K, m, self.likelihood, phi)
+        else:
+            res = gaussian_kl(K, m, self.likelihood, phi)
+        return res, K, m, phi
+
+    @single_blas_thread
+    def fit_vi(
+        self,
+        n_restarts: int = 5,
+        prior: bool = True,
+        random_seed: int | None = None,
+        *,
+        method: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        maxiter: int = 1000,
+    ) -> VIFit:
+        r"""Variational inference for the latent GP with type-II hyperparameters.
+
+        ``method="jj"`` (the default for the bernoulli likelihood with the logit link): the
+        Jaakkola–Jordan local bound on every sigmoid (PRML §10.6 applied to the latent GP; Gibbs
+        & MacKay 2000), whose variational parameters :math:`\xi` have closed-form updates and
+        make :math:`q(f)` Gaussian in closed form. ``method="kl"`` (every likelihood): the
+        Gaussian :math:`q(f)` closest in KL divergence (Opper & Archambeau 2009), expectations
+        by Gauss–Hermite. :mod:`bayes_gp.latent.vi` has the equations. The hyperparameters
+        maximise the bound (plus the log prior when ``prior=True``) with the package's
+        multistart L-BFGS (:func:`bayes_gp.inference.typeii.optimize`) and the bound's exact
+        gradient; with ``params``, the variational posterior at exactly those hyperparameters.
+        """
+        t0 = time.perf_counter()
+        method = self._vi_method(method)
+        choice = self.check_jitter(random_seed)
+        if params is None:
+            fit = optimize(
+                self._bound_model(method), n_restarts=n_restarts, prior=prior,
+                random_seed=random_seed, maxiter=maxiter,
+            )  # fmt: skip
+            params, objective = fit.params, fit.objective
+            restarts, grad_norm = fit.restarts, fit.grad_norm
+        else:
+            objective, restarts, grad_norm, prior = float("nan"), [], float("nan"), False
+        values = self._values(params)
+        res, *_ = self._variational(values, method)
+        if not res.feasible:
+            raise RuntimeError(
+                f"the variational approximation is infeasible at {params}: {res.reason}"
+            )
+        if not np.isfinite(objective):
+            objective = res.log_evidence
+        return VIFit(
+            dict(zip(self.hyperparameters, values, strict=True)),
+            float(res.log_evidence),
+            float(objective),
+            bool(prior),
+            res.f,
+            restarts,
+            grad_norm,
+            time.perf_counter() - t0,
+            jitter=choice.jitter,
+            jitter_default=choice.default,
+            method="vi",
+            site_precision=site_precision(method, res.variational),
+            variational=method,
+        )
+
+    def _factor(self, K, m, phi, fit, f) -> SiteFactor:
+        """The Gaussian latent posterior at one set of hyperparameters: the variational one of a
+        :class:`VIFit`, else the Laplace approximation at the mode ``f``."""
+        if isinstance(fit, VIFit):
+            LK, _ = jittered_cholesky(K)
+            a = cho_solve((LK, True), f - m)  # K^-1 (mu - m)
+            return SiteFactor(K, a, fit.site_precision)
+        return ModeFactor(K, f, self.likelihood, phi)
+
     def sample(
         self,
         draws: int = 1000,
@@ -526,7 +666,7 @@ class LatentGP(PreflightJitter, GPModel):
             K, m, phi = self._train(values)
             Ks, kss, m_new = self._new(values, Xn)
             if mode:
-                mu, var = ModeFactor(K, f, self.likelihood, phi).predict(Ks, kss, m_new)
+                mu, var = self._factor(K, m, phi, fit, f).predict(Ks, kss, m_new)
             else:  # E[f_* | f, theta] and its variance given f (R&W eq. 2.19 noise-free)
                 L, _ = jittered_cholesky(K)
                 mu = m_new + Ks.T @ cho_solve((L, True), f - m)
@@ -565,7 +705,7 @@ class LatentGP(PreflightJitter, GPModel):
                 "lower_94": lower, "upper_94": upper}  # fmt: skip
 
     # ------------------------------------------------------------ model protocol
-    fit_methods = ("laplace", "latent", "map")
+    fit_methods = ("laplace", "latent", "map", "vi")
     sampling_methods = ("laplace", "latent")
 
     @property
@@ -609,10 +749,12 @@ class LatentGP(PreflightJitter, GPModel):
         return str(self.mean)
 
     def fit(self, method: str = "laplace", **options):
-        """``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"`` (joint NUTS) or
-        ``"map"`` (:meth:`fit_laplace`)."""
+        """``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"`` (joint NUTS),
+        ``"map"`` (:meth:`fit_laplace`) or ``"vi"`` (:meth:`fit_vi`)."""
         if method == "map":
             return self.fit_laplace(**options)
+        if method == "vi":
+            return self.fit_vi(**options)
         if method in ("laplace", "latent"):
             return self.sample(method=method, **options)
         raise ValueError(f"LatentGP fits by {list(self.fit_methods)}, not {method!r}")
@@ -641,7 +783,11 @@ class LatentGP(PreflightJitter, GPModel):
         for k in range(n_draws):
             values, f = draws[k % len(draws)]
             phi = self._train(values)[2]
-            if mode:
+            if isinstance(fit, VIFit):
+                K, m, _ = self._train(values)
+                L, _ = jittered_cholesky(self._factor(K, m, phi, fit, f).cov())
+                f = f + L @ rng.standard_normal(f.size)
+            elif mode:
                 res, *_ = self._mode(values, f0=f, gradient=True)
                 L, _ = jittered_cholesky(res.cov)
                 f = res.f + L @ rng.standard_normal(f.size)
@@ -716,14 +862,19 @@ class LatentGP(PreflightJitter, GPModel):
         """LA-LOO (Vehtari et al. 2016) at the type-II fit."""
         if not isinstance(fit, LatentFit):
             raise TypeError(f"point_loo needs a LatentFit of this model, got {type(fit).__name__}")
+        if isinstance(fit, VIFit):
+            K, m, phi = self._train(self._values(fit.params))
+            loo = self._factor(K, m, phi, fit, fit.f_mode).loo(self.likelihood, phi, fit.f_mode)
+            return f"cavity LOO of q(f) at {fit.method_label}", loo
         res, _, _, phi = self._mode(self._values(fit.params), fit.f_mode, gradient=True)
         return f"Laplace LA-LOO at {fit.method_label}", la_loo(res, self.likelihood, phi)
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> LatentFit:
-        """The Laplace mode recomputed at the saved hyperparameters."""
-        if method != "map":
-            raise ValueError(f"LatentGP's type-II fit is 'map', not {method!r}")
-        fit = self.fit_laplace(params=params)
+        """The Laplace mode (``"map"``) or the variational posterior (``"vi"``) recomputed at
+        the saved hyperparameters."""
+        if method not in ("map", "vi"):
+            raise ValueError(f"LatentGP's type-II fits are 'map' and 'vi', not {method!r}")
+        fit = self.fit_laplace(params=params) if method == "map" else self.fit_vi(params=params)
         return dataclasses.replace(
             fit,
             objective=float(attrs["objective"]),

@@ -34,9 +34,10 @@ from pytensor.graph.op import Op
 
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import LatentLikelihood
+from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan
 from bayes_gp.op_backends import ensure_available, op_backend
 
-__all__ = ["LaplaceLogp", "laplace_logp"]
+__all__ = ["LaplaceLogp", "VariationalBound", "laplace_logp"]
 
 #: Live Ops by id, for the numba objmode callback (which cannot capture Python objects); weak, so
 #: that an Op is freed with its graph.
@@ -93,9 +94,7 @@ class LaplaceLogp(Op):
     def compute(self, K: np.ndarray, m: np.ndarray, phi: np.ndarray):
         """NumPy evaluation with the warm start; non-finite gradients where infeasible."""
         n = self.likelihood.n
-        res = laplace(
-            K, m, self.likelihood, phi, f0=self.last_mode, tol=self.tol, max_iter=self.max_iter
-        )
+        res = self._solve(K, m, phi)
         if not res.feasible:
             self.last_reason = res.reason
             nan_phi = np.full(np.asarray(phi).size, np.nan)
@@ -107,6 +106,12 @@ class LaplaceLogp(Op):
             np.ascontiguousarray(res.grad_K),
             np.ascontiguousarray(res.grad_m),
             np.ascontiguousarray(res.grad_phi, dtype=float),
+        )
+
+    def _solve(self, K: np.ndarray, m: np.ndarray, phi: np.ndarray):
+        """The approximation at ``(K, m, phi)``, warm-started from the last mode."""
+        return laplace(
+            K, m, self.likelihood, phi, f0=self.last_mode, tol=self.tol, max_iter=self.max_iter
         )
 
     def perform(self, node, inputs, outputs):
@@ -129,6 +134,34 @@ class LaplaceLogp(Op):
 
     def connection_pattern(self, node):
         return [[True, True, True, True]] * 3
+
+
+class VariationalBound(LaplaceLogp):
+    r"""``(K, m, phi) -> (ELBO, dELBO/dK, dELBO/dm, dELBO/dphi)``: the variational lower bound on
+    :math:`\log p(y \mid \theta, \phi)` of :mod:`bayes_gp.latent.vi` (``method="jj"``:
+    Jaakkola–Jordan, Bernoulli-logit only; ``"kl"``: the Gaussian KL approximation) in place of
+    the Laplace evidence, with the same interface and backends. Its gradient is exact at the
+    converged variational parameters (the envelope theorem), so type-II fits optimise the bound
+    with it; the last variational parameters warm-start the next solve (Jaakkola–Jordan)."""
+
+    def __init__(self, likelihood: LatentLikelihood, *, method: str = "kl", n_quad: int = 32):
+        if method not in ("jj", "kl"):
+            raise ValueError(f"`method` must be 'jj' or 'kl', got {method!r}")
+        super().__init__(likelihood)
+        self.method, self.n_quad = method, int(n_quad)
+        self.last_variational: np.ndarray | None = None
+
+    def __str__(self):
+        return f"VariationalBound({type(self.likelihood).__name__}, {self.method})"
+
+    def _solve(self, K, m, phi):
+        if self.method == "jj":
+            res = jaakkola_jordan(K, m, self.likelihood, phi, xi0=self.last_variational)
+        else:
+            res = gaussian_kl(K, m, self.likelihood, phi, n_quad=self.n_quad)
+        if res.feasible:
+            self.last_variational = res.variational
+        return res
 
 
 def laplace_logp(likelihood: LatentLikelihood, K, m, phi=None, **kwargs):

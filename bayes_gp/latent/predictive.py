@@ -41,6 +41,8 @@ from bayes_gp.latent.likelihoods import LatentLikelihood
 
 __all__ = [
     "GH_NODES",
+    "SiteFactor",
+    "ModeFactor",
     "expected_response",
     "log_predictive_density",
     "predict_latent",
@@ -76,32 +78,54 @@ def expected_response(
     return (_W / np.sqrt(np.pi)) @ likelihood.response_mean(f, phi, size)
 
 
-class ModeFactor:
-    """The factors of a Laplace mode that predictions need: :math:`L_K`, :math:`L_A`, the
-    gradient :math:`\\ell'(\\hat f)` and the prior mean (one :math:`O(n^3)` set-up per mode)."""
+class SiteFactor:
+    r"""A Gaussian latent posterior :math:`N(\mu, \Sigma)`, :math:`\Sigma = (K^{-1} + W)^{-1}`,
+    :math:`\mu = m + K a`, written as the prior times Gaussian sites of precision :math:`W` (a
+    Laplace mode, or a variational posterior of :mod:`bayes_gp.latent.vi`): the factors that
+    predictions and leave-one-out densities need (one :math:`O(n^3)` set-up)."""
 
-    def __init__(self, K: np.ndarray, f_hat: np.ndarray, likelihood: LatentLikelihood, phi):
+    def __init__(self, K: np.ndarray, a: np.ndarray, W: np.ndarray):
         self.LK = _chol(K)
         if self.LK is None:
             raise np.linalg.LinAlgError("K is not positive definite at these hyperparameters")
-        _, d1, d2, _ = likelihood.derivatives(np.asarray(f_hat, float), phi)
-        W = -d2
+        W = np.asarray(W, float)
         self.LA = _chol(np.eye(K.shape[0]) + self.LK.T @ (W[:, None] * self.LK))
         if self.LA is None:
             raise np.linalg.LinAlgError(
-                "the latent posterior's Hessian K^-1 + W is not positive definite at this point: "
-                "it is not a mode (a multimodal Student-t posterior); no Laplace prediction"
+                "the latent posterior's precision K^-1 + W is not positive definite at this "
+                "point: it is not a mode (a multimodal Student-t posterior); no prediction"
             )
-        self.d1 = d1
+        self.a, self.W = np.asarray(a, float), W
 
     def predict(self, Ks: np.ndarray, kss: np.ndarray, m_new: np.ndarray):
         """Mean and variance of :math:`f_*` (module docstring) from the cross-covariances
         ``Ks`` (n, m), the prior variances ``kss`` (m,) and prior mean ``m_new`` (m,)."""
-        mean = m_new + Ks.T @ self.d1
+        mean = m_new + Ks.T @ self.a
         U = solve_triangular(self.LK, Ks, lower=True)
         V = solve_triangular(self.LA, U, lower=True)
         var = kss - np.sum(U * U, axis=0) + np.sum(V * V, axis=0)
         return mean, np.maximum(var, 0.0)
+
+    def cov(self) -> np.ndarray:
+        r""":math:`\Sigma = L_K A^{-1} L_K^T`."""
+        C = solve_triangular(self.LA, self.LK.T, lower=True)
+        return C.T @ C
+
+    def loo(self, likelihood: LatentLikelihood, phi, f: np.ndarray) -> np.ndarray:
+        r"""Leave-one-out log predictive densities: observation ``i``'s site removed from the
+        marginal :math:`N(f_i, \Sigma_{ii})` (``f`` the posterior mean), the likelihood
+        integrated over the cavity (module docstring; for a Laplace mode this is LA-LOO)."""
+        return _cavity_loo(likelihood, phi, f, np.diag(self.cov()), self.W, self.a)
+
+
+class ModeFactor(SiteFactor):
+    r"""The factors of a Laplace mode :math:`\hat f`: sites of precision
+    :math:`W = -\ell''(\hat f)`, and :math:`a = \ell'(\hat f) = K^{-1}(\hat f - m)`."""
+
+    def __init__(self, K: np.ndarray, f_hat: np.ndarray, likelihood: LatentLikelihood, phi):
+        _, d1, d2, _ = likelihood.derivatives(np.asarray(f_hat, float), phi)
+        super().__init__(K, d1, -d2)
+        self.d1 = d1
 
 
 def predict_latent(K, f_hat, likelihood, phi, Ks, kss, m_new):
@@ -114,10 +138,13 @@ def la_loo(result: LaplaceResult, likelihood: LatentLikelihood, phi) -> np.ndarr
     with ``gradient=True`` (which carries :math:`\\Sigma`)."""
     if not result.feasible or result.cov is None:
         raise ValueError("la_loo needs a feasible Laplace result computed with gradient=True")
-    f = result.f
-    _, d1, d2, _ = likelihood.derivatives(f, phi)
-    W = -d2
-    s2 = np.diag(result.cov)
+    _, d1, d2, _ = likelihood.derivatives(result.f, phi)
+    return _cavity_loo(likelihood, phi, result.f, np.diag(result.cov), -d2, d1)
+
+
+def _cavity_loo(likelihood, phi, f, s2, W, a) -> np.ndarray:
+    """Remove each site (precision ``W``, natural location ``W f + a``) from the marginals
+    :math:`N(f_i, s^2_i)` and integrate the likelihood over the cavity (module docstring)."""
     tau = 1.0 / s2 - W
-    nu = f / s2 - (W * f + d1)
+    nu = f / s2 - (W * f + a)
     return log_predictive_density(likelihood, phi, nu / tau, 1.0 / tau)

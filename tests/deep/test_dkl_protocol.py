@@ -144,7 +144,7 @@ def test_fit_many_fits_deep_kernels_per_group():
         )
 
 
-DECLARED = '''
+DECLARED = """
 import numpy as np
 
 from bayes_gp import DeepKernelRegression
@@ -170,7 +170,7 @@ def load_data(fast=False):
 
 def build(data, method):
     return DeepKernelRegression(data.X_train, data.y_train, hidden=(4,), features=1)
-'''
+"""
 
 
 @pytest.mark.parametrize("method", ["map", "nuts"])

@@ -106,7 +106,7 @@ def test_missing_attributes_are_a_type_error(model_dir):
     ("old", "new", "match"),
     [
         ('TASK = "regression"', 'TASK = "clustering"', "TASK must be one of"),
-        ('METHODS = ("map", "nuts")', 'METHODS = ("map", "vi")', "METHODS must be a non-empty"),
+        ('METHODS = ("map", "nuts")', 'METHODS = ("map", "svgd")', "METHODS must be a non-empty"),
         ('METHODS = ("map", "nuts")', "METHODS = ()", "METHODS must be a non-empty"),
     ],
 )
