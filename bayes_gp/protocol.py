@@ -99,6 +99,8 @@ class Bands:
     noise: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  #: noise sd mean/lower/upper
     residuals: np.ndarray | None = None  #: |y − E[f(x)]| at x, beside the noise panel
     positive: str = "1"  #: the positive class's label (probability)
+    band_label: str = "94% band of f*"  #: legend of the inner band (regression)
+    y_band_label: str = "94% band of y* (with noise)"  #: legend of the outer band (regression)
 
     def __post_init__(self) -> None:
         if self.kind not in ("regression", "probability"):

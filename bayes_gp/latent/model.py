@@ -810,8 +810,13 @@ class LatentGP(PreflightJitter, GPModel):
         lower, upper = np.quantile(resp, [0.03, 0.97], axis=0)
         size = self.likelihood.sizes()
         y = self.y if size is None else self.y / size
+        per = {"exposure": " per unit exposure", "trials": " per trial"}.get(
+            self.likelihood.size_name, ""
+        )
         return Bands("regression", self.X[:, 0], y, grid, pred["mean"], lower, upper,
-                     pred["lower_94"], pred["upper_94"])  # fmt: skip
+                     pred["lower_94"], pred["upper_94"],
+                     band_label=f"94% band of the response mean E[y* | f*]{per}",
+                     y_band_label=f"94% predictive interval of y*{per}")  # fmt: skip
 
     @property
     def bands_note(self) -> str:  # type: ignore[override]

@@ -326,8 +326,9 @@ def _bands(part: _Part, model, fit, nuts: bool, X_new) -> None:
                 b.residuals,
             )  # fmt: skip
         return figures.regression_bands_figure(
-            b.x, b.y, b.grid, pred_f, pred_y, f"{name}: predictive bands", xlabel
-        )
+            b.x, b.y, b.grid, pred_f, pred_y, f"{name}: predictive bands", xlabel,
+            (b.band_label, b.y_band_label),
+        )  # fmt: skip
 
     caption = "Predictive mean and 94% bands" + (
         " (mixture over posterior draws)" if nuts else " (at the point estimate)"

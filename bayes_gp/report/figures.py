@@ -150,11 +150,12 @@ def _bands_axes():
     return fig, fig.subplots()
 
 
-def _regression_bands(ax, x, y, grid, pred_f, pred_y) -> None:
+def _regression_bands(ax, x, y, grid, pred_f, pred_y, labels=None) -> None:
+    f_label, y_label = labels or ("94% band of f*", "94% band of y* (with noise)")
     ax.fill_between(grid, pred_y.lower, pred_y.upper, color="C0", alpha=0.15, lw=0,
-                    label="94% band of y* (with noise)")  # fmt: skip
+                    label=y_label)  # fmt: skip
     ax.fill_between(grid, pred_f.lower, pred_f.upper, color="C0", alpha=0.35, lw=0,
-                    label="94% band of f*")  # fmt: skip
+                    label=f_label)  # fmt: skip
     ax.plot(grid, pred_f.mean, color="C0", lw=1.5, label="predictive mean")
     ax.plot(x, y, "k.", ms=4, label="data")
     ax.set_ylabel("y")
@@ -169,10 +170,12 @@ def regression_bands_figure(
     pred_y,
     title: str,
     xlabel: str = "x",
+    labels: tuple[str, str] | None = None,
 ) -> str:
-    """Data, predictive mean and 94% bands of :math:`f_*` and of :math:`y_*` (with noise)."""
+    """Data, predictive mean and 94% bands of :math:`f_*` and of :math:`y_*` (with noise);
+    ``labels``: the legends of the two bands, when they are of other quantities."""
     fig, ax = _bands_axes()
-    _regression_bands(ax, x, y, grid, pred_f, pred_y)
+    _regression_bands(ax, x, y, grid, pred_f, pred_y, labels)
     ax.set_xlabel(xlabel)
     ax.set_title(title, fontsize=10)
     return to_data_uri(fig, BANDS_DPI)

@@ -152,6 +152,9 @@ def test_fit_vi_through_the_protocol():
     rep = report({"VI": fit, "Laplace": laplace}, model=lg, X_new=np.array([[11.0]]))
     assert rep.problems == []
     assert "variational lower bound (ELBO)" in rep.html and "cavity LOO" in rep.html
+    bands = lg.bands(np.linspace(0, 10, 5), fit)  # the legend names what the bands are of
+    assert bands.band_label == "94% band of the response mean E[y* | f*] per unit exposure"
+    assert bands.y_band_label == "94% predictive interval of y* per unit exposure"
     reps = lg.replicate(fit, 200, seed=1)
     assert abs(reps.mean() - y.mean()) < 0.15 * y.mean()
 
@@ -163,3 +166,37 @@ def test_method_errors():
         lg.fit_vi(method="jj")
     with pytest.raises(ValueError, match="'jj' or 'kl'"):
         lg.fit_vi(method="ep")
+
+
+def _robust(n=40, seed=8):
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, 10, n))
+    return x, np.sin(x) + 0.3 * rng.standard_t(3, n)
+
+
+#: likelihood -> (data, model options, likelihood parameters, largest |IS − Laplace| allowed).
+#: Measured IS − Laplace (the IS estimate varies by ~0.012 between seeds): bernoulli 0.077,
+#: binomial 0.094, poisson 0.041, negative binomial 0.062, student-t 0.61 (its latent posterior
+#: is far from Gaussian near the outliers), gaussian −0.001 (exact).
+LAPLACE_CASES = {
+    "bernoulli": (_classes, {}, {}, 0.15),
+    "binomial": (lambda: (_counts()[0], np.minimum(_counts()[1], 6.0)), {"trials": 6}, {}, 0.15),
+    "poisson": (_counts, {}, {}, 0.1),
+    "negative_binomial": (_counts, {}, {"dispersion": 8.0}, 0.1),
+    "student_t": (_robust, {}, {"nu": 4.0, "sigma": 0.3}, 1.0),
+    "gaussian": (_robust, {}, {"sigma": 0.4}, 0.03),
+}
+
+
+@pytest.mark.parametrize("likelihood", sorted(LAPLACE_CASES))
+def test_laplace_evidence_against_importance_sampling(likelihood):
+    """The model-level Laplace evidence log q(y | θ) against an importance-sampling estimate of
+    log p(y | θ) with the Laplace posterior (inflated) as proposal: how close, per likelihood."""
+    data, options, extra, tol = LAPLACE_CASES[likelihood]
+    x, y = data()
+    lg = LatentGP(x, y, "expquad", likelihood, **options)
+    fit = lg.fit_laplace(params={"ls": 1.0, "eta": 1.5, **extra})
+    gap = _is_log_evidence(lg, fit) - fit.log_marginal_likelihood
+    assert abs(gap) < tol, gap
+    if likelihood == "student_t":  # Laplace underestimates the evidence here, and visibly
+        assert gap > 0.3
