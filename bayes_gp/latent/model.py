@@ -302,7 +302,10 @@ class LatentGP(PreflightJitter, GPModel):
         phi = [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
         return cov, mean_func, phi
 
-    def _build(self) -> pm.Model:
+    def _evidence_model(self, name: str, op: LaplaceLogp):
+        """A model of the hyperparameters whose likelihood term is ``op(K, m, phi)``: the
+        Laplace evidence, or a variational bound. Returns it with its covariance function, mean
+        function and likelihood-parameter vector."""
         n = self.X.shape[0]
         coords = {"feature": self.feature_names, "obs": np.arange(n)}
         with pm.Model(coords=coords) as model:
@@ -311,9 +314,12 @@ class LatentGP(PreflightJitter, GPModel):
             K = cov(Xt) + self.jitter * pt.eye(n)
             m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
             phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
-            self._op = LaplaceLogp(self.likelihood)
-            pm.Potential("log_q", self._op(K, m, phi_t)[0])
-        self._cov, self._mean_func, self._phi = cov, mean_func, phi_t
+            pm.Potential(name, op(K, m, phi_t)[0])
+        return model, cov, mean_func, phi_t
+
+    def _build(self) -> pm.Model:
+        self._op = LaplaceLogp(self.likelihood)
+        model, self._cov, self._mean_func, self._phi = self._evidence_model("log_q", self._op)
         self._latent_pm = None
         return model
 
@@ -477,17 +483,8 @@ class LatentGP(PreflightJitter, GPModel):
         """The model with the variational bound in place of the Laplace evidence."""
         key = ("bound_model", method)
         if key not in self._fns:
-            n = self.X.shape[0]
-            with pm.Model(coords={"feature": self.feature_names, "obs": np.arange(n)}) as model:
-                cov, mean_func, phi = self._declare()
-                Xt = pt.as_tensor_variable(self.X)
-                K = cov(Xt) + self.jitter * pt.eye(n)
-                m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
-                phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
-                pm.Potential(
-                    "elbo", VariationalBound(self.likelihood, method=method)(K, m, phi_t)[0]
-                )
-            self._fns[key] = model
+            op = VariationalBound(self.likelihood, method=method)
+            self._fns[key] = self._evidence_model("elbo", op)[0]
         return self._fns[key]
 
     def _variational(self, values, method: str):
