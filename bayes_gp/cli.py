@@ -37,6 +37,7 @@ import pytensor
 
 from bayes_gp import kernels as kern
 from bayes_gp._io import write_atomic
+from bayes_gp.declared import METHODS
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
 __all__ = ["build_parser", "main", "prior_draw_kernels", "sample_prior", "write_atomic"]
@@ -127,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     p.add_argument(
         "--method",
-        choices=("nuts", "map", "laplace", "ep", "latent"),
+        choices=METHODS,
         help="inference method (default: the model's first)",
     )
     p.add_argument("--draws", type=_int_in(1, 10**6), help="NUTS draws per chain")

@@ -11,7 +11,8 @@ import pytest
 from bayes_gp import declared
 from bayes_gp.declared import Dataset, DeclaredModel, list_models, load_model, models_dir
 
-OURS = ("breast_cancer", "diabetes_ard", "mauna_loa", "pima")
+OURS = ("breast_cancer", "coal_mining", "diabetes_ard", "mauna_loa", "pima", "stars_cyg",
+        "uk_driver_deaths")
 
 GOOD = '''
 """A minimal declared model."""

@@ -109,3 +109,31 @@ def test_classifier_with_a_composite_kernel_fits():
     assert np.mean(clf.predict(X, fit) == t) > 0.85
     with pytest.raises(ValueError, match="unknown kernel 'prml'"):
         GPClassifier(X, t, "prml")
+
+
+def test_the_written_formulas_are_the_kernels():
+    """Every KERNEL_FORMULAS entry, transcribed to NumPy, equals the catalogue kernel it
+    describes. The periodic one is R&W eq. 4.31, exp(−2 sin²(π|x − x'|/p)/ℓ²) (bayes_gp's
+    ``Periodic``), not ``pm.gp.cov.Periodic``'s exp(−sin²(π|x − x'|/p)/(2ℓ²)), whose ℓ is half
+    R&W's."""
+    from bayes_gp.regression.catalogue import KERNEL_FORMULAS, kernel_spec
+
+    x = np.linspace(0.0, 3.0, 7)[:, None]
+    d = np.abs(x - x.T)
+    ls, eta, alpha, p = 0.8, 1.3, 0.6, 1.7
+    r = d / ls
+    numpy = {
+        "expquad": eta**2 * np.exp(-(r**2) / 2),
+        "matern12": eta**2 * np.exp(-r),
+        "exponential": eta**2 * np.exp(-r),
+        "matern32": eta**2 * (1 + np.sqrt(3) * r) * np.exp(-np.sqrt(3) * r),
+        "matern52": eta**2 * (1 + np.sqrt(5) * r + 5 * r**2 / 3) * np.exp(-np.sqrt(5) * r),
+        "ratquad": eta**2 * (1 + r**2 / (2 * alpha)) ** (-alpha),
+        "periodic": eta**2 * np.exp(-2 * np.sin(np.pi * d / p) ** 2 / ls**2),
+    }
+    assert KERNEL_FORMULAS["periodic"] == "η² exp(−2 sin²(π|x − x'|/p) / ℓ²)"
+    for name, ref in numpy.items():
+        spec = kernel_spec(name)
+        values = {"ls": ls, "eta": eta, "alpha": alpha, "period": p}
+        cov = spec.build(1, {q: values[q] for q in spec.params})
+        np.testing.assert_allclose(cov(x).eval(), ref, rtol=1e-12, err_msg=name)
