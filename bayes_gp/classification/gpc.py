@@ -699,6 +699,11 @@ class GPClassifier(PreflightJitter, GPModel):
             raise ValueError(f"GPClassifier fits by {list(self.fit_methods)}, not {method!r}")
         return methods[method](**options)
 
+    def fit_label(self, fit) -> str:
+        if self._is_laplace_draws(fit):
+            return self.latent_gp.fit_label(fit)  # "NUTS (Laplace-integrated GP)"
+        return super().fit_label(fit)
+
     def check_fit(self, fit) -> None:
         if not (is_nuts(fit) or isinstance(fit, ClassifierFit)):
             raise TypeError(

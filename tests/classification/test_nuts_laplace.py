@@ -69,6 +69,7 @@ def test_nuts_laplace_draws_predict_replicate_and_report():
     reps = clf.replicate(idata, 60, seed=0)
     assert reps.shape == (60, 50) and set(np.unique(reps)) <= {0, 1}
     assert abs(reps.mean() - clf.t.mean()) < 0.1
+    assert clf.fit_label(idata) == "NUTS (Laplace-integrated GP)"
     rep = report({"NUTS (Laplace)": idata}, model=clf)
     assert rep.problems == []
     assert "Pareto" in rep.html
