@@ -700,7 +700,9 @@ class GPRegression(PreflightJitter, GPModel):
 
     def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
         """Mean, sd of :math:`f_*` and of :math:`y_*`, 94% interval of :math:`y_*`."""
-        return gaussian_columns(self.predict(X_new, fit), self.predict(X_new, fit, True))
+        return gaussian_columns(
+            self.predict(X_new, fit), self.predict(X_new, fit, include_noise=True)
+        )
 
     def scores(self, y, columns) -> dict[str, float]:
         return gaussian_scores(y, columns)

@@ -373,3 +373,19 @@ def test_duplicate_input_and_inputs_1e15_apart_predict_the_same():
         preds.append(gp.predict(X_test, gp.fit_map(n_restarts=3, prior=False, random_seed=0)))
     np.testing.assert_almost_equal(preds[0].mean, preds[1].mean, decimal=7)
     np.testing.assert_almost_equal(preds[0].sd, preds[1].sd, decimal=7)
+
+
+def test_prediction_columns_give_the_noisy_interval_of_y():
+    """The defect: ``prediction_columns`` passed ``True`` positionally, which is ``diag``, not
+    ``include_noise``, so ``sd_y`` and the 94% interval (and the workflow's held-out log density
+    and coverage) were those of f*, without the noise."""
+    from bayes_gp.inference import MapFit
+
+    rng = np.random.default_rng(0)
+    x = np.linspace(0, 5, 20)
+    gp = GPRegression(x, np.sin(x) + 0.3 * rng.standard_normal(20))
+    fit = MapFit({"ls": 1.0, "eta": 1.0, "sigma": 0.3}, 0.0, False)
+    cols = gp.prediction_columns(np.array([[1.0], [2.0], [7.0]]), fit)
+    np.testing.assert_allclose(cols["sd_y"] ** 2, cols["sd_f"] ** 2 + 0.3**2, rtol=1e-10)
+    half = 1.880793608151251 * cols["sd_y"]
+    np.testing.assert_allclose(cols["upper_94"] - cols["mean"], half, rtol=1e-10)
