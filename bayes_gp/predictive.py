@@ -20,6 +20,7 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from bayes_gp.linalg import jittered_cholesky
+from bayes_gp.protocol import Bands
 
 __all__ = [
     "GaussianFactor",
@@ -32,6 +33,7 @@ __all__ = [
     "gaussian_scores",
     "binary_scores",
     "Prediction",
+    "GaussianPredictions",
 ]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
@@ -182,3 +184,30 @@ class Prediction:
     @property
     def sd(self) -> np.ndarray:
         return np.sqrt(self.var)
+
+
+class GaussianPredictions:
+    """The model-protocol methods of a regression model whose predictive distributions are
+    Gaussian (:class:`~bayes_gp.GPRegression`, :class:`~bayes_gp.DeepKernelRegression`): it
+    needs ``X``, ``y`` and ``predict(X_new, fit, include_noise=...)`` returning a
+    :class:`Prediction`. Put it before :class:`~bayes_gp.protocol.GPModel` in the bases."""
+
+    @property
+    def observed(self) -> np.ndarray:
+        return self.y
+
+    def bands(self, grid, fit) -> Bands:
+        grid = np.asarray(grid, float).ravel()
+        pred_f = self.predict(grid[:, None], fit)
+        pred_y = self.predict(grid[:, None], fit, include_noise=True)
+        return Bands("regression", self.X[:, 0], self.y, grid, pred_f.mean, pred_f.lower,
+                     pred_f.upper, pred_y.lower, pred_y.upper)  # fmt: skip
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        """Mean, sd of :math:`f_*` and of :math:`y_*`, 94% interval of :math:`y_*`."""
+        return gaussian_columns(
+            self.predict(X_new, fit), self.predict(X_new, fit, include_noise=True)
+        )
+
+    def scores(self, y, columns) -> dict[str, float]:
+        return gaussian_scores(y, columns)

@@ -65,14 +65,13 @@ from bayes_gp.inference.typeii import Restart, function_of_values
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
 from bayes_gp.predictive import (
     LOG_2PI,
+    GaussianPredictions,
     Prediction,
     factorize,
-    gaussian_columns,
-    gaussian_scores,
     loo_log_density,
     predict,
 )
-from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
+from bayes_gp.protocol import GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.likelihood import marginal_normal
 
@@ -169,7 +168,7 @@ def _is_network_name(name: str) -> bool:
     return re.fullmatch(r"(W|b)(\d+|_out)|lam\d+", name) is not None
 
 
-class DeepKernelRegression(GPModel):
+class DeepKernelRegression(GaussianPredictions, GPModel):
     r"""GP regression with a deep kernel :math:`k_\theta(g(x; W), g(x'; W))` (Wilson et al. 2016).
 
     Parameters
@@ -844,10 +843,6 @@ class DeepKernelRegression(GPModel):
     def label(self) -> str:
         return f"deep {self.spec.name}"
 
-    @property
-    def observed(self) -> np.ndarray:
-        return self.y
-
     def describe(self) -> list[tuple[str, object]]:
         """Network, kernel on the learned features and its formula, likelihood, mean, noise."""
         prior = (
@@ -919,20 +914,6 @@ class DeepKernelRegression(GPModel):
         draws = self._draw_predictions(self.X, fit, True, max_draws=n_draws, seed=seed)
         # one replicate per draw: f_i and eps_i independent given the draw (marginals)
         return np.array([mu + np.sqrt(var) * rng.standard_normal(n) for mu, var in draws])
-
-    def bands(self, grid, fit) -> Bands:
-        grid = np.asarray(grid, float).ravel()
-        pred_f = self.predict(grid[:, None], fit)
-        pred_y = self.predict(grid[:, None], fit, include_noise=True)
-        return Bands("regression", self.X[:, 0], self.y, grid, pred_f.mean, pred_f.lower,
-                     pred_f.upper, pred_y.lower, pred_y.upper)  # fmt: skip
-
-    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
-        """Mean, sd of :math:`f_*` and of :math:`y_*`, 94% interval of :math:`y_*`."""
-        return gaussian_columns(self.predict(X_new, fit), self.predict(X_new, fit, True))
-
-    def scores(self, y, columns) -> dict[str, float]:
-        return gaussian_scores(y, columns)
 
     def point_loo(self, fit) -> tuple[str, np.ndarray]:
         """Exact LOO of the GP layer at the point estimate (R&W eqs. 5.10–5.12). The network

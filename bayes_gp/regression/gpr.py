@@ -41,16 +41,15 @@ from bayes_gp.inference.typeii import (
 )
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import (
+    GaussianPredictions,
     Prediction,
     factorize,
-    gaussian_columns,
-    gaussian_scores,
     log_marginal_likelihood,
     loo_log_density,
     predict,
 )
 from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import Bands, GPModel, is_nuts
+from bayes_gp.protocol import GPModel, is_nuts
 from bayes_gp.regression.approx import approx_spec, build_likelihood
 from bayes_gp.regression.catalogue import (
     DataScale,
@@ -78,7 +77,7 @@ def _check_fit(fit) -> None:
         ) from None
 
 
-class GPRegression(PreflightJitter, GPModel):
+class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
     """A GP regression model declared as a PyMC model.
 
     Parameters
@@ -613,10 +612,6 @@ class GPRegression(PreflightJitter, GPModel):
             self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
         )
 
-    @property
-    def observed(self) -> np.ndarray:
-        return self.y
-
     def describe(self) -> list[tuple[str, object]]:
         """Kernel, its formula and equation, likelihood, mean, noise and data size."""
         rows: list[tuple[str, object]] = [
@@ -690,22 +685,6 @@ class GPRegression(PreflightJitter, GPModel):
                 sd = np.sqrt(np.maximum(var, 0.0))
                 reps.append(mean + sd * rng.standard_normal((k, mean.shape[0])))
         return np.concatenate(reps, axis=0)
-
-    def bands(self, grid, fit) -> Bands:
-        grid = np.asarray(grid, float).ravel()
-        pred_f = self.predict(grid[:, None], fit)
-        pred_y = self.predict(grid[:, None], fit, include_noise=True)
-        return Bands("regression", self.X[:, 0], self.y, grid, pred_f.mean, pred_f.lower,
-                     pred_f.upper, pred_y.lower, pred_y.upper)  # fmt: skip
-
-    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
-        """Mean, sd of :math:`f_*` and of :math:`y_*`, 94% interval of :math:`y_*`."""
-        return gaussian_columns(
-            self.predict(X_new, fit), self.predict(X_new, fit, include_noise=True)
-        )
-
-    def scores(self, y, columns) -> dict[str, float]:
-        return gaussian_scores(y, columns)
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> MapFit:
         if method != "map":
