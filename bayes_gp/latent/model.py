@@ -423,6 +423,41 @@ class LatentGP(PreflightJitter, GPModel):
         return float(value), {k: np.asarray(g, float) for k, g in zip(names, grads, strict=True)}
 
     # ------------------------------------------------------------------ fits
+    def _type2(self, model_of, solve, what: str, n_restarts, prior, random_seed, params, maxiter):
+        """The type-II fit shared by :meth:`fit_laplace` and :meth:`fit_vi`: maximise the
+        objective of ``model_of()`` (built after the jitter check, which may rebuild the model),
+        or take ``params``; then ``solve(values)``, the approximation there. Returns it and the
+        :class:`LatentFit` fields."""
+        t0 = time.perf_counter()
+        choice = self.check_jitter(random_seed)
+        if params is None:
+            fit = optimize(
+                model_of(), n_restarts=n_restarts, prior=prior, random_seed=random_seed,
+                maxiter=maxiter,
+            )  # fmt: skip
+            params, objective = fit.params, fit.objective
+            restarts, grad_norm = fit.restarts, fit.grad_norm
+        else:
+            objective, restarts, grad_norm, prior = float("nan"), [], float("nan"), False
+        values = self._values(params)
+        res = solve(values)
+        if not res.feasible:
+            raise RuntimeError(f"the {what} approximation is infeasible at {params}: {res.reason}")
+        if not np.isfinite(objective):
+            objective = res.log_evidence
+        return res, {
+            "params": dict(zip(self.hyperparameters, values, strict=True)),
+            "log_marginal_likelihood": float(res.log_evidence),
+            "objective": float(objective),
+            "prior": bool(prior),
+            "f_mode": res.f,
+            "restarts": restarts,
+            "grad_norm": grad_norm,
+            "seconds": time.perf_counter() - t0,
+            "jitter": choice.jitter,
+            "jitter_default": choice.default,
+        }
+
     @single_blas_thread
     def fit_laplace(
         self,
@@ -435,35 +470,11 @@ class LatentGP(PreflightJitter, GPModel):
     ) -> LatentFit:
         """Type-II fit of the Laplace evidence: MAP (``prior=True``) or ML-II; or, with
         ``params``, the Laplace approximation at exactly those hyperparameters."""
-        t0 = time.perf_counter()
-        choice = self.check_jitter(random_seed)
-        if params is None:
-            fit = optimize(
-                self.model, n_restarts=n_restarts, prior=prior, random_seed=random_seed,
-                maxiter=maxiter,
-            )  # fmt: skip
-            params, objective = fit.params, fit.objective
-            restarts, grad_norm = fit.restarts, fit.grad_norm
-        else:
-            objective, restarts, grad_norm, prior = float("nan"), [], float("nan"), False
-        values = self._values(params)
-        res, *_ = self._mode(values)
-        if not res.feasible:
-            raise RuntimeError(f"the Laplace approximation is infeasible at {params}: {res.reason}")
-        if not np.isfinite(objective):
-            objective = res.log_evidence
-        return LatentFit(
-            dict(zip(self.hyperparameters, values, strict=True)),
-            float(res.log_evidence),
-            float(objective),
-            bool(prior),
-            res.f,
-            restarts,
-            grad_norm,
-            time.perf_counter() - t0,
-            jitter=choice.jitter,
-            jitter_default=choice.default,
-        )
+        _, fields = self._type2(
+            lambda: self.model, lambda values: self._mode(values)[0], "Laplace", n_restarts,
+            prior, random_seed, params, maxiter,
+        )  # fmt: skip
+        return LatentFit(**fields)
 
     def _vi_method(self, method: str | None) -> str:
         lik = self.likelihood
@@ -519,41 +530,15 @@ class LatentGP(PreflightJitter, GPModel):
         multistart L-BFGS (:func:`bayes_gp.inference.typeii.optimize`) and the bound's exact
         gradient; with ``params``, the variational posterior at exactly those hyperparameters.
         """
-        t0 = time.perf_counter()
         method = self._vi_method(method)
-        choice = self.check_jitter(random_seed)
-        if params is None:
-            fit = optimize(
-                self._bound_model(method), n_restarts=n_restarts, prior=prior,
-                random_seed=random_seed, maxiter=maxiter,
-            )  # fmt: skip
-            params, objective = fit.params, fit.objective
-            restarts, grad_norm = fit.restarts, fit.grad_norm
-        else:
-            objective, restarts, grad_norm, prior = float("nan"), [], float("nan"), False
-        values = self._values(params)
-        res, *_ = self._variational(values, method)
-        if not res.feasible:
-            raise RuntimeError(
-                f"the variational approximation is infeasible at {params}: {res.reason}"
-            )
-        if not np.isfinite(objective):
-            objective = res.log_evidence
+        res, fields = self._type2(
+            lambda: self._bound_model(method), lambda values: self._variational(values, method)[0],
+            "variational", n_restarts, prior, random_seed, params, maxiter,
+        )  # fmt: skip
         return VIFit(
-            dict(zip(self.hyperparameters, values, strict=True)),
-            float(res.log_evidence),
-            float(objective),
-            bool(prior),
-            res.f,
-            restarts,
-            grad_norm,
-            time.perf_counter() - t0,
-            jitter=choice.jitter,
-            jitter_default=choice.default,
-            method="vi",
-            site_precision=site_precision(method, res.variational),
+            **fields, method="vi", site_precision=site_precision(method, res.variational),
             variational=method,
-        )
+        )  # fmt: skip
 
     def _factor(self, K, m, phi, fit, f) -> SiteFactor:
         """The Gaussian latent posterior at one set of hyperparameters: the variational one of a
