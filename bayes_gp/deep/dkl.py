@@ -256,7 +256,8 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
         self.n_params = int(sum(np.prod(s, dtype=int) for _, s in self._blocks))
         self._fns: dict = {}
         self._layers: dict[str, _Layer] = {}  # GP layers by network (``_layer_of``)
-        self._layer: _Layer | None = None  # the layer :attr:`model` is
+        #: the layer :attr:`model` is, or the fit whose plain layer it is (built when first read)
+        self._layer: _Layer | DKLFit | None = None
 
     # ---------------------------------------------------------- parameter vectors
     def _inputs(self, X) -> np.ndarray:
@@ -524,7 +525,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
             history=best.history,
             jitter=self.jitter,
         )
-        self._use_layer(self._layer_of(fit))
+        self._use_layer(fit)
         return fit
 
     def _theta(self, fit) -> np.ndarray:
@@ -651,8 +652,15 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
             marginal_normal("y", f64(self.y_mean) * pt.ones(n), C, observed=self.y, dims="obs")
         return _Layer(model, net, cov, sigma, fit, sample_last_layer, sample_mixture)
 
-    def _use_layer(self, layer: _Layer) -> None:
+    def _use_layer(self, layer: _Layer | DKLFit) -> None:
+        """Make :attr:`model` this layer, or the plain layer of this fit: that one is built only
+        when :attr:`model` is read, so a fit that is never reported builds no PyMC model."""
         self._layer = layer
+
+    def _current_layer(self) -> _Layer | None:
+        if isinstance(self._layer, DKLFit):
+            self._layer = self._layer_of(self._layer)
+        return self._layer
 
     def build_model(
         self, fit: DKLFit, *, sample_last_layer: bool = False, sample_mixture: bool = False,
@@ -686,12 +694,13 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
         """The PyMC model of the GP layer on the features of the network of the latest
         :meth:`fit_map`, :meth:`sample` or :meth:`build_model` (the deep kernel's
         hyperparameter priors depend on the learned features, so there is none before a fit)."""
-        if self._layer is None:
+        layer = self._current_layer()
+        if layer is None:
             raise ValueError(
                 "a deep kernel's PyMC model is the GP layer on the features of a fitted "
                 "network: call fit_map (or fit('map')) first"
             )
-        return self._layer.model
+        return layer.model
 
     def sample(
         self,
@@ -835,7 +844,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
     def hyperparameters(self) -> list[str]:
         """The kernel hyperparameters and σ that are random variables of the GP layer (the
         network parameters a NUTS fit may sample are not hyperparameters)."""
-        if self._layer is None:
+        if self._layer is None or isinstance(self._layer, DKLFit):  # the plain layer's: all
             return list(self.hyper_names)
         return [rv.name for rv in self._layer.model.free_RVs if not _is_network_name(rv.name)]
 
@@ -881,7 +890,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
         ``fit``'s network, which the consumer is about to read (its priors are those of the
         learned features): a model rebuilt to reload a saved fit needs no other call."""
         if isinstance(fit, DKLFit):
-            self._use_layer(self._layer_of(fit))
+            self._use_layer(fit)
             return
         if is_nuts(fit) and NETWORK_GROUP in fit.children:
             self._use_layer(self._layer_of_draws(fit))
@@ -946,7 +955,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
             grad_norm=float(attrs.get("grad_norm", np.nan)),
             jitter=self.jitter,
         )
-        self._use_layer(self._layer_of(fit))
+        self._use_layer(fit)
         return fit
 
     def set_jitter(self, jitter: float) -> None:

@@ -117,8 +117,11 @@ def test_predictions_do_not_depend_on_the_latest_fit(fitted):
     dkl, _, idata = fitted
     xs = np.linspace(-1, 1, 9)
     before = dkl.predict(xs, idata)
+    n_layers = len(dkl._layers)
     other = dkl.fit_map(maxiter=50, random_seed=9)
+    assert len(dkl._layers) == n_layers  # a fit builds no PyMC model until one is read
     assert dkl.model is not None and other.network["W0"].shape == (1, 4)
+    assert len(dkl._layers) == n_layers + 1
     after = dkl.predict(xs, idata)
     np.testing.assert_allclose(after.mean, before.mean, rtol=1e-12)
     np.testing.assert_allclose(after.var, before.var, rtol=1e-12)
