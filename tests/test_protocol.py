@@ -259,29 +259,8 @@ def test_workflow_runs_saves_and_reloads_the_family(tmp_path, monkeypatch):
     """The bayes-gp workflow (run, save, reload, report) on a declared model of the family: the
     reloaded fit predicts the same numbers, and the report rebuilt from the saved files is the
     one written with the fit."""
-    import sys
+    from tests.helpers import workflow_round_trip
 
-    from bayes_gp import workflow
-
-    models = tmp_path / "models"
-    models.mkdir()
-    (models / "fixed_family.py").write_text(DECLARED)
-    monkeypatch.setenv("BAYES_GP_MODELS", str(models))
-    try:
-        res = workflow.run("fixed_family", "map", fast=True)
-        assert set(res.scores) == {"rmse", "n_test"} and res.scores["rmse"] < 0.5
-        workflow.save(res, tmp_path / "out")
-        again = workflow.load(tmp_path / "out")
-        X = np.linspace(0, 10, 7)[:, None]
-        before = res.model.prediction_columns(X, res.fit)
-        after = again.model.prediction_columns(X, again.fit)
-        for name in before:
-            np.testing.assert_allclose(after[name], before[name], rtol=1e-12)
-        stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}")
-        written = (tmp_path / "out" / "report.html").read_text()
-        rebuilt = workflow.make_report(again).html
-        assert stamp.sub("", written) == stamp.sub("", rebuilt)
-    finally:
-        for key in [k for k in sys.modules if k.startswith("bayes_gp_models.")]:
-            if "fixed_family" in key:
-                del sys.modules[key]
+    X = np.linspace(0, 10, 7)[:, None]
+    res = workflow_round_trip(tmp_path, monkeypatch, "fixed_family", DECLARED, "map", X, 1e-12)
+    assert set(res.scores) == {"rmse", "n_test"} and res.scores["rmse"] < 0.5
