@@ -12,15 +12,12 @@ from scipy.stats import multivariate_t
 
 from bayes_gp.latent import (
     Bernoulli,
-    Binomial,
     Gaussian,
-    NegativeBinomial,
-    Poisson,
-    StudentT,
     laplace,
     laplace_logp,
 )
 from bayes_gp.predictive import factorize, log_marginal_likelihood
+from tests.latent.cases import _data, _likelihoods
 
 JIT = 1e-6
 
@@ -28,31 +25,6 @@ JIT = 1e-6
 def _kern(X, ls, eta):
     d2 = (X[:, None] - X[None, :]) ** 2
     return eta**2 * np.exp(-0.5 * d2 / ls**2) + JIT * np.eye(X.size)
-
-
-def _data(n=15, seed=0):
-    rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(0, 6, n))
-    f = np.sin(X) + 0.3
-    return rng, X, f
-
-
-def _likelihoods(n=15, seed=0):
-    """(name, likelihood, phi) for every observation model, with data drawn around sin(x)."""
-    rng, X, f = _data(n, seed)
-    return X, [
-        ("bernoulli_logit", Bernoulli((rng.uniform(size=n) < 1 / (1 + np.exp(-2 * f))) * 1.0), []),
-        (
-            "bernoulli_probit",
-            Bernoulli((rng.uniform(size=n) < 1 / (1 + np.exp(-2 * f))) * 1.0, link="probit"),
-            [],
-        ),
-        ("binomial", Binomial(rng.binomial(12, 1 / (1 + np.exp(-f))) * 1.0, trials=12), []),
-        ("poisson", Poisson(rng.poisson(4 * np.exp(f)) * 1.0, exposure=np.full(n, 4.0)), []),
-        ("negative_binomial", NegativeBinomial(rng.poisson(3 * np.exp(f)) * 1.0), [3.0]),
-        ("student_t", StudentT(f + 0.3 * rng.standard_t(4, n)), [4.0, 0.3]),
-        ("gaussian", Gaussian(f + 0.2 * rng.standard_normal(n)), [0.2]),
-    ]
 
 
 X15, LIKS = _likelihoods()

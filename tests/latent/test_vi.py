@@ -16,10 +16,8 @@ from scipy.stats import multivariate_normal
 
 from bayes_gp.latent import (
     Bernoulli,
-    Binomial,
     Gaussian,
     LaplaceResult,
-    NegativeBinomial,
     Poisson,
     StudentT,
     laplace,
@@ -32,6 +30,7 @@ from bayes_gp.latent.vi import (
     gaussian_kl_elbo,
     jaakkola_jordan,
 )
+from tests.latent.cases import _likelihoods
 
 JIT = 1e-6
 
@@ -48,27 +47,7 @@ def _kern_and_derivatives(X, ls, eta):
     return eta**2 * E + JIT * np.eye(X.size), [eta**2 * E * d2 / ls**3, 2 * eta * E]
 
 
-def _likelihoods(n=20, seed=0):
-    """(name, likelihood, phi) for every observation model, with data drawn around sin(x)."""
-    rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(0, 6, n))
-    f = np.sin(X) + 0.3
-    return X, [
-        ("bernoulli_logit", Bernoulli((rng.uniform(size=n) < 1 / (1 + np.exp(-2 * f))) * 1.0), []),
-        (
-            "bernoulli_probit",
-            Bernoulli((rng.uniform(size=n) < 1 / (1 + np.exp(-2 * f))) * 1.0, link="probit"),
-            [],
-        ),
-        ("binomial", Binomial(rng.binomial(12, 1 / (1 + np.exp(-f))) * 1.0, trials=12), []),
-        ("poisson", Poisson(rng.poisson(4 * np.exp(f)) * 1.0, exposure=np.full(n, 4.0)), []),
-        ("negative_binomial", NegativeBinomial(rng.poisson(3 * np.exp(f)) * 1.0), [3.0]),
-        ("student_t", StudentT(f + 0.3 * rng.standard_t(4, n)), [4.0, 0.3]),
-        ("gaussian", Gaussian(f + 0.2 * rng.standard_normal(n)), [0.2]),
-    ]
-
-
-X20, LIKS = _likelihoods()
+X20, LIKS = _likelihoods(20)
 IDS = [name for name, _, _ in LIKS]
 
 
