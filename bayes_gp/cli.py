@@ -17,7 +17,10 @@ report
 
 Each subcommand is a function ``_cmd_<name>(args) -> int`` registered in :func:`build_parser`.
 Errors in the arguments or in writing the output are reported as one line on standard error with
-a non-zero exit status, never a traceback. Matplotlib is imported only when a figure is drawn.
+a non-zero exit status, never a traceback. The library names parameters in its errors
+(:class:`~bayes_gp._arguments.ArgumentError`: `` `method` ``, `` `trials` ``); the command line
+words them as its options (``--method``, ``--trials``, :data:`OPTIONS`). Matplotlib is imported
+only when a figure is drawn.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ import numpy as np
 import pytensor
 
 from bayes_gp import kernels as kern
+from bayes_gp._arguments import ArgumentError
 from bayes_gp._io import write_atomic
-from bayes_gp.declared import METHODS
+from bayes_gp.declared import METHOD_TABLE, METHODS
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
 __all__ = ["build_parser", "main", "prior_draw_kernels", "sample_prior", "write_atomic"]
@@ -49,6 +53,8 @@ GRID = (-5.0, 5.0)
 #: Jitter added to the Gram matrix before the Cholesky factorisation, relative to its mean
 #: diagonal: the first try, and the largest allowed (grown tenfold per failure).
 JITTER_START, JITTER_MAX = 1e-10, 1e-4
+#: The option of each library parameter whose option is not ``--<parameter>`` (``_`` as ``-``).
+OPTIONS = {"n_restarts": "--restarts"}
 
 
 class CLIError(Exception):
@@ -129,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--method",
         choices=METHODS,
-        help="inference method (default: the model's first)",
+        help="inference method (default: the model's first; `bayes-gp list` gives each model's): "
+        + "; ".join(f"{name} = {what}" for name, what in METHOD_TABLE.items()),
     )
     p.add_argument("--draws", type=_int_in(1, 10**6), help="NUTS draws per chain")
     p.add_argument("--tune", type=_int_in(0, 10**6), help="NUTS tuning steps per chain")
@@ -346,6 +353,19 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _option_words(parameter: str, values: tuple[str, ...], joiner: str) -> str:
+    """A library parameter as the command line names it: ``--trials``, ``--likelihood binomial``,
+    ``--method nuts, map`` (see :data:`bayes_gp._arguments.Words`)."""
+    option = OPTIONS.get(parameter, "--" + parameter.replace("_", "-"))
+    return f"{option} {joiner.join(values)}" if values else option
+
+
+def _worded(exc: BaseException) -> str:
+    """The message of a library error in the command line's words: the parameters an
+    :class:`~bayes_gp._arguments.ArgumentError` names become options."""
+    return exc.worded(_option_words) if isinstance(exc, ArgumentError) else str(exc)
+
+
 def _progress(message: str) -> None:
     print(f"[bayes-gp] {message}", file=sys.stderr, flush=True)
 
@@ -379,7 +399,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
                 args.exposure,
                 args.trials,
             )
-            model.load_data()  # fail on bad data before any compilation
+            data = model.load_data()  # fail on bad data before any compilation; read once
         else:
             if args.x or args.y:
                 raise CLIError(
@@ -387,7 +407,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
                 )
             from bayes_gp.declared import load_model
 
-            model = load_model(args.model)
+            model, data = load_model(args.model), None  # run loads it, fast or full
         t0 = time.perf_counter()
         result = workflow.run(
             model,
@@ -401,6 +421,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=_progress,
             progressbar=sys.stderr.isatty(),
+            data=data,
         )
         _progress("writing results" + ("" if args.no_report else " and report"))
         files = workflow.save(result, out, with_report=not args.no_report)
@@ -409,7 +430,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise CLIError(f"{PROG} fit: interrupted; nothing was written to {out}", 130) from None
     except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        raise CLIError(f"{PROG} fit: error: {exc}") from None
+        raise CLIError(f"{PROG} fit: error: {_worded(exc)}") from None
     except OSError as exc:
         raise CLIError(f"{PROG} fit: error: cannot write to {out}: {exc}") from None
     except Exception as exc:  # numerical failures etc.: one line unless --debug
@@ -430,7 +451,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         html = workflow.make_report(result).html
         write_atomic({args.dir / workflow.REPORT: html.encode()})
     except (ValueError, TypeError, ImportError) as exc:
-        raise CLIError(f"{PROG} report: error: {exc}") from None
+        raise CLIError(f"{PROG} report: error: {_worded(exc)}") from None
     except OSError as exc:
         raise CLIError(f"{PROG} report: error: cannot write to {args.dir}: {exc}") from None
     except Exception as exc:

@@ -8,11 +8,10 @@ A declared model is a plain Python module that builds its model through the publ
 ``SUMMARY``
     One line for ``bayes-gp list``.
 ``METHODS``
-    The inference methods it supports, the first being the default: a subset of
-    ``("nuts", "map", "laplace", "ep", "latent", "nuts_laplace", "vi")`` (what each means is
-    the model's: for a :class:`~bayes_gp.LatentGP` ``"laplace"`` is NUTS with the
-    Laplace-integrated GP, ``"latent"`` joint NUTS, ``"map"`` the type-II Laplace fit and
-    ``"vi"`` the type-II variational fit; for a
+    The inference methods it supports, the first being the default: a subset of the names in
+    :data:`METHOD_TABLE` (what each means is the model's: for a :class:`~bayes_gp.LatentGP`
+    ``"laplace"`` is NUTS with the Laplace-integrated GP, ``"latent"`` joint NUTS, ``"map"`` the
+    type-II Laplace fit and ``"vi"`` the type-II variational fit; for a
     :class:`~bayes_gp.GPClassifier` ``"laplace"`` is the type-II Laplace fit and
     ``"nuts_laplace"`` NUTS with the Laplace-integrated GP).
 ``SETTINGS``
@@ -22,6 +21,10 @@ A declared model is a plain Python module that builds its model through the publ
     The data (offline: shipped in an installed package).
 ``build(data: Dataset, method: str) -> model``
     The model object (for EP a probit classifier, for instance).
+
+:data:`METHOD_TABLE` is the one list of inference methods: the declared models, the CSV models
+of :mod:`bayes_gp.workflow` and ``bayes-gp fit --method`` all take their names from it, and
+:func:`choose_method` is the one check of a requested method against a model's.
 
 The modules live in the top-level ``models/`` directory of a source checkout, or inside the
 installed package as ``bayes_gp/_models`` (wheel builds copy them there); ``BAYES_GP_MODELS``
@@ -33,16 +36,43 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 
 import numpy as np
 
-__all__ = ["Dataset", "DeclaredModel", "models_dir", "list_models", "load_model"]
+from bayes_gp._arguments import ArgumentError
+
+__all__ = [
+    "Dataset",
+    "DeclaredModel",
+    "METHOD_TABLE",
+    "METHODS",
+    "choose_method",
+    "models_dir",
+    "list_models",
+    "load_model",
+]
 
 TASKS = ("regression", "classification", "counts")
-METHODS = ("nuts", "map", "laplace", "ep", "latent", "nuts_laplace", "vi")
+#: The inference methods, name -> what it is; how a method runs is its model's
+#: (:attr:`~bayes_gp.protocol.GPModel.fit_methods`, ``sampling_methods``).
+METHOD_TABLE: Mapping[str, str] = MappingProxyType(
+    {
+        "nuts": "NUTS: posterior draws of the hyperparameters (and of any latent GP sampled)",
+        "map": "type-II: MAP / maximum marginal likelihood (ML-II) with restarts",
+        "laplace": "the Laplace approximation: type-II (GPClassifier), or NUTS with the "
+        "Laplace-integrated GP (LatentGP)",
+        "ep": "type-II expectation propagation (probit classification)",
+        "latent": "joint NUTS over the hyperparameters and the latent GP values (LatentGP)",
+        "nuts_laplace": "NUTS with the Laplace-integrated GP (GPClassifier)",
+        "vi": "type-II variational fit (LatentGP)",
+    }
+)
+#: The method names, in the table's order.
+METHODS = tuple(METHOD_TABLE)
 _REQUIRED = ("TASK", "SUMMARY", "METHODS", "SETTINGS", "load_data", "build")
 
 
@@ -120,12 +150,46 @@ class DeclaredModel:
         return data
 
     def build(self, data: Dataset, method: str | None = None):
-        method = method or self.methods[0]
-        if method not in self.methods:
-            raise ValueError(
-                f"model {self.name!r} supports --method {', '.join(self.methods)}, not {method!r}"
-            )
-        return self.module.build(data, method=method)
+        """The model object of ``data`` for ``method`` (default: the first of :attr:`methods`).
+
+        Raises
+        ------
+        ArgumentError
+            If the model does not support ``method`` (:func:`choose_method`).
+        """
+        return self.module.build(data, method=choose_method(self.name, self.methods, method))
+
+
+def choose_method(model: str, supported: Sequence[str], method: str | None) -> str:
+    """The method to fit ``model`` by: ``method``, or the first of ``supported`` if none is given.
+
+    Parameters
+    ----------
+    model : str
+        The model's name, for the message.
+    supported : sequence of str
+        The model's methods (names in :data:`METHOD_TABLE`), the default first.
+    method : str or None
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ArgumentError
+        About the parameter ``method``, if it is not one of ``supported``: "model 'pima' fits
+        by `method` 'laplace', 'nuts', 'ep'; not 'map'".
+    """
+    method = method or supported[0]
+    if method not in supported:
+        raise ArgumentError(
+            "model {model!r} fits by {method:" + ",".join(supported) + "}; not {value!r}",
+            ("method",),
+            model=model,
+            value=method,
+        )
+    return method
 
 
 def models_dir() -> Path:

@@ -117,5 +117,25 @@ def test_approximations_import_their_spec_from_below():
 
 def test_version_without_the_package():
     graph = import_graph()
-    for mod in ("bayes_gp.report.core", "bayes_gp.workflow"):
+    split = [m for m in graph if m.startswith(("bayes_gp.report.", "bayes_gp.workflow."))]
+    assert {"bayes_gp.report.entries", "bayes_gp.report.model_checks", "bayes_gp.report.sections",
+            "bayes_gp.report.comparison", "bayes_gp.workflow.spec", "bayes_gp.workflow.fitting",
+            "bayes_gp.workflow.scoring", "bayes_gp.workflow.reporting",
+            "bayes_gp.workflow.store"} <= set(split)  # fmt: skip
+    for mod in ("bayes_gp.report.core", "bayes_gp.workflow", *split):
         assert "bayes_gp" not in graph[mod], mod
+
+
+def test_the_split_packages_import_downwards():
+    """workflow: spec <- scoring <- fitting <- reporting <- store <- the package; report: entries,
+    model_checks <- sections <- comparison <- core. No module imports the command line."""
+    graph = import_graph()
+    order = {
+        "bayes_gp.workflow": ["spec", "scoring", "fitting", "reporting", "store"],
+        "bayes_gp.report": ["entries", "model_checks", "sections", "comparison", "core"],
+    }
+    for package, modules in order.items():
+        for i, low in enumerate(modules):
+            for high in modules[i + 1 :]:
+                assert f"{package}.{high}" not in graph[f"{package}.{low}"], (low, high)
+    assert {m for m, deps in graph.items() if "bayes_gp.cli" in deps} == set()

@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 
 from bayes_gp import cli, workflow
+from bayes_gp._arguments import ArgumentError
+from bayes_gp.latent import LIKELIHOODS
 from bayes_gp.workflow import CSVModel
 
 
@@ -77,6 +79,92 @@ def test_csv_spec_errors(csv_file, tmp_path):
         CSVModel(str(holes), ("x",), "y").load_data()
     with pytest.raises(ValueError, match="no such file"):
         CSVModel(str(tmp_path / "none.csv"), ("x",), "y").load_data()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message", "params"),
+    [
+        (
+            dict(likelihood="zip"),
+            f"`likelihood` must be one of {', '.join(LIKELIHOODS)}, got 'zip'",
+            ("likelihood",),
+        ),
+        (
+            dict(likelihood="gaussian", exposure="z"),
+            "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial'",
+            ("exposure", "likelihood"),
+        ),
+        (dict(exposure="z"), "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial'",
+         ("exposure", "likelihood")),
+        (
+            dict(likelihood="poisson", trials="z"),
+            "`trials` goes with `likelihood` 'binomial'",
+            ("trials", "likelihood"),
+        ),
+        (
+            dict(likelihood="binomial"),
+            "`likelihood` 'binomial' needs `trials` (the trials column)",
+            ("likelihood", "trials"),
+        ),
+    ],
+)  # fmt: skip
+def test_csv_spec_errors_name_the_parameters(csv_file, kwargs, message, params):
+    """The library words its errors for Python callers (parameters in backticks, no options);
+    the command line words the same errors as its options (test_fit_csv_latent_bad_input)."""
+    with pytest.raises(ArgumentError) as info:
+        CSVModel(str(csv_file), ("x",), "y", **kwargs)
+    assert str(info.value) == message
+    assert info.value.params == params and isinstance(info.value, ValueError)
+    assert "--" not in str(info.value)
+
+
+def test_method_errors_name_the_parameter(csv_file):
+    model = CSVModel(str(csv_file), ("x",), "y")
+    message = "model 'data' fits by `method` 'nuts', 'map'; not 'laplace'"
+    with pytest.raises(ArgumentError, match=re.escape(message)) as info:
+        workflow.run(model, "laplace")
+    assert str(info.value) == message and info.value.parameter == "method"
+    clf = CSVModel(str(csv_file), ("x",), "lab", task="classification")
+    with pytest.raises(ArgumentError, match="fits by `method` 'laplace', 'nuts', 'ep'; not 'map'"):
+        clf.build(clf.load_data(), "map")
+    with pytest.raises(ArgumentError, match="`draws` must be positive, got 0"):
+        workflow.run(model, "nuts", draws=0)
+    with pytest.raises(ArgumentError, match="`x` needs at least one column name"):
+        workflow.parse_columns(" , ")
+
+
+def test_one_method_table():
+    """declared.METHOD_TABLE is the one list of methods: --method offers exactly its names, and
+    every CSV model's methods are among them."""
+    from bayes_gp import declared
+    from bayes_gp.latent import LatentGP
+    from bayes_gp.workflow.spec import CSV_METHODS
+
+    assert declared.METHODS == tuple(declared.METHOD_TABLE)
+    parser = cli.build_parser()
+    for name in declared.METHOD_TABLE:
+        assert parser.parse_args(["fit", "m", "--out", "o", "--method", name]).method == name
+    with pytest.raises(cli.CLIError, match="invalid choice"):
+        parser.parse_args(["fit", "m", "--out", "o", "--method", "hmc"])
+    for methods in (*CSV_METHODS.values(), LatentGP.fit_methods):
+        assert set(methods) <= set(declared.METHODS)
+
+
+def test_fit_reads_the_csv_once(csv_file, tmp_path, monkeypatch):
+    """`bayes-gp fit data.csv` checks the data before fitting and fits the data it checked: one
+    read of the file."""
+    reads = []
+    read_csv = pd.read_csv
+
+    def counting(path, *args, **kwargs):
+        reads.append(str(path))
+        return read_csv(path, *args, **kwargs)
+
+    monkeypatch.setattr(pd, "read_csv", counting)
+    rc, _, err = _cli("fit", csv_file, "--x", "x", "--y", "y", "--method", "map", "--restarts",
+                      "1", "--no-report", "--out", tmp_path / "o")  # fmt: skip
+    assert rc == 0, err
+    assert reads == [str(csv_file)]
 
 
 def test_map_fit_saves_and_reloads(csv_file, tmp_path):
@@ -229,8 +317,9 @@ def test_load_rejects_a_damaged_or_foreign_posterior(csv_file, tmp_path, damage)
         (["--x", "x"], "needs --x COLUMNS and --y COLUMN"),
         (
             ["--x", "x", "--y", "y", "--method", "laplace"],
-            "supports --method nuts, map, not 'laplace'",
+            "model 'data' fits by --method nuts, map; not 'laplace'",
         ),
+        (["--x", ",", "--y", "y"], "--x needs at least one column name"),
     ],
 )
 def test_fit_bad_csv_input_is_one_line(csv_file, tmp_path, args, match):
@@ -314,11 +403,21 @@ def counts_csv(tmp_path_factory):
 @pytest.mark.parametrize(
     "args,match",
     [
-        (["--likelihood", "binomial"], "needs --trials"),
-        (["--likelihood", "gaussian", "--exposure", "pop"], "--exposure goes with"),
+        (["--likelihood", "binomial"], "--likelihood binomial needs --trials \\(the trials column"),
+        (
+            ["--likelihood", "gaussian", "--exposure", "pop"],
+            "--exposure goes with --likelihood poisson or negative_binomial$",
+        ),
+        (
+            ["--likelihood", "poisson", "--trials", "trials"],
+            "--trials goes with --likelihood binomial$",
+        ),
         (["--likelihood", "poisson", "--exposure", "nope"], "'nope' not in"),
         (["--likelihood", "poisson", "--exposure", "t", "--x", "pop"], "non-negative|positive"),
-        (["--likelihood", "poisson", "--method", "nuts"], "supports --method laplace, latent, map, vi"),
+        (
+            ["--likelihood", "poisson", "--method", "nuts"],
+            "fits by --method laplace, latent, map, vi; not 'nuts'",
+        ),
     ],
 )
 def test_fit_csv_latent_bad_input_writes_nothing(counts_csv, tmp_path, args, match):

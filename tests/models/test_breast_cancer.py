@@ -53,7 +53,7 @@ def test_builds_logit_and_probit(decl, data):
     assert links == {"laplace": "logit", "nuts": "logit", "ep": "probit"}
     gp = decl.build(data, "ep")
     assert isinstance(gp, GPClassifier) and gp.ard and gp.feature_names == NAMES
-    with pytest.raises(ValueError, match="supports --method laplace, nuts, ep"):
+    with pytest.raises(ValueError, match="fits by `method` 'laplace', 'nuts', 'ep'"):
         decl.build(data, "nuts_or_bust")
 
 

@@ -30,7 +30,7 @@ def test_map_fit_finds_the_drop_in_the_rate(decl, data):
     rate = gp.predict(t, fit)["mean"]
     assert np.mean(rate[t < 1890]) == pytest.approx(3.1, rel=0.2)
     assert np.mean(rate[t > 1892]) == pytest.approx(0.93, rel=0.2)
-    with pytest.raises(ValueError, match="supports --method laplace, latent, map, vi"):
+    with pytest.raises(ValueError, match="fits by `method` 'laplace', 'latent', 'map', 'vi'"):
         decl.build(data, "ep")
 
 

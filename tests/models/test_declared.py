@@ -71,7 +71,7 @@ def test_declared_models_follow_the_protocol(name):
         s = decl.settings(fast)
         assert {"draws", "tune", "chains", "n_restarts"} <= set(s)
     assert decl.settings(True)["draws"] <= decl.settings(False)["draws"]
-    with pytest.raises(ValueError, match=f"model {name!r} supports --method"):
+    with pytest.raises(ValueError, match=f"model {name!r} fits by `method`"):
         decl.build(None, "bogus")
 
 

@@ -51,7 +51,7 @@ def test_builds_ard_model_with_relevance_prior(decl, data):
     ls = np.linspace(0.5, 50.0, 10)
     expected = stats.invgamma(1.0, scale=2.0).logpdf(ls)
     np.testing.assert_allclose(logp(np.log(ls)), expected, rtol=1e-12)
-    with pytest.raises(ValueError, match="supports --method nuts, map"):
+    with pytest.raises(ValueError, match="fits by `method` 'nuts', 'map'"):
         decl.build(data, "ep")
 
 

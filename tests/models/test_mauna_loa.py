@@ -74,7 +74,7 @@ def test_builds_for_each_method(decl, fast):
         gp = decl.build(fast, method)
         assert isinstance(gp, GPRegression)
         assert gp.hyperparameters == PARAMS
-    with pytest.raises(ValueError, match="supports --method map, nuts"):
+    with pytest.raises(ValueError, match="fits by `method` 'map', 'nuts'"):
         decl.build(fast, "laplace")
 
 

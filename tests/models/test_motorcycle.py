@@ -36,7 +36,7 @@ def test_data_and_model(motorcycle):
     assert gp.hyperparameters == ["ls", "eta", "noise_ls", "noise_eta", "noise_mean"]
     homo = decl.module.homoscedastic(data)
     assert isinstance(homo, GPRegression) and homo.hyperparameters == ["ls", "eta", "sigma"]
-    with pytest.raises(ValueError, match="supports"):
+    with pytest.raises(ValueError, match="fits by `method`"):
         decl.build(data, "map")
 
 

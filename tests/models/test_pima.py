@@ -42,7 +42,9 @@ def test_builds_logit_and_probit(decl, data):
     gp = decl.build(data, "laplace")
     assert isinstance(gp, GPClassifier) and gp.ard
     assert gp.hyperparameters == ["ls", "eta"] and gp.feature_names == data.feature_names
-    with pytest.raises(ValueError, match="supports --method laplace, nuts, ep, nuts_laplace"):
+    with pytest.raises(
+        ValueError, match="fits by `method` 'laplace', 'nuts', 'ep', 'nuts_laplace'"
+    ):
         decl.build(data, "map")
 
 

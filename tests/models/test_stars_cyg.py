@@ -64,7 +64,7 @@ def test_map_fit_follows_the_main_sequence(decl, data):
     line = LatentGP(data.X_train, data.y_train, "expquad", "student_t", priors={"ls": 2.0})
     lfit = line.fit_laplace(n_restarts=3, random_seed=0)
     assert _slope(line, lfit) < 0.5  # dragged by the giants
-    with pytest.raises(ValueError, match="supports --method laplace, latent, map, vi"):
+    with pytest.raises(ValueError, match="fits by `method` 'laplace', 'latent', 'map', 'vi'"):
         decl.build(data, "ep")
 
 

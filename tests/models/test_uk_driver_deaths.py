@@ -68,7 +68,7 @@ def test_map_fit_finds_the_drop_and_beats_poisson(decl, data):
     assert held_nb["mean_log_predictive_density"] > held_pois["mean_log_predictive_density"] + 0.5
     assert held_nb["coverage_94"] >= 11 / 12 > 0.5 >= held_pois["coverage_94"]
     assert held_nb["rmse"] < 0.6 * held_pois["rmse"]  # measured 124 against 292
-    with pytest.raises(ValueError, match="supports --method laplace, latent, map, vi"):
+    with pytest.raises(ValueError, match="fits by `method` 'laplace', 'latent', 'map', 'vi'"):
         decl.build(data, "ep")
 
 

@@ -1,0 +1,295 @@
+"""What to fit: a declared model by name, or a model on the user's own CSV file.
+
+:class:`CSVModel` gives a CSV file the declared-model interface (:mod:`bayes_gp.declared`):
+``name``, ``task``, ``summary``, ``methods``, ``settings``, ``load_data`` and ``build``.
+:func:`resolve` turns a name into its declared model; :func:`spec_of` and :func:`from_spec`
+write a model as the specification saved in ``fit.json`` and rebuild it from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+
+from bayes_gp._arguments import ArgumentError
+from bayes_gp.declared import Dataset, DeclaredModel, choose_method, load_model
+
+__all__ = [
+    "CSVModel",
+    "DEFAULT_SETTINGS",
+    "CSV_METHODS",
+    "parse_columns",
+    "resolve",
+    "spec_of",
+    "from_spec",
+]
+
+#: The inference settings of a model that declares none (CSV models), fast and full.
+DEFAULT_SETTINGS = MappingProxyType(
+    {
+        "fast": MappingProxyType({"draws": 300, "tune": 300, "chains": 2, "n_restarts": 3}),
+        "full": MappingProxyType({"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5}),
+    }
+)
+#: The methods of a CSV model without a ``likelihood``, by task (the default first); with a
+#: likelihood they are :attr:`bayes_gp.LatentGP.fit_methods`.
+CSV_METHODS = MappingProxyType(
+    {"regression": ("nuts", "map"), "classification": ("laplace", "nuts", "ep")}
+)
+#: The task a latent-GP likelihood sets (any other likelihood models counts).
+_LIKELIHOOD_TASKS = MappingProxyType(
+    {"bernoulli": "classification", "student_t": "regression", "gaussian": "regression"}
+)
+#: The link of a CSV classifier by method (any other: logit).
+_LINKS = MappingProxyType({"ep": "probit"})
+#: The likelihoods that take each size column.
+_SIZE_COLUMNS = MappingProxyType(
+    {"exposure": ("poisson", "negative_binomial"), "trials": ("binomial",)}
+)
+
+
+@dataclass(frozen=True)
+class CSVModel:
+    """A model on the user's own CSV file, with the declared-model interface.
+
+    Parameters
+    ----------
+    path : path to a CSV file with a header row
+    x : list of str
+        Input columns.
+    y : str
+        Target column (numbers for regression; two distinct labels for classification).
+    kernel : str
+        A catalogue name or a sum of products (:func:`bayes_gp.regression.kernel_spec`).
+    task : {"regression", "classification", "counts"}
+        ``"counts"`` is set from a count likelihood.
+    ard : bool
+    likelihood : str, optional
+        A :class:`~bayes_gp.LatentGP` likelihood (``"poisson"``, ``"negative_binomial"``,
+        ``"binomial"``, ``"bernoulli"``, ``"student_t"``, ``"gaussian"``): the model is then a
+        latent GP fitted by ``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"``
+        or ``"map"``.
+    exposure, trials : str, optional
+        Column of the exposure (Poisson, negative binomial) or of the trials (binomial).
+
+    Raises
+    ------
+    ArgumentError
+        For a combination of ``likelihood``, ``exposure`` and ``trials`` that does not go
+        together (the error names the parameters).
+    ValueError
+        For a bad task, kernel or column list.
+    """
+
+    path: str
+    x: tuple[str, ...]
+    y: str
+    kernel: str = "expquad"
+    task: str = "regression"
+    ard: bool = False
+    likelihood: str | None = None
+    exposure: str | None = None
+    trials: str | None = None
+
+    def __post_init__(self):
+        from bayes_gp.latent import LIKELIHOODS
+        from bayes_gp.regression import kernel_spec
+
+        if self.likelihood is not None:
+            if self.likelihood not in LIKELIHOODS:
+                raise ArgumentError(
+                    "{likelihood} must be one of {choices}, got {value!r}",
+                    ("likelihood",),
+                    choices=", ".join(LIKELIHOODS),
+                    value=self.likelihood,
+                )
+            task = _LIKELIHOOD_TASKS.get(self.likelihood, "counts")
+            object.__setattr__(self, "task", task)
+        for column, likelihoods in _SIZE_COLUMNS.items():
+            if getattr(self, column) and self.likelihood not in likelihoods:
+                raise ArgumentError(
+                    "{" + column + "} goes with {likelihood:" + "|".join(likelihoods) + "}",
+                    (column, "likelihood"),
+                )
+        if self.likelihood == "binomial" and not self.trials:
+            raise ArgumentError(
+                "{likelihood:binomial} needs {trials} (the trials column)", ("likelihood", "trials")
+            )
+        size = self.size_column
+        if size and size in (*self.x, self.y):
+            raise ValueError(f"column {size!r} is an input or the target, not a size column")
+        if self.task not in ("regression", "classification", "counts"):
+            raise ValueError(
+                f"task must be 'regression', 'classification' or 'counts', got {self.task!r}"
+            )
+        if not self.x:
+            raise ValueError("give at least one input column")
+        if self.y in self.x:
+            raise ValueError(f"column {self.y!r} is both an input and the target")
+        kernel_spec(self.kernel, exclude=("prml",) if self.task == "classification" else ())
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+    @property
+    def summary(self) -> str:
+        return f"{self.task} of {self.y} on {', '.join(self.x)} ({self.kernel}) from {self.path}"
+
+    @property
+    def size_column(self) -> str | None:
+        """The exposure or trials column, if any."""
+        return self.exposure or self.trials
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        if self.likelihood is not None:
+            from bayes_gp.latent import LatentGP
+
+            return LatentGP.fit_methods
+        return CSV_METHODS[self.task]
+
+    def settings(self, fast: bool) -> dict:
+        return dict(DEFAULT_SETTINGS["fast" if fast else "full"])
+
+    def spec(self) -> dict:
+        return {
+            "csv": str(Path(self.path).resolve()),
+            "x": list(self.x),
+            "y": self.y,
+            "kernel": self.kernel,
+            "task": self.task,
+            "ard": self.ard,
+            "likelihood": self.likelihood,
+            "exposure": self.exposure,
+            "trials": self.trials,
+        }
+
+    def load_data(self, fast: bool = False) -> Dataset:
+        """Read the CSV file (once) and check the columns used.
+
+        Parameters
+        ----------
+        fast : bool
+            Ignored: a CSV file has one size.
+
+        Returns
+        -------
+        Dataset
+
+        Raises
+        ------
+        ValueError
+            If the file is missing or not CSV, a column is missing, a numeric column holds text,
+            or a row has missing values in the columns used.
+        """
+        try:
+            df = pd.read_csv(self.path)
+        except FileNotFoundError:
+            raise ValueError(f"no such file: {self.path}") from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read {self.path} as CSV: {exc}") from None
+        size = self.size_column
+        wanted = (*self.x, self.y, *([size] if size else []))
+        missing = [c for c in wanted if c not in df.columns]
+        if missing:
+            raise ValueError(
+                f"column(s) {', '.join(map(repr, missing))} not in {self.path} "
+                f"(columns: {', '.join(map(str, df.columns))})"
+            )
+        cols = {}
+        numeric = self.x if self.task == "classification" else (*self.x, self.y)
+        for c in (*numeric, *([size] if size else [])):
+            values = pd.to_numeric(df[c], errors="coerce")
+            bad = values.isna() & df[c].notna()
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0])
+                raise ValueError(
+                    f"column {c!r} is not numeric: row {row + 1} holds {df[c].iloc[row]!r}"
+                )
+            cols[c] = values
+        used = pd.DataFrame(cols)
+        if self.task == "classification":
+            used[self.y] = df[self.y]
+        n_missing = int(used.isna().any(axis=1).sum())
+        if n_missing:
+            raise ValueError(
+                f"{n_missing} row(s) of {self.path} have missing values in the columns used; "
+                "remove or impute them first"
+            )
+        X = used[list(self.x)].to_numpy(float)
+        y = used[self.y].to_numpy()
+        if self.task != "classification":
+            y = y.astype(float)
+        return Dataset(
+            X_train=X,
+            y_train=y,
+            feature_names=list(self.x),
+            target_name=self.y,
+            source=str(self.path),
+            size_train=used[size].to_numpy(float) if size else None,
+        )
+
+    def build(self, data: Dataset, method: str | None = None):
+        """The model of ``data`` for ``method`` (default: the first of :attr:`methods`).
+
+        Raises
+        ------
+        ArgumentError
+            If ``method`` is not one of :attr:`methods` (:func:`~bayes_gp.declared.choose_method`).
+        """
+        from bayes_gp.classification import GPClassifier
+        from bayes_gp.regression import GPRegression
+
+        method = choose_method(self.name, self.methods, method)
+        X = pd.DataFrame(data.X_train, columns=data.feature_names)
+        if self.likelihood is not None:
+            from bayes_gp.latent import LatentGP
+
+            sizes = {c: data.size_train for c in _SIZE_COLUMNS if getattr(self, c)}
+            return LatentGP(X, data.y_train, self.kernel, self.likelihood, ard=self.ard, **sizes)
+        if self.task == "regression":
+            return GPRegression(X, data.y_train, self.kernel, ard=self.ard)
+        link = _LINKS.get(method, "logit")
+        return GPClassifier(X, data.y_train, self.kernel, link=link, ard=self.ard)
+
+
+def parse_columns(text: str) -> tuple[str, ...]:
+    """``"a,b , c"`` → ``("a", "b", "c")``.
+
+    Raises
+    ------
+    ArgumentError
+        About the parameter ``x`` (the input columns), if ``text`` names no column.
+    """
+    cols = tuple(c.strip() for c in text.split(",") if c.strip())
+    if not cols:
+        raise ArgumentError("{x} needs at least one column name", ("x",))
+    return cols
+
+
+def resolve(model: str | DeclaredModel | CSVModel) -> DeclaredModel | CSVModel:
+    """The declared model named ``model``, or ``model`` itself."""
+    if isinstance(model, str):
+        return load_model(model)
+    return model
+
+
+def spec_of(decl: DeclaredModel | CSVModel) -> dict:
+    """How to rebuild ``decl`` (saved in ``fit.json``): ``{"model": name}`` or the CSV
+    specification (:meth:`CSVModel.spec`)."""
+    return decl.spec() if isinstance(decl, CSVModel) else {"model": decl.name}
+
+
+def from_spec(spec: dict) -> DeclaredModel | CSVModel:
+    """The model :func:`spec_of` wrote ``spec`` for."""
+    if "model" in spec:
+        return load_model(spec["model"])
+    return CSVModel(
+        spec["csv"], tuple(spec["x"]), spec["y"], spec["kernel"], spec["task"], spec["ard"],
+        spec.get("likelihood"), spec.get("exposure"), spec.get("trials"),
+    )  # fmt: skip
