@@ -21,7 +21,7 @@ import pytensor.tensor as pt
 from bayes_gp._validation import check_integer_in
 from bayes_gp.kernels.metrics import FactorAnalysis, LengthScale, Metric, make_metric
 
-__all__ = ["Kernel", "Stationary", "safe_sqrt", "KernelMeta"]
+__all__ = ["Kernel", "Stationary", "safe_sqrt", "KernelMeta", "factors", "smoothness"]
 
 
 class KernelMeta(type):
@@ -42,6 +42,39 @@ def safe_sqrt(r2: pt.TensorVariable) -> pt.TensorVariable:
     """
     positive = pt.gt(r2, 0.0)
     return pt.switch(positive, pt.sqrt(pt.switch(positive, r2, 1.0)), 0.0)
+
+
+#: The smoothness of PyMC's own Matérn-class kernels, which cannot declare it themselves.
+_PYMC_SMOOTHNESS: tuple[tuple[type, float], ...] = (
+    (pm.gp.cov.ExpQuad, np.inf),
+    (pm.gp.cov.Matern52, 2.5),
+    (pm.gp.cov.Matern32, 1.5),
+    (pm.gp.cov.Matern12, 0.5),
+)
+
+
+def smoothness(kernel) -> float | None:
+    """The Matérn smoothness :math:`\nu` a kernel declares (:attr:`Kernel.smoothness`), or that
+    of a PyMC squared-exponential / Matérn kernel; ``None`` for any other kernel."""
+    declared = getattr(kernel, "smoothness", None)
+    if declared is not None:
+        return float(declared)
+    for cls, nu in _PYMC_SMOOTHNESS:
+        if isinstance(kernel, cls):
+            return nu
+    return None
+
+
+def factors(kernel):
+    """The terms and factors of a sum or product of kernels, recursively (the kernel itself when
+    it is neither). PyMC keeps them in the private ``_factor_list`` of its ``Add`` / ``Prod``:
+    this is the one place that reads it."""
+    if isinstance(kernel, pm.gp.cov.Combination):
+        for f in kernel._factor_list:
+            if isinstance(f, pm.gp.cov.Covariance):
+                yield from factors(f)
+    else:
+        yield kernel
 
 
 def _normalise_active_dims(input_dim: int, active_dims: Sequence[int] | None) -> np.ndarray:
@@ -80,6 +113,11 @@ class Kernel(pm.gp.cov.Covariance, metaclass=KernelMeta):
         length-scale divided by the square root of its count, so a repeat is refused with that
         advice (``ValueError``).
     """
+
+    #: Mean-square smoothness :math:`\nu` of a Matérn-class stationary kernel (:math:`\infty` for
+    #: the squared exponential), which sets the Hilbert-space approximation's default basis size
+    #: and boundary (Riutort-Mayol et al. 2022); ``None``: not of that class (no default rule).
+    smoothness: float | None = None
 
     def __init__(self, input_dim: int, active_dims: Sequence[int] | None = None):
         dims = _normalise_active_dims(input_dim, active_dims)

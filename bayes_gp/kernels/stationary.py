@@ -77,6 +77,8 @@ class ExpQuad(Stationary, pm.gp.cov.ExpQuad):
     Reuses PyMC's ``ExpQuad`` formula; distances are exact and any metric is allowed.
     """
 
+    smoothness = np.inf
+
     def _unit_spectral_density(self, w, D):
         return (2.0 * np.pi) ** (D / 2.0) * pt.exp(-0.5 * pt.square(w))
 
@@ -87,6 +89,8 @@ class Matern52(Stationary, pm.gp.cov.Matern52):
     .. math:: k(r) = \left(1 + \sqrt{5}r + \tfrac{5}{3}r^2\right)\exp(-\sqrt{5}r)
     """
 
+    smoothness = 2.5
+
     def _unit_spectral_density(self, w, D):
         return _matern_unit_psd(2.5, w, D)
 
@@ -96,6 +100,8 @@ class Matern32(Stationary, pm.gp.cov.Matern32):
 
     .. math:: k(r) = \left(1 + \sqrt{3}r\right)\exp(-\sqrt{3}r)
     """
+
+    smoothness = 1.5
 
     def _unit_spectral_density(self, w, D):
         return _matern_unit_psd(1.5, w, D)
@@ -108,6 +114,8 @@ class Matern12(Stationary, pm.gp.cov.Matern12):
 
     Unlike PyMC's ``Matern12`` this one has a spectral density, so it works with ``pm.gp.HSGP``.
     """
+
+    smoothness = 0.5
 
     def _unit_spectral_density(self, w, D):
         return _matern_unit_psd(0.5, w, D)
@@ -178,6 +186,11 @@ class Matern(Stationary):
         self.method = "closed" if (method == "auto" and half_integer) else method
         if method == "auto" and not half_integer:
             self.method = "bessel"
+
+    @property
+    def smoothness(self) -> float:  # type: ignore[override]
+        """:math:`\nu`."""
+        return self.nu
 
     def full_from_distance(self, dist, squared=False):
         r = safe_sqrt(dist) if squared else dist

@@ -18,7 +18,7 @@ from scipy import linalg as sla
 from scipy import optimize as sopt
 from scipy import special, stats
 
-from bayes_gp import kernels as K
+from bayes_gp.kernels.base import factors, smoothness
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.observed import (
@@ -97,29 +97,6 @@ def hsgp_constants(nu: float) -> tuple[float, float]:
     return float(a1), float(2.0 * t / np.pi)
 
 
-def _smoothness(leaf) -> float | None:
-    if isinstance(leaf, K.Matern):
-        return float(leaf.nu)
-    if isinstance(leaf, K.Matern12):  # also K.Exponential
-        return 0.5
-    if isinstance(leaf, pm.gp.cov.ExpQuad):
-        return np.inf
-    if isinstance(leaf, pm.gp.cov.Matern52):
-        return 2.5
-    if isinstance(leaf, pm.gp.cov.Matern32):
-        return 1.5
-    return None
-
-
-def _leaves(cov):
-    if isinstance(cov, pm.gp.cov.Combination):
-        for f in cov._factor_list:
-            if isinstance(f, pm.gp.cov.Covariance):
-                yield from _leaves(f)
-    else:
-        yield cov
-
-
 def _ls_range(ls, n_active: int) -> tuple[np.ndarray, np.ndarray]:
     draws = np.asarray(pm.draw(ls, draws=_LS_DRAWS, random_seed=0, mode=EAGER_MODE), dtype=float)
     draws = draws.reshape(_LS_DRAWS, -1)
@@ -153,8 +130,8 @@ def _components(cov, X: np.ndarray):
     dims = np.asarray(cov.active_dims)
     S = 0.5 * np.ptp(X[:, dims], axis=0)
     parts = []
-    for leaf in _leaves(cov):
-        nu = _smoothness(leaf)
+    for leaf in factors(cov):
+        nu = smoothness(leaf)
         ls = getattr(leaf, "ls", None)
         if nu is None or ls is None:
             return dims, S, None, leaf
@@ -268,8 +245,8 @@ class HSGPLikelihood(_ObservedLikelihood):
         rule, ``m`` functions on the box ``c S`` resolve length-scales down to ``a2 c S / m``;
         ``None`` when a component has no rule."""
         out = []
-        for leaf in _leaves(cov):
-            nu, ls = _smoothness(leaf), getattr(leaf, "ls", None)
+        for leaf in factors(cov):
+            nu, ls = smoothness(leaf), getattr(leaf, "ls", None)
             if nu is None or ls is None:
                 return None
             mask = np.isin(dims, np.asarray(leaf.active_dims))

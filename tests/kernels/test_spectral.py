@@ -163,3 +163,33 @@ def test_hsgp_with_ard_in_two_dimensions():
     phi, sqrt_psd = evaluate(*gp.prior_linearized(X))
     err = np.max(np.abs((phi * sqrt_psd**2) @ phi.T - evaluate(kernel(X))))
     assert err < 2e-3, err
+
+
+def test_kernels_declare_their_smoothness_and_combinations_their_factors():
+    """What the Hilbert-space approximation's default rule needs is declared by the kernels
+    (``smoothness``), for PyMC's own Matérn-class kernels too, and sums and products are walked
+    by one function (``factors``), not by inspecting classes in the approximation."""
+    from bayes_gp.kernels.base import factors, smoothness
+
+    ours = {
+        K.ExpQuad(1, ls=1.0): np.inf,
+        K.Matern52(1, ls=1.0): 2.5,
+        K.Matern32(1, ls=1.0): 1.5,
+        K.Matern12(1, ls=1.0): 0.5,
+        K.Exponential(1, ls=1.0): 0.5,
+        K.Matern(1, nu=0.8, ls=1.0): 0.8,
+        K.RatQuad(1, alpha=2.0, ls=1.0): None,
+    }
+    for k, nu in ours.items():
+        assert smoothness(k) == nu, type(k).__name__
+    pymc = {pm.gp.cov.ExpQuad(1, ls=1.0): np.inf, pm.gp.cov.Matern52(1, ls=1.0): 2.5,
+            pm.gp.cov.Matern32(1, ls=1.0): 1.5, pm.gp.cov.Matern12(1, ls=1.0): 0.5,
+            pm.gp.cov.Cosine(1, ls=1.0): None}  # fmt: skip
+    for k, nu in pymc.items():
+        assert smoothness(k) == nu, type(k).__name__
+    a, b = K.ExpQuad(2, ls=1.0, active_dims=[0]), K.Matern32(2, ls=1.0)
+    c = K.Matern(2, nu=3.5, ls=2.0)
+    combined = 2.0 * a + b * (c + a)
+    names = [type(f).__name__ for f in factors(combined)]
+    assert names == ["ExpQuad", "Matern32", "Matern", "ExpQuad"]
+    assert list(factors(b)) == [b]
