@@ -13,15 +13,20 @@ import pytensor
 import pytensor.tensor as pt
 
 
-def best_time(fn: Callable[[], object], repeats: int) -> float:
-    """Milliseconds of the fastest of ``repeats`` calls of ``fn`` after one warm-up call."""
+def call_times(fn: Callable[[], object], repeats: int) -> np.ndarray:
+    """Milliseconds of each of ``repeats`` calls of ``fn`` after one warm-up call."""
     fn()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times) * 1e3
+    return np.array(times) * 1e3
+
+
+def best_time(fn: Callable[[], object], repeats: int) -> float:
+    """Milliseconds of the fastest of ``repeats`` calls of ``fn`` after one warm-up call."""
+    return float(call_times(fn, repeats).min())
 
 
 def logp_dlogp(model: pm.Model, theta: Mapping[str, float], mode: str) -> Callable[[], list]:

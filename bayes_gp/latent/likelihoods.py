@@ -42,9 +42,9 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 def normal_hazard(z: np.ndarray) -> np.ndarray:
     r"""The inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}\,/\,\mathrm{erfcx}(-z/\sqrt2)`.
 
-    The same function as :func:`bayes_gp.classification.likelihoods.normal_hazard` (finite and
-    accurate for every ``z``: the Gaussian factors cancel analytically), defined here so that
-    this module does not import the classification package, which is to be rebuilt on it.
+    Finite and accurate for every ``z``: the Gaussian factors cancel analytically, so it stays
+    exact where :math:`\exp(-z^2/2 - \log\Phi(z))` cancels catastrophically (``inf - inf`` for
+    :math:`z \lesssim -10^{154}`), and tends to 0 for large positive ``z``.
     """
     with np.errstate(over="ignore"):  # erfcx -> inf for very negative z gives h = 0, the limit
         return np.sqrt(2.0 / np.pi) / erfcx(-np.asarray(z, float) / np.sqrt(2.0))
@@ -106,10 +106,11 @@ class LatentLikelihood:
     def n(self) -> int:
         return int(self.y.shape[0])
 
-    @property
-    def log_concave(self) -> bool:
-        """Whether :math:`W = -\\ell'' \\ge 0` for every ``f`` and ``phi``."""
-        return True
+    #: Whether :math:`W = -\\ell'' \\ge 0` for every ``f`` and ``phi``. It selects the form of
+    #: Newton's method in :func:`bayes_gp.latent.laplace.laplace`: the stable
+    #: :math:`B = I + W^{1/2} K W^{1/2}` of R&W Algorithm 3.1 when True, the whitened form, which
+    #: allows :math:`W < 0`, when False. Subclasses declare it; the default is the general form.
+    log_concave = False
 
     def derivatives(self, f: np.ndarray, phi=()) -> tuple[np.ndarray, ...]:
         """``(logp, d1, d2, d3)``: :math:`\\ell_i` and its first three ``f``-derivatives."""
@@ -159,6 +160,8 @@ class Bernoulli(LatentLikelihood):
     :math:`\ell = \log\sigma(s f)`.
     """
 
+    log_concave = True  # W = sigma(f)(1 - sigma(f)) (logit), h (z + h) in [0, 1] (probit)
+
     link: str = "logit"
 
     def __post_init__(self):
@@ -205,6 +208,8 @@ class Binomial(LatentLikelihood):
 
     with :math:`\pi = \sigma(f)`.
     """
+
+    log_concave = True  # W = N pi (1 - pi) >= 0
 
     trials: np.ndarray = None  # type: ignore[assignment]
 
@@ -282,6 +287,8 @@ class Poisson(_LogLink, LatentLikelihood):
        \ell' = y - \mu, \; \ell'' = \ell''' = -\mu, \; \mu = e^{\eta}.
     """
 
+    log_concave = True  # W = mu > 0
+
     exposure: np.ndarray | None = None
 
     def __post_init__(self):
@@ -316,6 +323,8 @@ class NegativeBinomial(_LogLink, LatentLikelihood):
     :math:`\partial_r\ell' = p(y - \mu)/(r+\mu)`,
     :math:`\partial_r\ell'' = -p(1-p) + (y + r)(1 - 2p)p/(r + \mu)`.
     """
+
+    log_concave = True  # W = (y + r) p (1 - p) >= 0 (in f, at any r)
 
     exposure: np.ndarray | None = None
 
@@ -388,9 +397,7 @@ class StudentT(LatentLikelihood):
         object.__setattr__(self, "y", _as_finite_vector("y", self.y))
         object.__setattr__(self, "param_names", ("nu", "sigma"))
 
-    @property
-    def log_concave(self) -> bool:
-        return False
+    log_concave = False  # W < 0 where r^2 > nu sigma^2
 
     def _parts(self, f, phi):
         nu, sigma = _check_phi(self, phi)
@@ -446,6 +453,8 @@ class Gaussian(LatentLikelihood):
        \ell = -\tfrac12\log(2\pi\sigma^2) - \frac{r^2}{2\sigma^2}, \quad
        \ell' = r/\sigma^2, \; \ell'' = -1/\sigma^2, \; \ell''' = 0, \quad r = y - f.
     """
+
+    log_concave = True  # W = 1 / sigma^2
 
     def __post_init__(self):
         object.__setattr__(self, "y", _as_finite_vector("y", self.y))

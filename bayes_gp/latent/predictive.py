@@ -135,11 +135,16 @@ def predict_latent(K, f_hat, likelihood, phi, Ks, kss, m_new):
 
 def la_loo(result: LaplaceResult, likelihood: LatentLikelihood, phi) -> np.ndarray:
     """LA-LOO log predictive densities (module docstring) of a feasible Laplace result computed
-    with ``gradient=True`` (which carries :math:`\\Sigma`)."""
-    if not result.feasible or result.cov is None:
+    with ``gradient=True`` (which carries :math:`\\Sigma`; only its diagonal is used, which
+    :meth:`LaplaceResult.cov_diag` gives without forming :math:`\\Sigma`)."""
+    if isinstance(result, LaplaceResult):
+        s2 = result.cov_diag()
+    else:  # another Gaussian approximation with the same fields
+        s2 = None if result.cov is None else np.diag(result.cov)
+    if not result.feasible or s2 is None:
         raise ValueError("la_loo needs a feasible Laplace result computed with gradient=True")
     _, d1, d2, _ = likelihood.derivatives(result.f, phi)
-    return _cavity_loo(likelihood, phi, result.f, np.diag(result.cov), -d2, d1)
+    return _cavity_loo(likelihood, phi, result.f, s2, -d2, d1)
 
 
 def _cavity_loo(likelihood, phi, f, s2, W, a) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -191,3 +193,162 @@ def test_grad_theta_from_kernel_derivative_matrices():
          - laplace(_kern(X15, ls, eta - h), m, lik, phi).log_evidence) / (2 * h),
     ]  # fmt: skip
     np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ the two forms of Newton
+LOG_CONCAVE = [case for case in LIKS if case[0] != "student_t"]
+# the module (bayes_gp.latent.laplace is the function there)
+LAPLACE_MODULE = importlib.import_module("bayes_gp.latent.laplace")
+
+
+def _rel(x, y):
+    """Largest absolute difference relative to the largest entry of the reference."""
+    x, y = np.atleast_1d(x), np.atleast_1d(y)
+    return np.max(np.abs(x - y)) / max(np.max(np.abs(y)), 1e-300)
+
+
+def _assert_forms_agree(a, b, rtol=1e-9):
+    assert a.feasible and b.feasible
+    assert a.n_iter == b.n_iter
+    assert a.log_evidence == pytest.approx(b.log_evidence, rel=rtol, abs=rtol)
+    for name in ("f", "v", "grad_K", "grad_m", "cov"):
+        assert _rel(getattr(a, name), getattr(b, name)) < rtol, name
+    if b.grad_phi.size:
+        assert _rel(a.grad_phi, b.grad_phi) < rtol
+    assert _rel(a.cov_diag(), np.diag(b.cov)) < rtol
+    np.testing.assert_array_equal(a.grad_K, a.grad_K.T)
+
+
+def test_log_concave_declarations():
+    """Every likelihood but the Student-t declares W = -l'' >= 0, which selects the stable form;
+    an undeclared subclass gets the general (whitened) one."""
+    assert {name: lik.log_concave for name, lik, _ in LIKS} == {
+        name: name != "student_t" for name, _, _ in LIKS
+    }
+
+    class Custom(Gaussian):
+        log_concave = False
+
+    assert not Custom(np.zeros(3)).log_concave
+
+
+@pytest.mark.parametrize("name,lik,phi", LOG_CONCAVE, ids=[c[0] for c in LOG_CONCAVE])
+def test_stable_and_whitened_forms_agree(name, lik, phi):
+    """The B = I + W^1/2 K W^1/2 form (R&W Algorithm 3.1) and the whitened A = I + L_K^T W L_K
+    form take the same Newton steps and give the same mode, log evidence, gradients and
+    covariance to 1e-9, from cold and warm starts, at random hyperparameters."""
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        ls, eta, c = rng.uniform(0.4, 2.0), rng.uniform(0.4, 2.5), rng.uniform(-0.5, 0.5)
+        K = _kern(X15, ls, eta)
+        m = np.full(15, c)
+        f0 = laplace(_kern(X15, 1.05 * ls, eta), m, lik, phi, gradient=False).f
+        for start in (None, f0):
+            stable = laplace(K, m, lik, phi, f0=start, _form="stable")
+            whitened = laplace(K, m, lik, phi, f0=start, _form="whitened")
+            _assert_forms_agree(stable, whitened)
+            plain = laplace(K, m, lik, phi, f0=start, gradient=False, _form="stable")
+            assert plain.log_evidence == stable.log_evidence and plain.cov is None
+
+
+def test_form_selection(monkeypatch):
+    """A Student-t likelihood runs the whitened form only; a log-concave one the stable form
+    only (no hand-over)."""
+    _, lik_t, phi_t = next(case for case in LIKS if case[0] == "student_t")
+    _, lik_p, phi_p = next(case for case in LIKS if case[0] == "poisson")
+    K = _kern(X15, 1.2, 1.0)
+    m = np.zeros(15)
+    expected_t = laplace(K, m, lik_t, phi_t)
+    expected_p = laplace(K, m, lik_p, phi_p)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("wrong form")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(LAPLACE_MODULE, "_laplace_stable", fail)
+        res = laplace(K, m, lik_t, phi_t)
+        assert res.log_evidence == expected_t.log_evidence
+        with pytest.raises(AssertionError, match="wrong form"):
+            laplace(K, m, lik_p, phi_p)
+    with monkeypatch.context() as mp:
+        mp.setattr(LAPLACE_MODULE, "_laplace_whitened", fail)
+        assert laplace(K, m, lik_p, phi_p).log_evidence == expected_p.log_evidence
+        with pytest.raises(AssertionError, match="wrong form"):
+            laplace(K, m, lik_t, phi_t)
+
+
+def test_stable_form_hands_over_where_W_is_negative():
+    """A likelihood wrongly declared log-concave (a Student-t with outliers, W < 0 along the way)
+    gets the whitened form's answer, not a wrong one."""
+    from bayes_gp.latent import StudentT
+
+    class Declared(StudentT):
+        log_concave = True
+
+    rng = np.random.default_rng(4)
+    y = np.sin(X15) + 0.1 * rng.standard_normal(15)
+    y[[3, 9]] += [6.0, -5.0]
+    K = _kern(X15, 1.0, 1.0)
+    phi = [3.0, 0.1]
+    res = laplace(K, np.zeros(15), Declared(y), phi)
+    ref = laplace(K, np.zeros(15), StudentT(y), phi)
+    assert np.any(-StudentT(y).derivatives(ref.f, phi)[2] < 0)
+    assert res.log_evidence == ref.log_evidence
+    np.testing.assert_array_equal(res.grad_K, ref.grad_K)
+
+
+def test_stable_form_where_W_is_zero_or_tiny():
+    """Probit observations far in the tail on their own side have W = h (z + h) exactly 0 or
+    below 1e-150 (where diag(Sigma) is computed as K_ii - k_i^T R k_i): the B form is still
+    exact there and agrees with the whitened one."""
+    rng = np.random.default_rng(3)
+    n = 40
+    X = np.sort(rng.uniform(0, 10, n))
+    y = (rng.uniform(size=n) < 0.5) * 1.0
+    lik = Bernoulli(y, link="probit")
+    for shift in (30.0, 60.0):
+        m = np.where(X > 5, shift, 0.0) * (2 * y - 1)
+        K = _kern(X, 1.0, 1.5)
+        stable = laplace(K, m, lik, _form="stable")
+        whitened = laplace(K, m, lik, _form="whitened")
+        W = -lik.derivatives(stable.f)[2]
+        assert np.any(W < 1e-150) and np.any(W > 0.1)
+        assert np.any(W == 0) == (shift == 60.0)
+        _assert_forms_agree(stable, whitened)
+
+
+def test_stable_form_converges_for_large_counts_and_ill_conditioned_K():
+    """Counts in the hundreds (W up to ~600) and a nearly singular K (jitter 1e-6 on a dense
+    1-D grid, condition number ~1e8): Newton's method still meets tol from cold and warm
+    starts (the step is computed from the gradient, so its rounding error shrinks with it), and
+    the warm start far from the range of K changes nothing."""
+    from bayes_gp.latent import Poisson
+
+    rng = np.random.default_rng(8)
+    n = 120
+    X = np.linspace(0, 10, n)
+    f = 2.0 * np.sin(X) + 4.0
+    lik = Poisson(rng.poisson(np.exp(f)) * 1.0)
+    K = _kern(X, 1.5, 2.0)
+    assert np.linalg.cond(K) > 1e8
+    m = np.full(n, 4.0)
+    cold = laplace(K, m, lik, _form="stable")
+    f0 = laplace(_kern(X, 1.4, 2.1), m, lik, gradient=False).f
+    warm = laplace(K, m, lik, f0=f0 + 0.1 * rng.standard_normal(n), _form="stable")
+    whitened = laplace(K, m, lik, _form="whitened")
+    assert cold.feasible and warm.feasible
+    assert warm.log_evidence == pytest.approx(cold.log_evidence, abs=1e-9)
+    assert cold.log_evidence == pytest.approx(whitened.log_evidence, abs=1e-9)
+    assert _rel(cold.grad_K, whitened.grad_K) < 1e-8
+
+
+def test_cov_is_the_laplace_covariance():
+    """``cov`` (formed when read) is (K^-1 + W)^-1 at the mode and ``cov_diag`` its diagonal."""
+    _, lik, phi = next(case for case in LIKS if case[0] == "negative_binomial")
+    K = _kern(X15, 1.1, 1.3)
+    res = laplace(K, np.zeros(15), lik, phi)
+    W = -lik.derivatives(res.f, phi)[2]
+    ref = np.linalg.inv(np.linalg.inv(K) + np.diag(W))
+    np.testing.assert_allclose(res.cov, ref, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(res.cov_diag(), np.diag(res.cov), rtol=1e-12)
+    assert laplace(K, np.zeros(15), lik, phi, gradient=False).cov_diag() is None
