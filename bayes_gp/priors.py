@@ -63,7 +63,8 @@ def resolve_prior(
                 f"fixed number, got the variable {p.name or p}"
             )
         # register a copy: the user's variable stays unnamed, so the same `priors` can build
-        # the model again (a jitter rebuild) or another model (GPClassifier.latent_gp)
+        # the model again or another model (LatentGP builds the evidence model and the joint
+        # latent model from one `priors`)
         node = p.owner.clone()
         rv = node.outputs[p.owner.outputs.index(p)]
         return pm.modelcontext(None).register_rv(rv, name, dims="feature" if ard else None)

@@ -44,7 +44,7 @@ def test_one_priors_dict_builds_many_models(name):
     raised "got the variable ls")."""
     priors = {"ls": pm.Gamma.dist(2.0, 1.0)}
     first, second = MODELS[name](priors), MODELS[name](priors)
-    first.set_jitter(1e-3)  # rebuilds its model from the same priors
+    first.set_jitter(1e-3)  # sets the shared jitter: the model is not rebuilt
     assert priors["ls"].name is None
     for m in (first, second):
         value = m.model.rvs_to_values[m.model["ls"]]

@@ -61,6 +61,7 @@ from bayes_gp._validation import (
 )
 from bayes_gp.deep.network import MIXTURE_ACTIVATIONS, FeatureExtractor
 from bayes_gp.inference import descent
+from bayes_gp.inference.jitter import SharedJitter
 from bayes_gp.inference.typeii import Restart, function_of_values
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
 from bayes_gp.predictive import (
@@ -168,7 +169,7 @@ def _is_network_name(name: str) -> bool:
     return re.fullmatch(r"(W|b)(\d+|_out)|lam\d+", name) is not None
 
 
-class DeepKernelRegression(GaussianPredictions, GPModel):
+class DeepKernelRegression(SharedJitter, GaussianPredictions, GPModel):
     r"""GP regression with a deep kernel :math:`k_\theta(g(x; W), g(x'; W))` (Wilson et al. 2016).
 
     Parameters
@@ -198,7 +199,10 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
     mixture_sd : float
         Prior standard deviation of the mixture coefficients :math:`\lambda` (``"mixture"``).
     jitter : float
-        Added to the diagonal of :math:`C`, relative to the variance of ``y``.
+        Added to the diagonal of :math:`C`, relative to the model's prior scale
+        :math:`s^2 = \operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`): the absolute
+        jitter is ``jitter * var(y)`` (default ``1e-10``, as :class:`~bayes_gp.GPRegression`);
+        ``model.jitter`` is the absolute value in use.
     mode : PyTensor mode, optional
         Compilation mode of the loss and its gradient (default: the fast-compiling Python
         linker; ``"NUMBA"`` compiles for tens of seconds and then runs faster).
@@ -230,7 +234,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
         if weight_sd is not None:
             weight_sd = positive_float("weight_sd", weight_sd)
         mixture_sd = positive_float("mixture_sd", mixture_sd)
-        jitter = check_jitter(jitter)
+        check_jitter(jitter)
         self.net = FeatureExtractor(X.shape[1], hidden, features, activation, mixture)
         self.X, self.y, self.feature_names = X, y, names
         self.kernel, self.ard, self.standardize = kernel, bool(ard), bool(standardize)
@@ -243,7 +247,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
             self._x_loc, self._x_scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
         self.y_mean = float(y.mean())
         self.y_sd = float(y.std()) or 1.0
-        self.jitter = float(jitter) * self.y_sd**2
+        self._init_jitter(jitter, self.y_sd**2, 1e-10)  # absolute: jitter * var(y)
         self.mode = EAGER_MODE if mode is None else mode
         Q = self.net.output_dim
         self.hyper_names = [*self.spec.params, "sigma"]
@@ -309,7 +313,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
         """Covariance function and observation covariance on features ``Z``."""
         cov = self.spec.build(self.net.output_dim, {p: hyper[p] for p in self.spec.params})
         n = self.X.shape[0]
-        C = cov(Z) + (pt.square(hyper["sigma"]) + self.jitter) * pt.eye(n)
+        C = cov(Z) + (pt.square(hyper["sigma"]) + self.jitter_tensor) * pt.eye(n)
         return cov, C
 
     def _loss_graph(self, theta):
@@ -648,7 +652,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
             sigma = default_prior("sigma", scale, False)
             Z = self.net.forward(self._inputs(self.X), net)
             n = self.y.shape[0]
-            C = cov(Z) + (pt.square(sigma) + self.jitter) * pt.eye(n)
+            C = cov(Z) + (pt.square(sigma) + self.jitter_tensor) * pt.eye(n)
             marginal_normal("y", f64(self.y_mean) * pt.ones(n), C, observed=self.y, dims="obs")
         return _Layer(model, net, cov, sigma, fit, sample_last_layer, sample_mixture)
 
@@ -778,7 +782,7 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
             rvs = layer.model.free_RVs
             Ztrain = self.net.forward(self._inputs(self.X), layer.net)
             n = self.X.shape[0]
-            C = layer.cov(Ztrain) + (pt.square(layer.sigma) + self.jitter) * pt.eye(n)
+            C = layer.cov(Ztrain) + (pt.square(layer.sigma) + self.jitter_tensor) * pt.eye(n)
 
             def build(Xv):
                 if what == "train":
@@ -957,15 +961,6 @@ class DeepKernelRegression(GaussianPredictions, GPModel):
         )
         self._use_layer(fit)
         return fit
-
-    def set_jitter(self, jitter: float) -> None:
-        """Use the absolute jitter a saved fit was made with."""
-        jitter = float(jitter)
-        if jitter != self.jitter:
-            self.jitter = jitter
-            self._fns.clear()
-            self._layers.clear()
-            self._layer = None
 
     def __repr__(self) -> str:
         return (

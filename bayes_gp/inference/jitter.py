@@ -1,15 +1,41 @@
-r"""Choosing the diagonal jitter of a GP model before it is fitted: a pre-flight Cholesky check.
+r"""The diagonal jitter of a GP model: its meaning, and the pre-flight Cholesky check that
+chooses it before a fit.
 
-A GP model factorises :math:`C = K_\theta + (\sigma^2 + \epsilon) I` (regression) or
-:math:`K_\theta + \epsilon I` (a latent GP) at every hyperparameter value the sampler or the
-optimiser visits. Inside a PyMC model a failed factorisation does not raise: the log density
-becomes :math:`-\infty` (or NaN), which NUTS records as a divergence and L-BFGS-B as an infeasible
-step. When it fails at the starting point, or across a region the prior covers, the fit is
-silently biased or stalls.
+**Meaning.** Every model's ``jitter=`` argument is *relative to the model's prior scale*
+:math:`s^2`, the square of the data scale its default priors use (``DataScale.y_sd``): the
+absolute jitter added to the diagonal is :math:`\epsilon = \text{jitter} \times s^2`.
+:math:`s^2` is :math:`\operatorname{var}(y)` for :class:`~bayes_gp.GPRegression`,
+:class:`~bayes_gp.DeepKernelRegression` and the :math:`f`-GP of
+:class:`~bayes_gp.HeteroscedasticGPRegression`; the latent scale of
+:class:`~bayes_gp.latent.LatentGP` (and :class:`~bayes_gp.GPClassifier`): :math:`2^2 = 4`
+(``LINK_SCALE``) for the link-scale likelihoods (Bernoulli, binomial, Poisson, negative
+binomial) and :math:`\operatorname{var}(y)` for the Student-t and Gaussian ones; and 1 for the
+heteroscedastic model's log-noise GP :math:`g` (its prior amplitude is O(1) on the log scale).
+The argument, :math:`s^2` and the absolute value in use travel together as one :class:`Jitter`;
+``model.jitter`` is the absolute value in use, ``model.default_jitter`` the one before any
+pre-flight increase, and both are what a fit records (:class:`JitterChoice`, ``MapFit.jitter``,
+the posterior's ``bayes_gp_jitter*`` attributes). ``set_jitter(absolute)`` restores a saved
+fit's value.
+
+**One graph.** The absolute jitter enters every PyMC model (and every compiled function) a model
+object builds as one shared value (``pytensor.shared``, :attr:`SharedJitter.jitter_tensor`).
+Raising it sets that value: the PyMC model stays the same object, so whatever a user added to
+``gp.model`` (a deterministic, a potential, another likelihood term) stays in it, and compiled
+functions stay valid. PyMC's sampler and nutpie read the value when they compile the model; the
+JAX backend (``sampler="numpyro"``) replaces it by a constant then (PyMC's
+``get_jaxified_graph``), so a change after a compilation needs the next ``sample`` call, which
+compiles again.
+
+**Pre-flight check.** A GP model factorises :math:`C = K_\theta + (\sigma^2 + \epsilon) I`
+(regression) or :math:`K_\theta + \epsilon I` (a latent GP) at every hyperparameter value the
+sampler or the optimiser visits. Inside a PyMC model a failed factorisation does not raise:
+the log density becomes :math:`-\infty` (or NaN), which NUTS records as a divergence and
+L-BFGS-B as an infeasible step. When it fails at the starting point, or across a region the
+prior covers, the fit is silently biased or stalls.
 
 :func:`preflight` therefore factorises the model's matrix at the initial point and at a few
 draws from the priors *before* fitting. If any factorisation fails, the jitter :math:`\epsilon`
-grows tenfold until all succeed (the model is then rebuilt with it by the caller), up to
+grows tenfold until all succeed (the model's shared jitter is then set to it), up to
 ``maximum`` times the largest mean diagonal; beyond that the matrix is not a covariance matrix
 numerically and :class:`~bayes_gp.NotPSDError` says what to change. The jitter used is recorded
 (:class:`JitterChoice`, the fit's ``jitter`` and the posterior's ``bayes_gp_jitter`` attribute)
@@ -19,16 +45,20 @@ still appear as divergences, which the report's verdicts surface.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
+import pytensor
 from pymc.initial_point import make_initial_point_fn
 
+from bayes_gp._validation import check_jitter
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, _eig_check
 
 __all__ = [
+    "Jitter",
     "JitterChoice",
     "choose_jitter",
     "check_points",
@@ -37,6 +67,7 @@ __all__ = [
     "advice",
     "MAX_RELATIVE_JITTER",
     "N_PRIOR_DRAWS",
+    "SharedJitter",
     "PreflightJitter",
 ]
 
@@ -45,6 +76,60 @@ __all__ = [
 MAX_RELATIVE_JITTER = 1e-4
 #: Draws from the priors checked besides the initial point.
 N_PRIOR_DRAWS = 8
+
+
+@dataclass(frozen=True)
+class Jitter:
+    r"""A model's diagonal jitter: the ``jitter=`` argument, the scale it is relative to, and the
+    absolute value in use (module docstring).
+
+    Attributes
+    ----------
+    relative : float
+        The argument: the jitter relative to :math:`s^2` (finite, >= 0).
+    scale2 : float
+        :math:`s^2`, the model's prior variance scale (positive).
+    value : float
+        The absolute jitter :math:`\epsilon` in use: :attr:`default` until the pre-flight check
+        raises it or a saved fit's value is restored (:meth:`at`).
+    """
+
+    relative: float
+    scale2: float
+    value: float
+
+    @classmethod
+    def of(cls, jitter, scale2: float, default: float) -> Jitter:
+        """The jitter of argument ``jitter`` (relative; ``None``: ``default``, also relative)
+        at scale ``scale2``, validated by :func:`bayes_gp._validation.check_jitter`."""
+        relative = check_jitter(default if jitter is None else jitter)
+        scale2 = float(scale2)
+        if not (np.isfinite(scale2) and scale2 > 0):
+            raise ValueError(f"the jitter's scale must be a positive number, got {scale2!r}")
+        return cls(relative, scale2, relative * scale2)
+
+    @property
+    def default(self) -> float:
+        """The absolute jitter of the argument: ``relative * scale2``."""
+        return self.relative * self.scale2
+
+    @property
+    def raised(self) -> bool:
+        """Whether the value in use is above the default."""
+        return self.value > self.default
+
+    def at(self, value: float) -> Jitter:
+        """The same jitter with absolute value ``value`` in use (a pre-flight increase, or the
+        value of a saved fit)."""
+        return dataclasses.replace(self, value=check_jitter(value))
+
+    def choice(self, n_points: int = 0, n_skipped: int = 0) -> JitterChoice:
+        """The :class:`JitterChoice` that records this value and the default."""
+        return JitterChoice(float(self.value), float(self.default), int(n_points), int(n_skipped))
+
+    def attrs(self) -> dict:
+        """The attributes a posterior records (:meth:`JitterChoice.attrs`, no checked points)."""
+        return self.choice().attrs()
 
 
 @dataclass(frozen=True)
@@ -208,42 +293,70 @@ def advice(X: np.ndarray, what: str = "observation noise") -> str:
     )
 
 
-class PreflightJitter:
-    """Mixin for the GP models: the pre-flight check of :func:`preflight` on the model's matrix,
-    and the rebuild with the chosen jitter.
+class SharedJitter:
+    """Mixin for the GP models: the model's :class:`Jitter` and the shared value through which
+    its absolute value enters every graph the model builds (module docstring).
 
-    The model class has ``X``, ``model``, a ``_build()`` method and a ``_fns`` cache, and keeps
-    its jitter in the attribute named by ``_jitter_attr``.
+    The model calls :meth:`_init_jitter` once, before it builds any graph, and uses
+    :attr:`jitter_tensor` wherever the jitter enters a graph.
     """
 
-    _jitter_attr = "jitter"
+    def _init_jitter(self, jitter, scale2: float, default: float) -> None:
+        """Set the jitter from the ``jitter=`` argument (relative to ``scale2``; ``None``: the
+        relative ``default``) and create its shared value."""
+        self._jitter = Jitter.of(jitter, scale2, default)
+        self._jitter_var = pytensor.shared(np.float64(self._jitter.value), name="jitter")
+
+    @property
+    def jitter(self) -> float:
+        """The absolute diagonal jitter in use."""
+        return self._jitter.value
+
+    @property
+    def default_jitter(self) -> float:
+        """The absolute jitter of the ``jitter=`` argument (before any pre-flight increase)."""
+        return self._jitter.default
+
+    @property
+    def jitter_info(self) -> Jitter:
+        """The :class:`Jitter` value object: the argument, its scale and the value in use."""
+        return self._jitter
+
+    @property
+    def jitter_tensor(self):
+        """The shared scalar holding the absolute jitter, as it enters the model's graphs."""
+        return self._jitter_var
 
     def set_jitter(self, jitter: float) -> None:
-        """Rebuild the model with absolute jitter ``jitter`` (a pre-flight increase, or the
-        jitter of a saved fit). The PyMC model is a new object afterwards."""
-        if float(jitter) != getattr(self, self._jitter_attr):
-            setattr(self, self._jitter_attr, float(jitter))
-            self.model = self._build()
-            self._fns = {}
+        """Use the absolute jitter ``jitter`` (a pre-flight increase, or the jitter of a saved
+        fit). The PyMC model and the compiled functions stay the same objects: they read the
+        shared value."""
+        self._jitter = self._jitter.at(jitter)
+        self._jitter_var.set_value(np.float64(self._jitter.value))
+
+
+class PreflightJitter(SharedJitter):
+    """:class:`SharedJitter` with the pre-flight check of :func:`preflight` on the model's
+    matrix. The model class has ``X`` and ``model``."""
 
     def _preflight(
         self,
         rvs: Sequence,
         matrix: Callable[[list[np.ndarray]], np.ndarray],
-        default: float,
         what: str,
         random_seed: int | None,
         n_draws: int = N_PRIOR_DRAWS,
     ) -> JitterChoice:
         """Check ``matrix(values)`` (the model's matrix *including* its current jitter) at the
-        initial point and ``n_draws`` prior draws of ``rvs``; adopt the jitter that works."""
+        initial point and ``n_draws`` prior draws of ``rvs``; adopt the jitter that works, on the
+        ladder that starts at the default."""
         n = self.X.shape[0]
         points = check_points(self.model, rvs, n_draws, random_seed=random_seed)
-        current = getattr(self, self._jitter_attr)
+        current = self.jitter
 
         def matrix_at(values):
             return matrix(values) - current * np.eye(n)
 
-        choice = preflight(matrix_at, points, default, advice=advice(self.X, what))
+        choice = preflight(matrix_at, points, self.default_jitter, advice=advice(self.X, what))
         self.set_jitter(choice.jitter)
         return choice

@@ -1,7 +1,8 @@
 """Latent GPs with non-Gaussian likelihoods: observation models, the Laplace approximation and its
-PyTensor Op, variational bounds (Jaakkola–Jordan, Gaussian KL), and the :class:`LatentGP` model
-built on them."""
+PyTensor Op, variational bounds (Jaakkola–Jordan, Gaussian KL), expectation propagation
+(Bernoulli-probit), and the :class:`LatentGP` model built on them."""
 
+from bayes_gp.latent.ep import EPEvidence, EPResult, EPState, ep_run, expectation_propagation
 from bayes_gp.latent.laplace import LaplaceResult, grad_theta, laplace
 from bayes_gp.latent.likelihoods import (
     Bernoulli,
@@ -12,7 +13,7 @@ from bayes_gp.latent.likelihoods import (
     Poisson,
     StudentT,
 )
-from bayes_gp.latent.model import LIKELIHOODS, LatentFit, LatentGP, VIFit
+from bayes_gp.latent.model import LIKELIHOODS, EPFit, LatentFit, LatentGP, SiteFit, VIFit
 from bayes_gp.latent.op import LaplaceLogp, VariationalBound, laplace_logp
 from bayes_gp.latent.vi import VIResult, gaussian_kl, jaakkola_jordan
 
@@ -20,6 +21,13 @@ __all__ = [
     "LatentGP",
     "LatentFit",
     "VIFit",
+    "EPFit",
+    "SiteFit",
+    "EPState",
+    "EPResult",
+    "EPEvidence",
+    "expectation_propagation",
+    "ep_run",
     "LIKELIHOODS",
     "Bernoulli",
     "Binomial",

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import pymc as pm
@@ -45,6 +47,7 @@ from bayes_gp._validation import (
 )
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
+from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
     Bernoulli,
@@ -75,7 +78,7 @@ from bayes_gp.regression.catalogue import (
     mean_function,
 )
 
-__all__ = ["LatentGP", "LatentFit", "VIFit", "LIKELIHOODS"]
+__all__ = ["LatentGP", "LatentFit", "SiteFit", "VIFit", "EPFit", "LIKELIHOODS"]
 
 #: Likelihood names, their classes and links.
 LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
@@ -91,8 +94,19 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
 #: the scale of a sigmoid's argument, and a factor e^2 in a rate.
 LINK_SCALE = 2.0
 
+#: The default absolute latent jitter (``jitter=None``): relative ``1e-6 / s**2`` to the latent
+#: scale, ``2.5e-7`` on a link scale (:mod:`bayes_gp.inference.jitter`).
+DEFAULT_ABSOLUTE_JITTER = 1e-6
+
 #: Draws of f_* per posterior draw for the Monte Carlo predictive intervals of y_*.
 Y_DRAWS_PER_DRAW = 20
+
+#: Warnings point at the first caller outside the package (however many of its frames lie between).
+_PACKAGE = (str(Path(__file__).resolve().parents[1]),)
+
+#: A type-II latent amplitude above this warns for binary outcomes: separable classes drive it to
+#: infinity.
+ETA_WARN = 100.0
 
 
 @dataclass(frozen=True)
@@ -139,7 +153,16 @@ class LatentFit(PointFit):
 
 
 @dataclass(frozen=True)
-class VIFit(LatentFit):
+class SiteFit(LatentFit):
+    """A type-II fit whose latent posterior is the prior times Gaussian sites:
+    :math:`q(f) = N(\\mu, \\Sigma)`, :math:`\\Sigma = (K^{-1} + \\mathrm{diag}\\,W)^{-1}`
+    (variational or EP). ``f_mode`` holds the mean :math:`\\mu`, ``site_precision`` :math:`W`."""
+
+    site_precision: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass(frozen=True)
+class VIFit(SiteFit):
     """A type-II variational fit of a :class:`LatentGP` (:meth:`LatentGP.fit_vi`): the
     hyperparameters maximise the variational lower bound, and the latent posterior there is
     :math:`q(f) = N(\\mu, \\Sigma)`, :math:`\\Sigma = (K^{-1} + \\mathrm{diag}\\,W)^{-1}`.
@@ -149,7 +172,6 @@ class VIFit(LatentFit):
     bound.
     """
 
-    site_precision: np.ndarray = field(default_factory=lambda: np.zeros(0))
     variational: str = "kl"
 
     evidence_name = "variational lower bound (ELBO)"
@@ -167,6 +189,34 @@ class VIFit(LatentFit):
         )  # fmt: skip
         return f"variational, {what}, type-II" + (" with priors" if self.prior else "")
 
+
+
+@dataclass(frozen=True)
+class EPFit(SiteFit):
+    """A type-II expectation-propagation fit (:meth:`LatentGP.fit_ep`, Bernoulli-probit): the
+    hyperparameters maximise :math:`\\log Z_{EP}` (R&W eq. 3.65), and the latent posterior there
+    is the EP approximation :math:`N(\\mu, (K^{-1} + \\tilde S)^{-1})` (``f_mode`` :math:`\\mu`,
+    ``site_precision`` :math:`\\tilde\\tau`, ``state`` the
+    :class:`~bayes_gp.latent.ep.EPState` with the site parameters and :math:`\\Sigma`)."""
+
+    state: EPState | None = None
+    method: str = "ep"
+
+    evidence_name = "EP approximate log evidence"
+
+    @property
+    def converged(self) -> bool:
+        """The EP sweeps converged at the reported hyperparameters and the best restart's
+        optimiser did."""
+        return bool(getattr(self.state, "converged", True)) and super().converged
+
+    @property
+    def method_label(self) -> str:
+        return "EP " + ("MAP" if self.prior else "ML-II")
+
+    @property
+    def method_description(self) -> str:
+        return "expectation propagation (probit), type-II" + (" with priors" if self.prior else "")
 
 class LatentGP(PreflightJitter, GPModel):
     r"""A latent GP with a non-Gaussian (or Gaussian) likelihood, declared as a PyMC model.
@@ -202,9 +252,19 @@ class LatentGP(PreflightJitter, GPModel):
         Poisson / negative-binomial exposure :math:`E_i` (rate times exposure), default 1.
     trials : array_like (n,) or int
         Binomial trials :math:`N_i` (required for ``"binomial"``).
-    jitter : float
-        Added to the diagonal of :math:`K` (raised by :meth:`check_jitter` where needed).
+    jitter : float, optional
+        Added to the diagonal of :math:`K`, relative to the model's latent prior scale
+        :math:`s^2` (``scale.y_sd**2``: :math:`2^2 = 4`, :data:`LINK_SCALE` squared, for the
+        link-scale likelihoods, :math:`\operatorname{var}(y)` for ``"student_t"`` and
+        ``"gaussian"``): the absolute jitter is ``jitter * s**2``
+        (:mod:`bayes_gp.inference.jitter`). ``None`` (default): an absolute jitter of
+        :data:`DEFAULT_ABSOLUTE_JITTER` (``1e-6``), i.e. ``jitter = 2.5e-7`` on a link scale and
+        ``1e-6 / var(y)`` for real outcomes. Raised by :meth:`check_jitter` where needed;
+        ``model.jitter`` is the absolute value in use.
     """
+
+    #: Catalogue kernels this model refuses (see :func:`~bayes_gp.regression.kernel_spec`).
+    _kernel_exclude: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -219,7 +279,7 @@ class LatentGP(PreflightJitter, GPModel):
         priors: Mapping[str, Any] | None = None,
         exposure=None,
         trials=None,
-        jitter: float = 1e-6,
+        jitter: float | None = None,
     ):
         check_aligned(X, y)
         X, names = as_inputs(X)
@@ -244,13 +304,23 @@ class LatentGP(PreflightJitter, GPModel):
         else:
             lik = cls(y)
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
-        self.spec = kernel_spec(kernel)
+        self.spec = kernel_spec(kernel, exclude=self._kernel_exclude)
+        self.kernel = kernel
         self.X, self.feature_names, self.y = X, names, lik.y
         self.ard, self.mean = bool(ard), mean
         self.priors = dict(priors or {})
-        self.jitter = check_jitter(jitter)
-        self.default_jitter = self.jitter
+        known = {*self.spec.params, *lik.param_names, "c", "intercept", "slope"}
+        unknown = set(self.priors) - known
+        if unknown:
+            raise ValueError(
+                f"`priors` has unknown names {sorted(unknown)}; this model's hyperparameters "
+                f"are {[*self.spec.params, *lik.param_names]} (and a mean's c, intercept, slope)"
+            )
+        if jitter is not None:
+            check_jitter(jitter)
         self.scale = self._latent_scale()
+        s2 = self.scale.y_sd**2  # absolute jitter = jitter * s2; default DEFAULT_ABSOLUTE_JITTER
+        self._init_jitter(jitter, s2, DEFAULT_ABSOLUTE_JITTER / s2)
         self._fns: dict = {}
         self._latent_pm: pm.Model | None = None
         self.model = self._build()
@@ -311,7 +381,7 @@ class LatentGP(PreflightJitter, GPModel):
         with pm.Model(coords=coords) as model:
             cov, mean_func, phi = self._declare()
             Xt = pt.as_tensor_variable(self.X)
-            K = cov(Xt) + self.jitter * pt.eye(n)
+            K = cov(Xt) + self.jitter_tensor * pt.eye(n)
             m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
             phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
             pm.Potential(name, op(K, m, phi_t)[0])
@@ -332,10 +402,11 @@ class LatentGP(PreflightJitter, GPModel):
         with pm.Model(coords={"feature": self.feature_names, "obs": np.arange(n)}) as model:
             cov, mean_func, phi = self._declare()
             gp = pm.gp.Latent(mean_func=mean_func, cov_func=cov)
-            f = gp.prior("f", X=self.X, reparameterize=True, jitter=self.jitter, dims="obs")
-            if isinstance(lik, Bernoulli):
-                p = pm.math.sigmoid(f) if self.link == "logit" else pm.math.invprobit(f)
-                pm.Bernoulli("y", p=p, observed=lik.y, dims="obs")
+            f = gp.prior("f", X=self.X, reparameterize=True, jitter=self.jitter_tensor, dims="obs")
+            if isinstance(lik, Bernoulli) and self.link == "logit":
+                pm.Bernoulli("y", logit_p=f, observed=lik.y, dims="obs")
+            elif isinstance(lik, Bernoulli):
+                pm.Bernoulli("y", p=pm.math.invprobit(f), observed=lik.y, dims="obs")
             elif isinstance(lik, Binomial):
                 pm.Binomial("y", n=lik.trials.astype("int64"), logit_p=f, observed=lik.y,
                             dims="obs")  # fmt: skip
@@ -366,7 +437,7 @@ class LatentGP(PreflightJitter, GPModel):
         n = self.X.shape[0]
 
         def build(_Xn):
-            K = self._cov(Xt) + self.jitter * pt.eye(n)
+            K = self._cov(Xt) + self.jitter_tensor * pt.eye(n)
             return [K, pt.as_tensor_variable(self._mean_func(Xt)) * pt.ones(n), self._phi]
 
         K, m, phi = self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))
@@ -392,7 +463,6 @@ class LatentGP(PreflightJitter, GPModel):
         return self._preflight(
             self.model.free_RVs,
             lambda values: self._train(values)[0],
-            self.default_jitter,
             "latent jitter",
             random_seed,
         )
@@ -404,28 +474,41 @@ class LatentGP(PreflightJitter, GPModel):
         return res, K, m, phi
 
     @single_blas_thread
-    def log_marginal_likelihood(self, params: Mapping[str, Any], *, eval_gradient: bool = False):
-        r"""The Laplace evidence :math:`\log q(y \mid \theta, \phi)` at given hyperparameters
-        (R&W eq. 3.32 generalised); :math:`-\infty` where the approximation is infeasible.
+    def log_marginal_likelihood(
+        self, params: Mapping[str, Any], *, eval_gradient: bool = False, method: str = "laplace"
+    ):
+        r"""The approximate log evidence at given hyperparameters: the Laplace evidence
+        :math:`\log q(y \mid \theta, \phi)` (R&W eq. 3.32 generalised), or with
+        ``method="ep"`` (Bernoulli-probit) :math:`\log Z_{EP}` (R&W eq. 3.65); :math:`-\infty`
+        where the approximation is infeasible.
 
         With ``eval_gradient=True``: ``(value, grad)``, ``grad`` a dict name → derivative with
-        respect to each hyperparameter on its own scale (R&W Algorithm 5.1 generalised, through
-        the kernel and mean graphs by PyTensor).
+        respect to each hyperparameter on its own scale (R&W Algorithm 5.1 generalised, or R&W
+        eq. 5.27 for EP, through the kernel and mean graphs by PyTensor; scikit-learn
+        differentiates with respect to :math:`\log\theta`, which is :math:`\theta` times this).
         """
+        if method not in ("laplace", "ep"):
+            raise ValueError(f"`method` must be 'laplace' or 'ep', got {method!r}")
+        if method == "ep":
+            self._check_ep()
         values = self._values(params)
         if not eval_gradient:
-            res, *_ = self._mode(values)
+            res = self._mode(values)[0] if method == "laplace" else self._ep(values)
+            if method == "ep":
+                self._warn_ep(res)
             return float(res.log_evidence)
-        if "lml_grad" not in self._fns:
-            self._fns["lml_grad"] = observed_logp_and_grad(self.model)
-        value, *grads = self._fns["lml_grad"](*values)
+        key = ("lml_grad", method)
+        if key not in self._fns:
+            model = self.model if method == "laplace" else self._ep_model()
+            self._fns[key] = observed_logp_and_grad(model)
+        value, *grads = self._fns[key](*values)
         names = self.hyperparameters
         return float(value), {k: np.asarray(g, float) for k, g in zip(names, grads, strict=True)}
 
     # ------------------------------------------------------------------ fits
     def _type2(self, model_of, solve, what: str, n_restarts, prior, random_seed, params, maxiter):
         """The type-II fit shared by :meth:`fit_laplace` and :meth:`fit_vi`: maximise the
-        objective of ``model_of()`` (built after the jitter check, which may rebuild the model),
+        objective of ``model_of()`` (after the jitter check, which may raise the shared jitter),
         or take ``params``; then ``solve(values)``, the approximation there. Returns it and the
         :class:`LatentFit` fields."""
         t0 = time.perf_counter()
@@ -437,6 +520,7 @@ class LatentGP(PreflightJitter, GPModel):
             )  # fmt: skip
             params, objective = fit.params, fit.objective
             restarts, grad_norm = fit.restarts, fit.grad_norm
+            self._warn_separable(params, what)
         else:
             objective, restarts, grad_norm, prior = float("nan"), [], float("nan"), False
         values = self._values(params)
@@ -457,6 +541,21 @@ class LatentGP(PreflightJitter, GPModel):
             "jitter": choice.jitter,
             "jitter_default": choice.default,
         }
+
+    def _warn_separable(self, params: Mapping[str, Any], what: str) -> None:
+        """Binary outcomes: warn when a type-II latent amplitude ran away (separable classes)."""
+        if self.likelihood.outcome != "binary":
+            return
+        eta = [np.max(v) for k, v in params.items() if k.rsplit("_", 1)[-1] == "eta"]
+        if eta and max(eta) > ETA_WARN:
+            warnings.warn(
+                f"type-II {what} fit: latent amplitude eta = {max(eta):.3g}. The approximate "
+                "evidence keeps growing with the latent scale, as it does for (nearly) separable "
+                "classes, and the optimum may be at infinity: use prior=True (MAP), NUTS "
+                "(sample), or fixed hyperparameters (params=...)",
+                RuntimeWarning,
+                skip_file_prefixes=_PACKAGE,
+            )
 
     @single_blas_thread
     def fit_laplace(
@@ -540,10 +639,62 @@ class LatentGP(PreflightJitter, GPModel):
             variational=method,
         )  # fmt: skip
 
+    def _check_ep(self) -> None:
+        lik = self.likelihood
+        if not (isinstance(lik, Bernoulli) and self.link == "probit"):
+            raise ValueError(
+                "EP is implemented for the probit link only (its tilted moments are closed-form): "
+                "use link='probit', or the Laplace approximation / NUTS for the logit link"
+            )
+
+    def _ep_model(self) -> pm.Model:
+        """The model with :math:`\\log Z_{EP}` in place of the Laplace evidence."""
+        if "ep_model" not in self._fns:
+            self._fns["ep_model"] = self._evidence_model("log_z_ep", EPEvidence(self.likelihood))[0]
+        return self._fns["ep_model"]
+
+    def _ep(self, values):
+        """EP at hyperparameter values (:func:`bayes_gp.latent.ep.expectation_propagation`)."""
+        K, m, phi = self._train(values)
+        return expectation_propagation(K, m, self.likelihood, phi)
+
+    def _warn_ep(self, res) -> None:
+        if res.feasible and not res.converged:
+            warnings.warn(
+                f"EP stopped after {res.n_iter} sweeps without converging; the approximation, its "
+                "log evidence and the predictions are unreliable. This happens at extreme "
+                "hyperparameters (a huge latent amplitude eta, nearly separable classes): use "
+                "prior=True, fixed params=, or NUTS (sample)",
+                RuntimeWarning,
+                skip_file_prefixes=_PACKAGE,
+            )
+
+    @single_blas_thread
+    def fit_ep(
+        self,
+        n_restarts: int = 5,
+        prior: bool = True,
+        random_seed: int | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        maxiter: int = 1000,
+    ) -> EPFit:
+        """Expectation propagation (R&W Algorithms 3.5, 3.6; :mod:`bayes_gp.latent.ep`), for the
+        bernoulli likelihood with the probit link, with type-II hyperparameters maximising
+        :math:`\\log Z_{EP}` (plus the log prior with ``prior=True``; gradient R&W eq. 5.27) by
+        the package's multistart L-BFGS; or, with ``params``, EP at exactly those
+        hyperparameters."""
+        self._check_ep()
+        res, fields = self._type2(
+            self._ep_model, self._ep, "EP", n_restarts, prior, random_seed, params, maxiter,
+        )  # fmt: skip
+        self._warn_ep(res)
+        return EPFit(**fields, site_precision=res.state.tau_t, state=res.state)
+
     def _factor(self, K, m, phi, fit, f) -> SiteFactor:
-        """The Gaussian latent posterior at one set of hyperparameters: the variational one of a
-        :class:`VIFit`, else the Laplace approximation at the mode ``f``."""
-        if isinstance(fit, VIFit):
+        """The Gaussian latent posterior at one set of hyperparameters: the Gaussian sites of a
+        :class:`SiteFit` (variational or EP), else the Laplace approximation at the mode ``f``."""
+        if isinstance(fit, SiteFit):
             LK, _ = jittered_cholesky(K)
             a = cho_solve((LK, True), f - m)  # K^-1 (mu - m)
             return SiteFactor(K, a, fit.site_precision)
@@ -687,8 +838,17 @@ class LatentGP(PreflightJitter, GPModel):
                 "lower_94": lower, "upper_94": upper}  # fmt: skip
 
     # ------------------------------------------------------------ model protocol
-    fit_methods = ("laplace", "latent", "map", "vi")
+    #: ``fit(method)``: the method that runs it and the options it fixes.
+    _FITS: ClassVar[dict[str, tuple[str, dict]]] = {
+        "laplace": ("sample", {"method": "laplace"}),
+        "latent": ("sample", {"method": "latent"}),
+        "map": ("fit_laplace", {}),
+        "vi": ("fit_vi", {}),
+    }
+    fit_methods = tuple(_FITS)
     sampling_methods = ("laplace", "latent")
+    #: ``restore_fit(method)``: the type-II fit that recomputes a saved point estimate.
+    _RESTORE: ClassVar[dict[str, str]] = {"map": "fit_laplace", "vi": "fit_vi", "ep": "fit_ep"}
 
     @property
     def outcome(self) -> str:  # type: ignore[override]
@@ -733,13 +893,12 @@ class LatentGP(PreflightJitter, GPModel):
     def fit(self, method: str = "laplace", **options):
         """``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"`` (joint NUTS),
         ``"map"`` (:meth:`fit_laplace`) or ``"vi"`` (:meth:`fit_vi`)."""
-        if method == "map":
-            return self.fit_laplace(**options)
-        if method == "vi":
-            return self.fit_vi(**options)
-        if method in ("laplace", "latent"):
-            return self.sample(method=method, **options)
-        raise ValueError(f"LatentGP fits by {list(self.fit_methods)}, not {method!r}")
+        if method not in self._FITS:
+            raise ValueError(
+                f"{type(self).__name__} fits by {list(self.fit_methods)}, not {method!r}"
+            )
+        name, fixed = self._FITS[method]
+        return getattr(self, name)(**fixed, **options)
 
     def fit_label(self, fit) -> str:
         if is_nuts(fit):
@@ -750,9 +909,12 @@ class LatentGP(PreflightJitter, GPModel):
     def check_fit(self, fit) -> None:
         if not (is_nuts(fit) or isinstance(fit, LatentFit)):
             raise TypeError(
-                "a LatentGP fit is a LatentFit (fit_laplace) or the ArviZ DataTree from "
-                f"sample(), got {type(fit).__name__}"
+                f"`fit` must be a {self._fit_type_name} or the ArviZ DataTree from sample(), got "
+                f"{type(fit).__name__}"
             )
+
+    #: How error messages name this model's type-II fits.
+    _fit_type_name = "LatentFit (fit_laplace, fit_vi, fit_ep)"
 
     def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
         """Replicated data at the training inputs: latent values from the posterior (the joint
@@ -765,7 +927,7 @@ class LatentGP(PreflightJitter, GPModel):
         for k in range(n_draws):
             values, f = draws[k % len(draws)]
             phi = self._train(values)[2]
-            if isinstance(fit, VIFit):
+            if isinstance(fit, SiteFit):
                 K, m, _ = self._train(values)
                 L, _ = jittered_cholesky(self._factor(K, m, phi, fit, f).cov())
                 f = f + L @ rng.standard_normal(f.size)
@@ -848,8 +1010,11 @@ class LatentGP(PreflightJitter, GPModel):
     def point_loo(self, fit) -> tuple[str, np.ndarray]:
         """LA-LOO (Vehtari et al. 2016) at the type-II fit."""
         if not isinstance(fit, LatentFit):
-            raise TypeError(f"point_loo needs a LatentFit of this model, got {type(fit).__name__}")
-        if isinstance(fit, VIFit):
+            raise TypeError(
+                f"point_loo needs a {self._fit_type_name.split()[0]} of this model, got "
+                f"{type(fit).__name__}"
+            )
+        if isinstance(fit, SiteFit):
             K, m, phi = self._train(self._values(fit.params))
             loo = self._factor(K, m, phi, fit, fit.f_mode).loo(self.likelihood, phi, fit.f_mode)
             return f"cavity LOO of q(f) at {fit.method_label}", loo
@@ -857,11 +1022,13 @@ class LatentGP(PreflightJitter, GPModel):
         return f"Laplace LA-LOO at {fit.method_label}", la_loo(res, self.likelihood, phi)
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> LatentFit:
-        """The Laplace mode (``"map"``) or the variational posterior (``"vi"``) recomputed at
-        the saved hyperparameters."""
-        if method not in ("map", "vi"):
-            raise ValueError(f"LatentGP's type-II fits are 'map' and 'vi', not {method!r}")
-        fit = self.fit_laplace(params=params) if method == "map" else self.fit_vi(params=params)
+        """The Laplace mode (``"map"``), the variational posterior (``"vi"``) or EP (``"ep"``)
+        recomputed at the saved hyperparameters."""
+        if method not in self._RESTORE:
+            raise ValueError(
+                f"{type(self).__name__}'s type-II fits are {list(self._RESTORE)}, not {method!r}"
+            )
+        fit = getattr(self, self._RESTORE[method])(params=params)
         return dataclasses.replace(
             fit,
             objective=float(attrs["objective"]),

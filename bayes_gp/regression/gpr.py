@@ -107,10 +107,13 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
     noise : float, optional
         A fixed noise standard deviation :math:`\\sigma`; by default :math:`\\sigma` is learned.
     jitter : float
-        Added to the diagonal of :math:`C`, relative to the variance of ``y`` (numerical safety).
-        :meth:`fit_map` and :meth:`sample` first factorise :math:`C` at the initial point and at
-        a few prior draws and raise the jitter tenfold until that succeeds
-        (:mod:`bayes_gp.inference.jitter`); the jitter used is recorded in the fit.
+        Added to the diagonal of :math:`C` (numerical safety), relative to the model's prior
+        scale :math:`s^2 = \\operatorname{var}(y)`: the absolute jitter is
+        ``jitter * var(y)`` (default ``1e-10``; ``model.jitter`` is the absolute value in use,
+        :mod:`bayes_gp.inference.jitter`). :meth:`fit_map` and :meth:`sample` first factorise
+        :math:`C` at the initial point and at a few prior draws and raise the jitter tenfold
+        until that succeeds; the jitter used is recorded in the fit. Approximations
+        (``approx=``, ``sparse=``) add the same jitter to :math:`\\sigma^2`.
     approx : None, "hsgp", "vfe" or "fitc"
         An approximation of the marginal likelihood for large N
         (:mod:`bayes_gp.regression.approx`): ``"hsgp"``, the Hilbert-space reduced-rank GP with
@@ -164,7 +167,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
             raise TypeError("`kernel` must be a catalogue name or a callable")
         if noise is not None:
             noise = positive_float("noise", noise)
-        jitter = check_jitter(jitter)
+        check_jitter(jitter)
         priors = dict(priors or {})
         if self.spec is not None:
             unknown = set(priors) - {*self.spec.params, "sigma", "c", "intercept", "slope"}
@@ -180,9 +183,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         self.priors = priors
         self.noise = noise
         self.scale = DataScale.of(X, y)
-        self.jitter = float(jitter) * self.scale.y_sd**2
-        #: the jitter before any pre-flight increase
-        self.default_jitter = self.jitter
+        self._init_jitter(jitter, self.scale.y_sd**2, 1e-10)  # absolute: jitter * var(y)
         self.approx = approx_spec(approx, approx_options, X)
         pp_q = PP_KERNELS.get(self.spec.name) if self.spec is not None else None
         if sparse not in (None, True, False):
@@ -204,7 +205,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
     def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
         """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.preflight`): factorise
         :math:`C = K + \\sigma^2 I` at the initial point and at prior draws, raise the jitter
-        until all succeed and rebuild the model with it.
+        until all succeed and set the model's jitter to it (:meth:`set_jitter`).
 
         Raises
         ------
@@ -212,11 +213,10 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
             When even a jitter of 1e-4 times the mean diagonal fails, with advice.
         """
         if self.approximation is not None:  # approximate or sparse: no dense C to factorise
-            return JitterChoice(self.jitter, self.default_jitter, 0)
+            return self.jitter_info.choice()
         return self._preflight(
             self.model.free_RVs,
             lambda values: self._train(values)[1],
-            self.default_jitter,
             "observation noise" if self.noise is None else "a larger noise level",
             random_seed,
             # each point costs one dense Cholesky: above n = 3000 only the initial point
@@ -249,11 +249,12 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
             if self.sparse:  # compact support: bayes_gp.regression.compact
                 self.approximation = CompactLikelihood(
                     "y", self.X, self.y, hyper["ls"], hyper["eta"], self._pp_q, mean_func,
-                    sigma, self.jitter, "obs",
+                    sigma, self.jitter_tensor, "obs",
                 )  # fmt: skip
             elif self.approx is not None:  # large N: bayes_gp.regression.approx
                 self.approximation = build_likelihood(
-                    self.approx, "y", self.X, self.y, cov, mean_func, sigma, self.jitter, "obs"
+                    self.approx, "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor,
+                    "obs",
                 )
             else:
                 # y ~ N(m(X), K + (sigma^2 + jitter) I), as pm.gp.Marginal.marginal_likelihood
@@ -262,7 +263,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
                 Xt = pt.as_tensor_variable(self.X)
                 n = self.X.shape[0]
                 mu = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
-                C = cov(Xt) + (pt.square(sigma) + self.jitter) * pt.eye(n)
+                C = cov(Xt) + (pt.square(sigma) + self.jitter_tensor) * pt.eye(n)
                 marginal_normal("y", mu, C, observed=self.y, dims="obs")
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
         return model
@@ -295,7 +296,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         n = self.X.shape[0]
 
         def build(_):
-            C = self._cov(X) + (pt.square(self._sigma) + self.jitter) * pt.eye(n)
+            C = self._cov(X) + (pt.square(self._sigma) + self.jitter_tensor) * pt.eye(n)
             return [self._mean(X), C]
 
         return self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))
@@ -306,7 +307,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         n = self.X.shape[0]
 
         def build(Xv):
-            C = self._cov(X) + (pt.square(self._sigma) + self.jitter) * pt.eye(n)
+            C = self._cov(X) + (pt.square(self._sigma) + self.jitter_tensor) * pt.eye(n)
             s2 = pt.square(self._sigma) * pt.ones(())
             return [
                 self._mean(X),

@@ -56,8 +56,15 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.linalg import solve_triangular
 
-from bayes_gp._validation import as_inputs, as_targets, check_aligned, f64, new_inputs
-from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
+from bayes_gp._validation import (
+    as_inputs,
+    as_targets,
+    check_aligned,
+    check_jitter,
+    f64,
+    new_inputs,
+)
+from bayes_gp.inference.jitter import Jitter, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
@@ -101,8 +108,14 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         callable ``f(name)``, an unnamed ``pm.X.dist(...)``, or a number that fixes the
         hyperparameter (the forms of :mod:`bayes_gp.priors`).
     jitter : float
-        Added to the diagonal of the kernel matrices for numerical safety: relative to the
-        variance of ``y`` for :math:`K_f`, absolute for :math:`K_g` (log scale).
+        Added to the diagonal of the kernel matrices for numerical safety, relative to each
+        GP's prior scale :math:`s^2` (:mod:`bayes_gp.inference.jitter`): :math:`s^2 =
+        \operatorname{var}(y)` for :math:`K_f` (absolute ``jitter * var(y)``, as
+        :class:`~bayes_gp.GPRegression`), :math:`s^2 = 1` for the log-noise GP's :math:`K_g`
+        (its amplitude is O(1) on the log scale: absolute ``jitter``). Default ``1e-6``. The
+        pre-flight check (:meth:`check_jitter`) raises the :math:`K_g` jitter where needed:
+        ``jitter_g`` (= ``model.jitter``) is its absolute value in use, ``jitter_f`` the
+        :math:`K_f` one.
 
     Attributes
     ----------
@@ -112,8 +125,6 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
     spec, noise_spec : KernelSpec
         The kernels of :math:`f` and :math:`g`.
     """
-
-    _jitter_attr = "jitter_g"  # PreflightJitter: the latent log-noise GP's jitter
 
     def __init__(
         self,
@@ -133,12 +144,7 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
             raise TypeError("`kernel` must be a catalogue name or a sum of products of them")
         if not isinstance(noise_kernel, str):
             raise TypeError("`noise_kernel` must be a catalogue name or a sum of products of them")
-        try:
-            jitter = float(jitter)
-        except (TypeError, ValueError):
-            raise ValueError(f"`jitter` must be a positive number, got {jitter!r}") from None
-        if not (np.isfinite(jitter) and jitter > 0):
-            raise ValueError(f"`jitter` must be a positive number, got {jitter!r}")
+        check_jitter(jitter)
         self.spec = kernel_spec(kernel)
         self.noise_spec = kernel_spec(noise_kernel)
         self.X, self.y, self.feature_names = X, y, names
@@ -149,10 +155,10 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         self.scale = DataScale.of(X, y)
         # The log-noise GP lives on the log scale: its priors are the catalogue's for unit outputs.
         self.noise_scale = dataclasses.replace(self.scale, y_mean=0.0, y_sd=1.0)
-        self.jitter_f = jitter * self.scale.y_sd**2
-        self.jitter_g = jitter
-        #: the log-noise GP's jitter before any pre-flight increase
-        self.default_jitter_g = jitter
+        # one relative jitter: K_f's at scale var(y) (fixed), K_g's at scale 1 (the model's
+        # PreflightJitter jitter: checked, raised and saved)
+        self._jitter_f = Jitter.of(jitter, self.scale.y_sd**2, 1e-6)
+        self._init_jitter(jitter, 1.0, 1e-6)
         self.priors = dict(priors or {})
         known = {*self.spec.params, *self._noise_names, "noise_mean"}
         unknown = set(self.priors) - known
@@ -165,6 +171,21 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         self._fns: dict = {}
 
     # ------------------------------------------------------------------ model
+    @property
+    def jitter_f(self) -> float:
+        """The absolute jitter on :math:`K_f` (``jitter * var(y)``; never raised)."""
+        return self._jitter_f.value
+
+    @property
+    def jitter_g(self) -> float:
+        """The absolute jitter on the log-noise GP's :math:`K_g` in use (:attr:`jitter`)."""
+        return self.jitter
+
+    @property
+    def default_jitter_g(self) -> float:
+        """The log-noise GP's jitter before any pre-flight increase (:attr:`default_jitter`)."""
+        return self.default_jitter
+
     @property
     def _noise_names(self) -> list[str]:
         return [f"noise_{p}" for p in self.noise_spec.params]
@@ -203,7 +224,7 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
             mean_g = pm.gp.mean.Constant(noise_mean)
             X = pt.as_tensor_variable(self.X)
             g = pm.gp.Latent(mean_func=mean_g, cov_func=cov_g).prior(
-                "g", X=self.X, reparameterize=True, jitter=self.jitter_g, dims="obs"
+                "g", X=self.X, reparameterize=True, jitter=self.jitter_tensor, dims="obs"
             )
             C = cov_f(X) + self.jitter_f * pt.eye(n) + pt.diag(pt.exp(2.0 * g))
             marginal_normal("y", mean_f(X), C, observed=self.y, dims="obs")  # R&W eq. 5.9 gradient
@@ -224,8 +245,9 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.preflight`) of the
         log-noise GP: factorise :math:`K_g + \\nu I` (which the whitened latent ``g`` needs at
         every step) at the initial point and at prior draws, raise :math:`\\nu` until all succeed
-        and rebuild the model with it. (:math:`K_f + \\operatorname{diag}(e^{2g})` has the
-        positive noise variances on its diagonal.)
+        and set the model's shared jitter to it (the model stays the same object).
+        (:math:`K_f + \\operatorname{diag}(e^{2g})` has the positive noise variances on its
+        diagonal.)
 
         Raises
         ------
@@ -236,7 +258,6 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         return self._preflight(
             self._hyper_rvs,
             lambda values: self._grams(values, empty)[5],
-            self.default_jitter_g,
             "a smoother noise kernel (larger length-scale prior)",
             random_seed,
         )
@@ -327,7 +348,7 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
                 out = []
                 for cov, mean, jit in (
                     (self._cov_f, self._mean_f, self.jitter_f),
-                    (self._cov_g, self._mean_g, self.jitter_g),
+                    (self._cov_g, self._mean_g, self.jitter_tensor),
                 ):
                     out += [
                         cov(X) + jit * pt.eye(n),

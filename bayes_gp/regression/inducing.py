@@ -92,14 +92,25 @@ class SparseLikelihood(_ObservedLikelihood):
         self.cov, self.mean_func = cov, mean_func
         self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
         self.s2 = self.sigma2 + jitter
-        #: jitter on K_uu: 1e-6 of the prior variance scale (PyMC's default is 1e-6 absolute)
-        self.jitter_u = max(1e-6 * float(np.var(y)), jitter)
+        #: the model's jitter: a number, or the model's shared value (its current value is read
+        #: where a number is needed)
+        self._jitter = jitter
+        #: jitter on K_uu: 1e-6 of the prior variance scale (PyMC's default is 1e-6 absolute),
+        #: or the model's jitter when larger
+        self._jitter_u_floor = 1e-6 * float(np.var(y))
+        self._jitter_u = pt.maximum(np.float64(self._jitter_u_floor), jitter)
         self.gp = pm.gp.MarginalApprox(approx=spec.name.upper(), mean_func=mean_func, cov_func=cov)
         self._register(name, dims)
 
+    @property
+    def jitter_u(self) -> float:
+        """The jitter on :math:`K_{uu}` in use (a number)."""
+        j = self._jitter
+        return max(self._jitter_u_floor, float(j.get_value() if hasattr(j, "get_value") else j))
+
     def _loglik(self, value):
         return self.gp._build_marginal_likelihood_loglik(
-            value, self.X, self.Xu, pt.sqrt(self.s2), self.jitter_u
+            value, self.X, self.Xu, pt.sqrt(self.s2), self._jitter_u
         )
 
     def check(self, draws) -> None:
@@ -120,7 +131,7 @@ class SparseLikelihood(_ObservedLikelihood):
                 pt.sqrt(self.s2),
                 self.cov,
                 self.mean_func,
-                self.jitter_u,
+                self._jitter_u,
             )
             return [mu * pt.ones(()), cov, self.sigma2 * pt.ones(())]
 

@@ -131,10 +131,13 @@ def ref_latent(clf, fit, Xn):
     ls, eta = float(fit.params["ls"]), float(fit.params["eta"])
     K = se(clf.X, clf.X, ls, eta) + clf.jitter * np.eye(len(clf.t))
     Ks, kss = se(clf.X, Xn, ls, eta), np.full(len(Xn), eta**2)
-    st_ = fit.state
+    st_ = fit.state if fit.method == "ep" else None
     if fit.method == "laplace":
-        mean = Ks.T @ st_.d1
-        v = solve_triangular(st_.L, st_.sW[:, None] * Ks, lower=True)
+        _, d1, d2, _ = clf.likelihood.derivatives(fit.f_mode)
+        sW = np.sqrt(-d2)
+        L = np.linalg.cholesky(np.eye(len(clf.t)) + sW[:, None] * K * sW[None, :])
+        mean = Ks.T @ d1
+        v = solve_triangular(L, sW[:, None] * Ks, lower=True)
     else:
         z = st_.sS * cho_solve((st_.L, True), st_.sS * (K @ st_.nu_t))
         mean = Ks.T @ (st_.nu_t - z)

@@ -41,7 +41,7 @@ def test_fixed_hyperparameters_equal_sklearn_laplace():
     np.testing.assert_allclose(
         fit.log_marginal_likelihood, sk.log_marginal_likelihood_value_, rtol=1e-10
     )
-    np.testing.assert_allclose(fit.state.f, sk.base_estimator_.f_cached, atol=1e-8)
+    np.testing.assert_allclose(fit.f_mode, sk.base_estimator_.f_cached, atol=1e-8)
     Xs = np.random.default_rng(5).uniform(-3, 3, (20, 2))
     # scikit-learn's erf-mixture approximation of the logistic integral is good to ~1e-4
     np.testing.assert_allclose(model.predict_proba(Xs, fit), sk.predict_proba(Xs)[:, 1], atol=3e-4)
@@ -217,23 +217,34 @@ def test_probit_laplace_survives_extreme_optimiser_steps():
     X = (X - X.mean(0)) / X.std(0)
     clf = GPClassifier(X, y, link="probit")
     fit = clf.fit_laplace(n_restarts=3, random_seed=0)
-    assert np.isfinite(fit.log_marginal_likelihood) and fit.state.converged
+    assert np.isfinite(fit.log_marginal_likelihood) and fit.converged
     ep = clf.fit_ep(n_restarts=3, random_seed=0)
     # the two approximations agree on the easy points and on the hyperparameters' scale
     assert abs(float(fit.params["ls"]) - float(ep.params["ls"])) < 0.2
     assert np.mean(clf.predict(X, fit) == y) > 0.85
 
 
-def test_unconverged_approximation_warns(monkeypatch):
+def test_unconverged_approximation_is_refused_or_warns(monkeypatch):
+    """A Laplace mode that Newton's method did not reach is refused with the reason (never a
+    silent value); EP sweeps that stop short warn (their result is still an EP state)."""
     import functools
 
-    import bayes_gp.classification.gpc as gpc
+    import bayes_gp.latent.ep as ep_module
+    import bayes_gp.latent.model as latent_model
 
     X, y = _problem()
     clf = GPClassifier(X, y)
-    monkeypatch.setattr(gpc, "laplace_mode", functools.partial(gpc.laplace_mode, max_iter=1))
-    with pytest.warns(RuntimeWarning, match="without converging"):
+    monkeypatch.setattr(latent_model, "laplace", functools.partial(latent_model.laplace, max_iter=1))
+    with pytest.raises(RuntimeError, match=r"Laplace approximation is infeasible.*did not converge"):
         clf.fit_laplace(params={"ls": 1.0, "eta": 2.0})
+    probit = GPClassifier(X, y, link="probit")
+    monkeypatch.setattr(
+        latent_model, "expectation_propagation",
+        functools.partial(ep_module.expectation_propagation, max_sweeps=1),
+    )
+    with pytest.warns(RuntimeWarning, match="EP stopped after 1 sweeps without converging"):
+        fit = probit.fit_ep(params={"ls": 1.0, "eta": 2.0})
+    assert not fit.converged
 
 
 def test_ep_with_logit_is_refused_before_any_work():
@@ -275,7 +286,7 @@ def test_fit_laplace_from_scikit_learns_start_reaches_the_maximum():
 def test_unconverged_classifier_fit_says_so(monkeypatch):
     """ClassifierFit has a converged flag (as MapFit), and an unconverged best restart warns
     (the optimiser's verdict is forced here: the plumbing is what is tested)."""
-    import bayes_gp.classification.gpc as gpc
+    import bayes_gp.inference.typeii as typeii
     from bayes_gp.inference.typeii import ConvergenceWarning, multistart
 
     def unconverged(*args, **kwargs):
@@ -284,7 +295,7 @@ def test_unconverged_classifier_fit_says_so(monkeypatch):
             res.success, res.message = False, "stopped (max |gradient| = 0.5)"
         return out
 
-    monkeypatch.setattr(gpc, "multistart", unconverged)
+    monkeypatch.setattr(typeii, "multistart", unconverged)
     x = np.linspace(0, 10, 30)
     t = np.sin(x) > 0
     with pytest.warns(ConvergenceWarning, match=r"did not converge \(stopped"):

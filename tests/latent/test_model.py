@@ -53,8 +53,10 @@ def test_gaussian_evidence_and_gradient_equal_the_exact_gp():
     log marginal likelihood (R&W eq. 2.30, computed here with NumPy from the same K) and
     GPRegression's, to 1e-10, and its gradient, at random hyperparameters."""
     exact = GPRegression(X, Y_REAL, "expquad")
-    # GPRegression's jitter is relative to var(y); the latent GP's is absolute
-    latent = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=exact.jitter)
+    # both jitters are relative to var(y) (a Gaussian likelihood's latent scale): the same
+    # relative jitter is the same absolute one
+    latent = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=exact.jitter_info.relative)
+    assert latent.jitter == exact.jitter
     assert latent.hyperparameters == exact.hyperparameters == ["ls", "eta", "sigma"]
     rng = np.random.default_rng(0)
     for _ in range(5):
@@ -141,7 +143,7 @@ def test_gaussian_predictions_equal_the_exact_gp():
     eqs. 2.25–2.26) for a Gaussian likelihood."""
     p = {"ls": 1.5, "eta": 0.9, "sigma": 0.35}
     exact = GPRegression(X, Y_REAL, "expquad")
-    latent = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=exact.jitter)
+    latent = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=exact.jitter_info.relative)
     Xn = np.linspace(-2, 12, 9)
     pl = latent.predict(Xn, latent.fit_laplace(params=p))
     pe = exact.predict(Xn, exact.fit_map(n_restarts=1, random_seed=0).__class__(
@@ -220,7 +222,7 @@ def test_nuts_laplace_agrees_with_joint_latent_nuts_and_the_exact_gp():
     assert float(az.loo(la).elpd) == pytest.approx(float(az.loo(lat).elpd), abs=2.0)
 
     e = GPRegression(X, Y_REAL, "expquad")
-    g = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=e.jitter)
+    g = LatentGP(X, Y_REAL, "expquad", "gaussian", jitter=e.jitter_info.relative)
     ga, ge = g.sample(**kw), e.sample(**kw)
     for p in g.hyperparameters:
         a, b = az.summary(ga, var_names=[p]), az.summary(ge, var_names=[p])

@@ -240,7 +240,8 @@ def test_nuts_recovers_an_increasing_noise_sd():
 def test_preflight_raises_the_log_noise_jitter_when_its_cholesky_fails():
     """Triplicated inputs make K_g singular: with a jitter of 1e-16 its Cholesky fails at the
     initial point, so the pre-flight check raises the jitter (tenfold steps) until every checked
-    matrix factorises, rebuilds the model and records the choice."""
+    matrix factorises, sets the model's shared jitter (the PyMC model stays the same object) and
+    records the choice."""
     rng = np.random.default_rng(0)
     X = np.repeat(np.linspace(0, 1, 10), 3)
     y = np.sin(3 * X) + 0.1 * rng.normal(size=X.size)
@@ -253,7 +254,7 @@ def test_preflight_raises_the_log_noise_jitter_when_its_cholesky_fails():
     assert failing
     choice = m.check_jitter(random_seed=0)
     assert choice.default == 1e-16 and choice.jitter > choice.default
-    assert m.jitter_g == choice.jitter and m.model is not old_model
+    assert m.jitter_g == m.jitter == choice.jitter and m.model is old_model
     assert all(_factorises(m._grams(p, np.zeros((0, 1)))[5]) for p in points)
     # a well-posed model keeps its jitter
     ok = HeteroscedasticGPRegression(np.linspace(0, 1, 12), y[:12])
