@@ -45,9 +45,10 @@ class GPClassifier(LatentGP):
     X : array_like (n,) or (n, D), or DataFrame
     y : array_like (n,)
         Two distinct labels (0/1, bool, strings, …); the larger (sorted) one is the positive class.
-    kernel : str
-        Catalogue name (``"expquad"``, ``"matern52"``, …; see ``bayes_gp.regression.KERNELS``)
-        or a sum of products of them (:func:`~bayes_gp.regression.kernel_spec`).
+    kernel : str, kernel object or callable
+        Catalogue name (``"expquad"``, ``"matern52"``, …; see ``bayes_gp.regression.KERNELS``),
+        a sum of products of them, a kernel object with fixed numbers and unnamed priors, or a
+        callable ``kernel(D)`` (:func:`~bayes_gp.regression.kernel_spec`).
     link : {"logit", "probit"}
     ard : bool
         One length-scale per input.
@@ -80,7 +81,7 @@ class GPClassifier(LatentGP):
         self,
         X,
         y,
-        kernel: str = "expquad",
+        kernel: Any = "expquad",
         *,
         link: str = "logit",
         ard: bool = False,

@@ -44,11 +44,14 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+from pymc.distributions.transforms import _default_transform
+from pymc.logprob.transforms import LogTransform
 
 from bayes_gp._validation import (
     as_inputs,
@@ -72,8 +75,15 @@ from bayes_gp.predictive import (
     loo_log_density,
     predict,
 )
+from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import GPModel, PointFit, is_nuts
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
+from bayes_gp.regression.catalogue import (
+    DataScale,
+    check_kernel_ard,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+)
 from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["DeepKernelRegression", "DKLFit"]
@@ -164,6 +174,18 @@ class DKLFit(PointFit):
         )
 
 
+def _check_positive_priors(spec) -> None:
+    """DKL optimises its kernel hyperparameters on the log scale: a kernel object's priors must
+    be on positive values (PyMC's log transform)."""
+    for name, rv in spec.priors.items():
+        if not isinstance(_default_transform(rv.owner.op, rv), LogTransform):
+            raise ValueError(
+                f"the kernel object's hyperparameter {name!r} has a prior on the whole real line; "
+                "DKL optimises kernel hyperparameters on the log scale: give it a prior on "
+                "positive values (e.g. pm.Gamma.dist, pm.LogNormal.dist) or a number"
+            )
+
+
 def _is_network_name(name: str) -> bool:
     """Network parameters are ``W<l>``, ``b<l>``, ``lam<l>``, ``W_out``, ``b_out``."""
     return re.fullmatch(r"(W|b)(\d+|_out)|lam\d+", name) is not None
@@ -182,8 +204,11 @@ class DeepKernelRegression(SharedJitter, GaussianPredictions, GPModel):
     features : int, optional
         Width Q of the final linear layer, the input dimension of the kernel. ``None``: the last
         hidden layer feeds the kernel.
-    kernel : str
-        A catalogue kernel name or expression (see :func:`bayes_gp.regression.kernel_spec`).
+    kernel : str, kernel object or callable
+        A catalogue kernel name or expression, a kernel object on the ``features`` learned
+        inputs (``input_dim`` = the network's output dimension; numbers fixed, unnamed positive
+        priors its hyperparameters) or a callable ``kernel(Q)`` (see
+        :func:`bayes_gp.regression.kernel_spec`).
     activation : str
         ``"tanh"``, ``"relu"``, ``"gelu"``, ``"sigmoid"``, or ``"mixture"`` for the "GP neural
         network" (a per-unit mixture of activations) whose hidden units mix the activations ``mixture``
@@ -214,7 +239,7 @@ class DeepKernelRegression(SharedJitter, GaussianPredictions, GPModel):
         y,
         hidden: Sequence[int] = (32, 32),
         features: int | None = 2,
-        kernel: str = "expquad",
+        kernel: Any = "expquad",
         *,
         activation: str = "tanh",
         mixture: Sequence[str] = MIXTURE_ACTIVATIONS,
@@ -228,9 +253,9 @@ class DeepKernelRegression(SharedJitter, GaussianPredictions, GPModel):
         check_aligned(X, y)
         X, names = as_inputs(X)
         y = as_targets(y, X.shape[0], what="deep kernel regression")
-        if not isinstance(kernel, str):
-            raise ValueError(f"`kernel` must be a catalogue kernel name, got {kernel!r}")
         self.spec = kernel_spec(kernel)
+        check_kernel_ard(self.spec, ard)
+        _check_positive_priors(self.spec)
         if weight_sd is not None:
             weight_sd = positive_float("weight_sd", weight_sd)
         mixture_sd = positive_float("mixture_sd", mixture_sd)
@@ -647,7 +672,10 @@ class DeepKernelRegression(SharedJitter, GaussianPredictions, GPModel):
                 if sampling_net and p.rsplit("_", 1)[-1] == "ls":
                     hyper[p] = f64(fit.params[p])
                 else:
-                    hyper[p] = default_prior(p, scale, self.ard and p in self.spec.ard_params)
+                    ard = self.ard and p in self.spec.ard_params
+                    hyper[p] = resolve_prior(
+                        self.spec.priors, p, lambda n, ard=ard: default_prior(n, scale, ard)
+                    )
             cov = self.spec.build(Q, hyper)
             sigma = default_prior("sigma", scale, False)
             Z = self.net.forward(self._inputs(self.X), net)

@@ -17,11 +17,20 @@ from collections.abc import Sequence
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.graph.replace import graph_replace
 
 from bayes_gp._validation import check_integer_in
 from bayes_gp.kernels.metrics import FactorAnalysis, LengthScale, Metric, make_metric
 
-__all__ = ["Kernel", "Stationary", "safe_sqrt", "KernelMeta", "factors", "smoothness"]
+__all__ = [
+    "Kernel",
+    "Stationary",
+    "Substituted",
+    "safe_sqrt",
+    "KernelMeta",
+    "factors",
+    "smoothness",
+]
 
 
 class KernelMeta(type):
@@ -68,13 +77,63 @@ def smoothness(kernel) -> float | None:
 def factors(kernel):
     """The terms and factors of a sum or product of kernels, recursively (the kernel itself when
     it is neither). PyMC keeps them in the private ``_factor_list`` of its ``Add`` / ``Prod``:
-    this is the one place that reads it."""
-    if isinstance(kernel, pm.gp.cov.Combination):
+    this is the one place that reads it. The factors of a :class:`Substituted` kernel are its
+    base's, with the same substitution."""
+    if isinstance(kernel, Substituted):
+        for f in factors(kernel.base):
+            yield Substituted(f, kernel.mapping)
+    elif isinstance(kernel, pm.gp.cov.Combination):
         for f in kernel._factor_list:
             if isinstance(f, pm.gp.cov.Covariance):
                 yield from factors(f)
     else:
         yield kernel
+
+
+class Substituted(pm.gp.cov.Covariance):
+    """A kernel whose graphs have some variables replaced: ``base``'s covariance, spectral density
+    and tensor attributes with every key of ``mapping`` replaced by its value.
+
+    This is how a kernel object built with unnamed priors (``Matern32(1, ls=pm.Gamma.dist(2,
+    1))``) enters a model: the model registers a copy of each prior under a name and evaluates
+    the kernel with the copies, so the user's kernel object stays unchanged and can build any
+    number of models (:func:`bayes_gp.regression.catalogue.kernel_spec`).
+    """
+
+    def __init__(self, base: pm.gp.cov.Covariance, mapping):
+        # `base` slices its own inputs: this wrapper passes them on whole
+        pm.gp.cov.Covariance.__init__(self, base.input_dim, None)
+        self.base = base
+        self.mapping = dict(mapping)
+
+    def _sub(self, value):
+        if isinstance(value, pt.TensorVariable) and self.mapping:
+            return graph_replace(value, self.mapping, strict=False)
+        return value
+
+    def full(self, X, Xs=None):
+        return self._sub(self.base(X, Xs))
+
+    def diag(self, X):
+        return self._sub(self.base(X, diag=True))
+
+    def power_spectral_density(self, omega):
+        return self._sub(self.base.power_spectral_density(omega))
+
+    @property
+    def smoothness(self) -> float | None:
+        """The base kernel's Matérn smoothness (:func:`smoothness`)."""
+        return smoothness(self.base)
+
+    def __getattr__(self, name):
+        # hyperparameters read by name (``ls``, ``period``) come substituted; only called for
+        # names the wrapper itself does not have
+        if name in ("base", "mapping") or name.startswith("__"):
+            raise AttributeError(name)
+        return self._sub(getattr(self.base, name))
+
+    def __repr__(self) -> str:
+        return f"Substituted({self.base!r}, {len(self.mapping)} variable(s))"
 
 
 def _normalise_active_dims(input_dim: int, active_dims: Sequence[int] | None) -> np.ndarray:

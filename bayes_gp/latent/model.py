@@ -72,6 +72,7 @@ from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import (
     DataScale,
+    check_kernel_ard,
     default_prior,
     kernel_formula,
     kernel_spec,
@@ -227,8 +228,10 @@ class LatentGP(PreflightJitter, GPModel):
     y : array_like (n,)
         Outcomes: 0/1 (``"bernoulli"``), successes (``"binomial"``), counts (``"poisson"``,
         ``"negative_binomial"``) or real values (``"student_t"``, ``"gaussian"``).
-    kernel : str
-        Catalogue name or a sum of products of them (:func:`~bayes_gp.regression.kernel_spec`).
+    kernel : str, kernel object or callable
+        Catalogue name or a sum of products of them, a kernel object with fixed numbers and
+        unnamed priors, or a callable ``kernel(D)`` (:func:`~bayes_gp.regression.kernel_spec`;
+        as :class:`~bayes_gp.GPRegression`).
     likelihood : str
         One of :data:`LIKELIHOODS`.
     link : str, optional
@@ -270,7 +273,7 @@ class LatentGP(PreflightJitter, GPModel):
         self,
         X,
         y,
-        kernel: str = "expquad",
+        kernel: Any = "expquad",
         likelihood: str = "poisson",
         *,
         link: str | None = None,
@@ -305,6 +308,7 @@ class LatentGP(PreflightJitter, GPModel):
             lik = cls(y)
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
         self.spec = kernel_spec(kernel, exclude=self._kernel_exclude)
+        check_kernel_ard(self.spec, ard)
         self.kernel = kernel
         self.X, self.feature_names, self.y = X, names, lik.y
         self.ard, self.mean = bool(ard), mean
@@ -343,7 +347,7 @@ class LatentGP(PreflightJitter, GPModel):
 
     def _prior(self, name: str, ard: bool = False, default=None):
         fallback = default or (lambda n: default_prior(n, self.scale, ard))
-        return resolve_prior(self.priors, name, fallback, ard=ard)
+        return resolve_prior(self.spec.priors_with(self.priors), name, fallback, ard=ard)
 
     def _declare(self):
         """Hyperpriors, covariance, mean and likelihood parameters in the current model."""

@@ -15,18 +15,22 @@ by a constant and does not change the geometry NUTS sees: standardising happens 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 
 from bayes_gp import kernels as K
 from bayes_gp._validation import f64
+from bayes_gp.kernels.base import Substituted
+from bayes_gp.kernels.parameters import describe_kernel, kernel_parameters
 
 __all__ = [
     "DataScale",
     "KernelSpec",
+    "check_kernel_ard",
     "KERNELS",
     "KERNEL_FORMULAS",
     "default_prior",
@@ -136,7 +140,9 @@ class KernelSpec:
     """A named kernel: its hyperparameters and how to build the covariance from them.
 
     ``build(D, h)`` gets the input dimension and a dict of hyperparameters (random variables or
-    numbers) and returns the covariance function *including* its amplitude.
+    numbers) and returns the covariance function *including* its amplitude. ``priors`` holds the
+    priors a kernel object carries (``pm.X.dist`` by name): a model uses them where the user's
+    ``priors=`` does not name the hyperparameter, instead of the catalogue's defaults.
     """
 
     name: str
@@ -144,6 +150,28 @@ class KernelSpec:
     build: Callable
     ard_params: tuple[str, ...] = ("ls",)
     equation: str = ""
+    priors: Mapping = field(default_factory=dict)
+
+    @property
+    def catalogue(self) -> bool:
+        """Whether the kernel is a catalogue name or expression (with the catalogue's default
+        priors and ARD), not a kernel object or callable of the user's."""
+        return not self.equation.startswith("the user's")
+
+    def priors_with(self, priors: Mapping) -> dict:
+        """The priors of the model's kernel hyperparameters: the user's ``priors=`` over the
+        kernel object's own (:attr:`priors`)."""
+        return {**self.priors, **priors} if self.priors else dict(priors)
+
+
+def check_kernel_ard(spec: KernelSpec, ard: bool) -> None:
+    """``ard=True`` needs a catalogue kernel: a kernel object or callable has its own
+    length-scales."""
+    if ard and not spec.catalogue:
+        raise ValueError(
+            "`ard=True` applies to catalogue kernels; a kernel object or callable sets its own "
+            "length-scales: give it one per input (e.g. ls=pm.Gamma.dist(2, 2, shape=D))"
+        )
 
 
 def _stationary(cls, **fixed):
@@ -202,8 +230,52 @@ def _normalise(name: str) -> str:
     return name.strip().lower().replace("_", "").replace("-", "")
 
 
-def kernel_spec(expr: str, *, exclude: tuple[str, ...] = ()) -> KernelSpec:
-    """The :class:`KernelSpec` of a catalogue name or of a sum of products of catalogue names.
+def _object_spec(kernel: pm.gp.cov.Covariance) -> KernelSpec:
+    """A kernel object: its unnamed priors are its hyperparameters (by the names of
+    :func:`~bayes_gp.kernels.parameters.kernel_parameters`), its numbers are fixed."""
+    found = kernel_parameters(kernel)
+
+    def build(D, h):
+        if D != kernel.input_dim:
+            raise ValueError(
+                f"the kernel object has input_dim={kernel.input_dim} but the model's inputs have "
+                f"{D} column(s)"
+            )
+        mapping = {rv: pt.as_tensor_variable(h[n]) for n, rv in found.items()}
+        return Substituted(kernel, mapping) if mapping else kernel
+
+    return KernelSpec(
+        describe_kernel(kernel), tuple(found), build, (), "the user's kernel object", found
+    )
+
+
+def _callable_spec(fn: Callable) -> KernelSpec:
+    """A callable ``kernel(D)``, called inside the model: the variables it creates are its own."""
+
+    def build(D, h):
+        cov = fn(D)
+        if not isinstance(cov, pm.gp.cov.BaseCovariance):
+            raise TypeError(
+                "the `kernel` callable must return a PyMC covariance function, got "
+                f"{type(cov).__name__}"
+            )
+        return cov
+
+    return KernelSpec(getattr(fn, "__name__", "custom"), (), build, (), "the user's callable")
+
+
+def kernel_spec(expr, *, exclude: tuple[str, ...] = (), arg: str = "kernel") -> KernelSpec:
+    """The :class:`KernelSpec` of a model's ``kernel=`` argument: a catalogue name, a sum of
+    products of catalogue names, a kernel object, or a callable.
+
+    A **kernel object** (``pm.gp.cov.Covariance``, e.g. from :mod:`bayes_gp.kernels`, with
+    ``+``, ``*`` and scale factors) has fixed hyperparameters where it holds numbers and random
+    ones where it holds unnamed priors ``pm.X.dist(...)``: those are the model's
+    hyperparameters, named by :func:`~bayes_gp.kernels.parameters.kernel_parameters`, with the
+    kernel's priors unless ``priors=`` names them. It carries its own amplitude (none is added)
+    and its own ARD. A **callable** ``kernel(D)`` is called inside the model with the input
+    dimension and returns a covariance function built from variables it creates there.
+    ``arg`` is the argument's name in error messages.
 
     ``"matern52"`` gives the catalogue entry unchanged (hyperparameters ``ls``, ``eta``).
     ``"expquad + expquad * periodic + ratquad"`` gives the kernel
@@ -218,8 +290,15 @@ def kernel_spec(expr: str, *, exclude: tuple[str, ...] = ()) -> KernelSpec:
     first factor keeps its amplitude: the product of several amplitudes is not identifiable.
     Parentheses are not supported (write the expanded sum of products).
     """
+    if isinstance(expr, pm.gp.cov.BaseCovariance):
+        return _object_spec(expr)
+    if callable(expr) and not isinstance(expr, str):
+        return _callable_spec(expr)
     if not isinstance(expr, str):
-        raise TypeError(f"a kernel expression must be a string, got {type(expr).__name__}")
+        raise TypeError(
+            f"`{arg}` must be a catalogue name or expression, a kernel object "
+            f"(pm.gp.cov.Covariance) or a callable kernel(D), got {type(expr).__name__}"
+        )
     known = sorted(set(KERNELS) - set(exclude))
     if "(" in expr or ")" in expr:
         raise ValueError(
@@ -296,6 +375,8 @@ def kernel_formula(spec) -> str:
     """The kernel of a catalogue ``KernelSpec`` (or of a sum of products of them) as a formula."""
     if spec is None:
         return ""
+    if not spec.catalogue:
+        return f"k(x, x') = {spec.name} ({spec.equation})"
     if spec.name in KERNEL_FORMULAS:
         return f"k(x, x') = {KERNEL_FORMULAS[spec.name]}"
     terms = []

@@ -53,6 +53,7 @@ from bayes_gp.protocol import GPModel, is_nuts
 from bayes_gp.regression.approx import approx_spec, build_likelihood
 from bayes_gp.regression.catalogue import (
     DataScale,
+    check_kernel_ard,
     default_prior,
     kernel_formula,
     kernel_spec,
@@ -86,14 +87,18 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         Inputs. DataFrame column names become the ``feature`` coordinate.
     y : array_like (n,)
         Observations.
-    kernel : str or callable
+    kernel : str, kernel object or callable
         A catalogue name (``"expquad"``, ``"matern12"``, ``"matern32"``, ``"matern52"``,
         ``"exponential"``, ``"ratquad"``, ``"periodic"``, ``"prml"``, the compactly supported
         ``"pp0"`` … ``"pp3"``), a sum of products of
         them (``"expquad + expquad * periodic"``; see :func:`~bayes_gp.regression.kernel_spec`
-        for the hyperparameter names), or a callable
+        for the hyperparameter names); a kernel object (``bayes_gp.kernels`` or PyMC's, with
+        ``+``, ``*`` and scale factors) whose numbers are fixed and whose unnamed priors
+        ``pm.X.dist(...)`` are the hyperparameters, e.g. ``Matern(1, nu=1.5,
+        ls=pm.Gamma.dist(2, 2)) * Periodic(1, period=5.0, ls=1.0)``; or a callable
         ``kernel(input_dim)`` that, called inside the model, creates its own random variables and
-        returns a PyMC covariance function (amplitude included).
+        returns a PyMC covariance function. Kernel objects and callables carry their own
+        amplitude.
     ard : bool
         One length-scale per input dimension (PRML §6.4.4, R&W §5.1) for catalogue kernels.
     mean : None, "zero", "constant", "linear", or a ``pm.gp.mean.Mean``
@@ -159,23 +164,18 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         X, names = as_inputs(X)
         # A constant y is a fine template for prior draws; fitting it is refused (_check_fittable).
         y = as_targets(y, X.shape[0], learned_noise=False)
-        if isinstance(kernel, str):
-            self.spec = kernel_spec(kernel)
-        elif callable(kernel):
-            self.spec = None
-        else:
-            raise TypeError("`kernel` must be a catalogue name or a callable")
+        self.spec = kernel_spec(kernel)
+        check_kernel_ard(self.spec, ard)
         if noise is not None:
             noise = positive_float("noise", noise)
         check_jitter(jitter)
         priors = dict(priors or {})
-        if self.spec is not None:
-            unknown = set(priors) - {*self.spec.params, "sigma", "c", "intercept", "slope"}
-            if unknown:
-                raise ValueError(
-                    f"`priors` has unknown names {sorted(unknown)}; this model's hyperparameters "
-                    f"are {[*self.spec.params, 'sigma']}"
-                )
+        unknown = set(priors) - {*self.spec.params, "sigma", "c", "intercept", "slope"}
+        if unknown:
+            raise ValueError(
+                f"`priors` has unknown names {sorted(unknown)}; this model's hyperparameters "
+                f"are {[*self.spec.params, 'sigma']} (and a mean's c, intercept, slope)"
+            )
         self.X, self.y, self.feature_names = X, y, names
         self.ard = bool(ard)
         self.kernel = kernel
@@ -185,7 +185,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         self.scale = DataScale.of(X, y)
         self._init_jitter(jitter, self.scale.y_sd**2, 1e-10)  # absolute: jitter * var(y)
         self.approx = approx_spec(approx, approx_options, X)
-        pp_q = PP_KERNELS.get(self.spec.name) if self.spec is not None else None
+        pp_q = PP_KERNELS.get(self.spec.name) if self.spec.catalogue else None
         if sparse not in (None, True, False):
             raise TypeError(f"`sparse` must be None, True or False, got {sparse!r}")
         if sparse and pp_q is None:
@@ -228,22 +228,16 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         """The user's prior for ``name`` (any form of :mod:`bayes_gp.priors`), else
         ``default(name)`` or the catalogue's."""
         fallback = default or (lambda n: default_prior(n, self.scale, ard))
-        return resolve_prior(self.priors, name, fallback, ard=ard)
+        return resolve_prior(self.spec.priors_with(self.priors), name, fallback, ard=ard)
 
     def _build(self) -> pm.Model:
         D = self.X.shape[1]
         coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
         with pm.Model(coords=coords) as model:
-            if self.spec is None:
-                cov = self.kernel(D)
-                if not isinstance(cov, pm.gp.cov.BaseCovariance):
-                    raise TypeError("the `kernel` callable must return a PyMC covariance function")
-            else:
-                hyper = {
-                    p: self._prior(p, self.ard and p in self.spec.ard_params)
-                    for p in self.spec.params
-                }
-                cov = self.spec.build(D, hyper)
+            hyper = {
+                p: self._prior(p, self.ard and p in self.spec.ard_params) for p in self.spec.params
+            }
+            cov = self.spec.build(D, hyper)
             mean_func = self._mean_function(D)
             sigma = self.noise if self.noise is not None else self._prior("sigma")
             if self.sparse:  # compact support: bayes_gp.regression.compact
@@ -585,7 +579,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         """
         import pandas as pd
 
-        name = "theta1" if self.spec is not None and self.spec.name == "prml" else "ls"
+        name = "theta1" if self.spec.name == "prml" else "ls"
         if not self.ard or name not in self.hyperparameters:
             raise ValueError("relevance needs an ARD model (ard=True) with per-input length-scales")
 
@@ -608,10 +602,8 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
 
     @property
     def label(self) -> str:
-        """The kernel's catalogue name (or the callable's name)."""
-        return (
-            self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
-        )
+        """The kernel's catalogue name (a kernel object's classes, a callable's name)."""
+        return self.spec.name
 
     def describe(self) -> list[tuple[str, object]]:
         """Kernel, its formula and equation, likelihood, mean, noise and data size."""
@@ -619,11 +611,8 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
             ("model", repr(self)),
             ("kernel", self.label + (" (ARD)" if self.ard else "")),
         ]
-        if self.spec is not None:
-            rows += [("kernel formula", kernel_formula(self.spec)),
-                     ("equation", self.spec.equation or "–")]  # fmt: skip
-        else:
-            rows.append(("kernel formula", "user-supplied covariance function"))
+        rows += [("kernel formula", kernel_formula(self.spec)),
+                 ("equation", self.spec.equation or "–")]  # fmt: skip
         mean = self.mean if self.mean is not None else "constant at the sample mean"
         noise = f"fixed σ = {self.noise:g}" if self.noise is not None else "learned (σ)"
         rows += [
@@ -708,7 +697,7 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
         return method, self._pointwise_loo(self._values(fit.params))
 
     def __repr__(self) -> str:
-        k = self.spec.name if self.spec is not None else getattr(self.kernel, "__name__", "custom")
+        k = self.spec.name
         approx = "" if self.approx is None else f", approx={self.approx.name!r}"
         approx += ", sparse=True" if self.sparse else ""
         return (

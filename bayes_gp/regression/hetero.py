@@ -77,7 +77,13 @@ from bayes_gp.predictive import (
 )
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, is_nuts
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
+from bayes_gp.regression.catalogue import (
+    DataScale,
+    check_kernel_ard,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+)
 from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["HeteroscedasticGPRegression"]
@@ -94,12 +100,12 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         Inputs. DataFrame column names become the ``feature`` coordinate.
     y : array_like (n,)
         Observations.
-    kernel : str
-        Kernel of :math:`f`: a catalogue name or a sum of products of them
-        (:func:`~bayes_gp.regression.kernel_spec`), hyperparameters named as there (``ls``,
-        ``eta``, …).
-    noise_kernel : str
-        Kernel of the log-noise GP :math:`g`, any catalogue expression; its hyperparameters are
+    kernel : str, kernel object or callable
+        Kernel of :math:`f`: a catalogue name or a sum of products of them, a kernel object or a
+        callable (:func:`~bayes_gp.regression.kernel_spec`), hyperparameters named as there
+        (``ls``, ``eta``, …).
+    noise_kernel : str, kernel object or callable
+        Kernel of the log-noise GP :math:`g`, in the same forms; its hyperparameters are
         prefixed ``noise_`` (``noise_ls``, ``noise_eta``, …). Its constant mean is ``noise_mean``.
     ard : bool
         One length-scale per input dimension, for both GPs.
@@ -130,8 +136,8 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         self,
         X,
         y,
-        kernel: str = "expquad",
-        noise_kernel: str = "expquad",
+        kernel: Any = "expquad",
+        noise_kernel: Any = "expquad",
         *,
         ard: bool = False,
         priors: Mapping[str, Any] | None = None,
@@ -140,13 +146,11 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         check_aligned(X, y)
         X, names = as_inputs(X)
         y = as_targets(y, X.shape[0])
-        if not isinstance(kernel, str):
-            raise TypeError("`kernel` must be a catalogue name or a sum of products of them")
-        if not isinstance(noise_kernel, str):
-            raise TypeError("`noise_kernel` must be a catalogue name or a sum of products of them")
         check_jitter(jitter)
         self.spec = kernel_spec(kernel)
-        self.noise_spec = kernel_spec(noise_kernel)
+        self.noise_spec = kernel_spec(noise_kernel, arg="noise_kernel")
+        check_kernel_ard(self.spec, ard)
+        check_kernel_ard(self.noise_spec, ard)
         self.X, self.y, self.feature_names = X, y, names
         self.kernel, self.noise_kernel = kernel, noise_kernel
         self.ard = bool(ard)
@@ -194,7 +198,9 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         """The user's prior for ``name`` (any form of :mod:`bayes_gp.priors`), else
         ``default(name)`` or the catalogue's at ``scale``."""
         fallback = default or (lambda n: default_prior(n, scale, ard))
-        return resolve_prior(self.priors, name, fallback, ard=ard)
+        noise = {f"noise_{p}": v for p, v in self.noise_spec.priors.items()}
+        priors = self.spec.priors_with({**noise, **self.priors})
+        return resolve_prior(priors, name, fallback, ard=ard)
 
     def _build(self) -> pm.Model:
         D = self.X.shape[1]

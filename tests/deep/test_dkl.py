@@ -187,7 +187,6 @@ def test_exported():
         ({"features": 1.5}, "`features`"),
         ({"activation": "softplus"}, "unknown activation"),
         ({"kernel": "gaussian"}, "unknown kernel"),
-        ({"kernel": 3}, "`kernel` must be"),
         ({"weight_sd": 0.0}, "`weight_sd`"),
         ({"mixture_sd": -1.0}, "`mixture_sd`"),
         ({"jitter": -1.0}, "`jitter`"),
@@ -197,6 +196,13 @@ def test_bad_arguments(kwargs, match):
     X, y = _smooth(10)
     with pytest.raises(ValueError, match=match):
         DeepKernelRegression(X, y, **kwargs)
+
+
+def test_a_kernel_of_the_wrong_type():
+    """As in every model: a TypeError naming the forms ``kernel=`` takes."""
+    X, y = _smooth(10)
+    with pytest.raises(TypeError, match="`kernel` must be a catalogue name or expression, a kernel"):
+        DeepKernelRegression(X, y, kernel=3)
 
 
 def test_bad_data_and_calls():

@@ -306,9 +306,9 @@ def test_kernel_spec_fuzz(expr):
         assert list(spec.params) == expected_params(terms)
 
 
-def test_kernel_spec_rejects_non_strings():
+def test_kernel_spec_rejects_what_is_no_kernel():
     for bad in (None, 3, ["expquad"]):
-        expect_error("kernel_spec", lambda b=bad: kernel_spec(b), "must be a string")
+        expect_error("kernel_spec", lambda b=bad: kernel_spec(b), "must be a catalogue name or expression, a kernel object")
 
 
 # ------------------------------------------------------------------- heteroscedastic model
