@@ -308,7 +308,11 @@ def test_kernel_spec_fuzz(expr):
 
 def test_kernel_spec_rejects_what_is_no_kernel():
     for bad in (None, 3, ["expquad"]):
-        expect_error("kernel_spec", lambda b=bad: kernel_spec(b), "must be a catalogue name or expression, a kernel object")
+        expect_error(
+            "kernel_spec",
+            lambda b=bad: kernel_spec(b),
+            "must be a catalogue name or expression, a kernel object",
+        )
 
 
 # ------------------------------------------------------------------- heteroscedastic model
