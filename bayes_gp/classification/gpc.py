@@ -75,6 +75,10 @@ class GPClassifier(LatentGP):
     """
 
     _kernel_exclude = ("prml",)
+    #: ``sample()`` runs the joint NUTS over the whitened latent values and the hyperparameters
+    #: by default (``method="latent"``); ``method="laplace"`` integrates the latent GP out by
+    #: Laplace at every step (:meth:`bayes_gp.latent.LatentGP._nuts_run`).
+    sample_options: ClassVar[dict[str, Any]] = {"method": "latent"}
     _fit_type_name = "ClassifierFit (fit_laplace / fit_ep)"
 
     def __init__(
@@ -150,35 +154,6 @@ class GPClassifier(LatentGP):
         """Expectation propagation (R&W Algorithms 3.5, 3.6), probit link only, with type-II
         hyperparameters maximising :math:`\\log Z_{EP}` (gradient R&W eq. 5.27)."""
         return super().fit_ep(n_restarts, prior, random_seed, params=params, maxiter=maxiter)
-
-    def sample(
-        self,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 2,
-        sampler: str = "auto",
-        random_seed: int | None = None,
-        *,
-        method: str = "latent",
-        target_accept: float = 0.9,
-        progressbar: bool = False,
-        **kwargs,
-    ):
-        """NUTS, fully Bayesian over the kernel hyperparameters.
-
-        ``method="latent"`` (default): jointly over the latent values and the hyperparameters;
-        the latent GP is whitened (:math:`f = L z`, ``pm.gp.Latent(reparameterize=True)``) so
-        NUTS mixes. ``method="laplace"``: over the hyperparameters only, the latent GP integrated
-        out by the Laplace approximation at every step; each draw keeps its latent mode
-        ``f_mode``. Both return ArviZ data with a pointwise ``log_likelihood`` group (the
-        Bernoulli terms of the joint draws; the LA-LOO terms of Vehtari et al. 2016 for
-        ``"laplace"``), and the latent jitter chosen by :meth:`check_jitter` in the posterior's
-        ``bayes_gp_jitter`` attribute (:meth:`bayes_gp.latent.LatentGP.sample`).
-        """
-        return super().sample(
-            draws, tune, chains, sampler, random_seed, method=method,
-            target_accept=target_accept, progressbar=progressbar, **kwargs,
-        )  # fmt: skip
 
     # -------------------------------------------------------------- prediction
     @single_blas_thread

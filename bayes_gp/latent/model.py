@@ -46,6 +46,7 @@ from bayes_gp._validation import (
     new_inputs,
 )
 from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
+from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
 from bayes_gp.latent.laplace import laplace
@@ -219,7 +220,7 @@ class EPFit(SiteFit):
     def method_description(self) -> str:
         return "expectation propagation (probit), type-II" + (" with priors" if self.prior else "")
 
-class LatentGP(PreflightJitter, GPModel):
+class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     r"""A latent GP with a non-Gaussian (or Gaussian) likelihood, declared as a PyMC model.
 
     Parameters
@@ -704,50 +705,28 @@ class LatentGP(PreflightJitter, GPModel):
             return SiteFactor(K, a, fit.site_precision)
         return ModeFactor(K, f, self.likelihood, phi)
 
-    def sample(
-        self,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 2,
-        sampler: str = "auto",
-        random_seed: int | None = None,
-        *,
-        method: str = "laplace",
-        target_accept: float = 0.9,
-        progressbar: bool = False,
-        **kwargs,
-    ):
-        """NUTS: ``method="laplace"`` over the hyperparameters with the latent GP integrated out
-        by Laplace (module docstring), or ``method="latent"`` jointly with the whitened latent
-        values.
+    sample_options: ClassVar[dict[str, Any]] = {"method": "laplace"}
 
-        Returns ArviZ data with a pointwise ``log_likelihood`` group: the LA-LOO terms of each
-        draw's Laplace approximation (:func:`bayes_gp.latent.predictive.la_loo`) for
-        ``"laplace"``, :math:`\\log p(y_i \\mid f_i, \\phi)` for ``"latent"``. ``"laplace"`` also
-        stores each draw's latent mode as ``f_mode``.
-        """
-        from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
-
+    def _nuts_run(self, sampler, random_seed, *, method: str) -> NutsRun:
+        """:meth:`sample` runs NUTS with ``method="laplace"`` over the hyperparameters, the
+        latent GP integrated out by Laplace (module docstring), or with ``method="latent"``
+        jointly over the whitened latent values; the jitter pre-flight first."""
         if method not in ("laplace", "latent"):
             raise ValueError(f"`method` must be 'laplace' or 'latent', got {method!r}")
-        check_nuts_settings(draws, tune, chains)
-        choice = self.check_jitter(random_seed)
+        attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
         latent = method == "latent"
-        idata = run_nuts(
-            self._latent_model() if latent else self.model,
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            sampler=sampler,
-            random_seed=random_seed,
-            target_accept=target_accept,
-            progressbar=progressbar,
-            latent=latent,
-            **kwargs,
-        )
+        model = self._latent_model() if latent else self.model
+        return NutsRun(model, attrs=attrs, latent=latent)
+
+    def _nuts_result(self, idata, run: NutsRun, random_seed):
+        r"""A pointwise ``log_likelihood`` group: the LA-LOO terms of each draw's Laplace
+        approximation (:func:`bayes_gp.latent.predictive.la_loo`) for ``"laplace"``, which also
+        stores each draw's latent mode as ``f_mode``; :math:`\log p(y_i \mid f_i, \phi)` for
+        ``"latent"``."""
+        from bayes_gp.inference.nuts import add_log_likelihood
+
+        latent = run.latent
         post = idata["posterior"]
-        post.attrs.update(choice.attrs())
-        post.attrs["bayes_gp_method"] = method
         names = self.hyperparameters
         lik = self.likelihood
         if latent:

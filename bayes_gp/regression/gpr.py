@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pymc as pm
@@ -33,6 +33,7 @@ from bayes_gp._validation import (
     refuse_constant,
 )
 from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
+from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import (
     MapFit,
     function_of_values,
@@ -78,7 +79,7 @@ def _check_fit(fit) -> None:
         ) from None
 
 
-class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
+class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
     """A GP regression model declared as a PyMC model.
 
     Parameters
@@ -387,52 +388,30 @@ class GPRegression(PreflightJitter, GaussianPredictions, GPModel):
             jitter_default=choice.default,
         )
 
-    def sample(
-        self,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 2,
-        sampler: str = "auto",
-        random_seed: int | None = None,
-        *,
-        target_accept: float = 0.9,
-        progressbar: bool = False,
-        log_likelihood: bool = True,
-        **kwargs,
-    ):
-        """NUTS over all hyperparameters with the marginal likelihood (f integrated out).
+    sample_options: ClassVar[dict[str, Any]] = {"log_likelihood": True}
 
-        Returns ArviZ data (``xarray.DataTree``) with ``posterior``, ``sample_stats`` and a
-        ``log_likelihood`` group holding, per draw, the exact leave-one-out log predictive
-        densities :math:`\\log p(y_i \\mid y_{-i}, \\theta)` (R&W eq. 5.10–5.12) for PSIS-LOO of
-        this non-factorising model. The jitter is chosen first by :meth:`check_jitter` and
-        recorded in the posterior's ``bayes_gp_jitter`` attribute.
+    def _nuts_run(self, sampler, random_seed, *, log_likelihood: bool) -> NutsRun:
+        """:meth:`sample` (NUTS over all hyperparameters with the marginal likelihood, f
+        integrated out) starts with the jitter pre-flight (:meth:`check_jitter`), recorded in the
+        posterior's ``bayes_gp_jitter`` attribute."""
+        self._check_fittable()
+        return NutsRun(self.model, attrs=self.check_jitter(random_seed).attrs())
+
+    def _nuts_result(self, idata, run: NutsRun, random_seed):
+        r"""The ``log_likelihood`` group holds, per draw, the exact leave-one-out log predictive
+        densities :math:`\log p(y_i \mid y_{-i}, \theta)` (R&W eq. 5.10–5.12) for PSIS-LOO of
+        this non-factorising model.
 
         For an approximate model the leave-one-out terms are those of the approximate Gaussian
         model (:meth:`bayes_gp.regression.approx.HSGPLikelihood.loo`,
         :meth:`~bayes_gp.regression.approx.SparseLikelihood.loo`). They cost :math:`O(Nm^2)` and
-        N numbers per draw: ``log_likelihood=False`` leaves the group out (no LOO then).
+        N numbers per draw: ``sample(log_likelihood=False)`` leaves the group out (no LOO then).
         """
-        from bayes_gp.inference.nuts import add_log_likelihood, check_nuts_settings, run_nuts
+        from bayes_gp.inference.nuts import add_log_likelihood
 
-        check_nuts_settings(draws, tune, chains)
-        self._check_fittable()
-        choice = self.check_jitter(random_seed)
-        idata = run_nuts(
-            self.model,
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            sampler=sampler,
-            random_seed=random_seed,
-            target_accept=target_accept,
-            progressbar=progressbar,
-            **kwargs,
-        )
-        idata["posterior"].attrs.update(choice.attrs())
         if self.approximation is not None:
             self.approximation.check(self._draws(idata))
-        if not log_likelihood:
+        if not run.options["log_likelihood"]:
             return idata
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo)
 

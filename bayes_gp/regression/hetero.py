@@ -65,6 +65,7 @@ from bayes_gp._validation import (
     new_inputs,
 )
 from bayes_gp.inference.jitter import Jitter, JitterChoice, PreflightJitter
+from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
@@ -91,7 +92,7 @@ __all__ = ["HeteroscedasticGPRegression"]
 _INTERVAL = (0.03, 0.97)  # central 94% interval
 
 
-class HeteroscedasticGPRegression(PreflightJitter, GPModel):
+class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
     r"""GP regression whose noise standard deviation is :math:`\exp(g(x))`, ``g`` a latent GP.
 
     Parameters
@@ -269,42 +270,15 @@ class HeteroscedasticGPRegression(PreflightJitter, GPModel):
         )
 
     # --------------------------------------------------------------- sampling
-    def sample(
-        self,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 2,
-        sampler: str = "auto",
-        random_seed: int | None = None,
-        *,
-        target_accept: float = 0.9,
-        progressbar: bool = False,
-        **kwargs,
-    ):
-        """NUTS over the hyperparameters and the whitened log-noise latent ``g``.
+    def _nuts_run(self, sampler, random_seed) -> NutsRun:
+        """:meth:`sample` runs NUTS over the hyperparameters and the whitened log-noise latent
+        ``g``, after the jitter pre-flight of :math:`K_g` (:meth:`check_jitter`)."""
+        return NutsRun(self.model, attrs=self.check_jitter(random_seed).attrs())
 
-        Returns ArviZ data (``xarray.DataTree``) with ``posterior`` (hyperparameters, ``g``, its
-        whitened ``g_rotated_``, and ``f`` drawn from :math:`p(f \\mid y, g, \\theta)` for each
-        draw), ``sample_stats`` and a pointwise ``log_likelihood`` group holding
-        :math:`\\log p(y_i \\mid y_{-i}, g, \\theta)` per draw (PSIS-LOO terms).
-        """
-        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
-
-        check_nuts_settings(draws, tune, chains)
-
-        choice = self.check_jitter(random_seed)
-        idata = run_nuts(
-            self.model,
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            sampler=sampler,
-            random_seed=random_seed,
-            target_accept=target_accept,
-            progressbar=progressbar,
-            **kwargs,
-        )
-        idata["posterior"].attrs.update(choice.attrs())
+    def _nuts_result(self, idata, run: NutsRun, random_seed):
+        r"""The posterior gains ``f`` drawn from :math:`p(f \mid y, g, \theta)` for each draw,
+        and a pointwise ``log_likelihood`` group holds :math:`\log p(y_i \mid y_{-i}, g,
+        \theta)` per draw (PSIS-LOO terms), :meth:`_add_latent_f`."""
         return self._add_latent_f(idata, np.random.default_rng(random_seed))
 
     @single_blas_thread

@@ -53,6 +53,7 @@ from pytensor.graph.basic import Variable
 from scipy.linalg import cho_solve, solve_triangular
 
 from bayes_gp._validation import as_inputs, as_targets, check_aligned, f64
+from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
 from bayes_gp.predictive import LOG_2PI, Prediction, factorize, log_marginal_likelihood, predict
 
@@ -112,7 +113,7 @@ def _sqrt_psd(S: np.ndarray) -> np.ndarray:
         return U * np.sqrt(np.clip(e, 0.0, None))
 
 
-class BayesianLinearRegression:
+class BayesianLinearRegression(NUTSSampling):
     r"""Bayesian linear regression :math:`y = \phi(x)^\top w + \epsilon` with a Gaussian weight prior.
 
     Parameters
@@ -492,43 +493,16 @@ class BayesianLinearRegression:
             pm.Normal("y", mu=mu, sigma=sigma, observed=self.y, dims="obs")
         return model
 
-    def sample(
-        self,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 2,
-        sampler: str = "auto",
-        random_seed: int | None = None,
-        *,
-        target_accept: float = 0.9,
-        progressbar: bool = False,
-        **kwargs,
-    ):
-        """NUTS over the weights and the hyperparameters of :attr:`model`.
+    def _nuts_run(self, sampler, random_seed) -> NutsRun:
+        """:meth:`sample` runs NUTS over the weights and the hyperparameters of :attr:`model`."""
+        return NutsRun(self.model, extra={"t0": time.perf_counter()})
 
-        Returns ArviZ data (``xarray.DataTree``) with ``posterior`` (``scale``, ``sigma``, ``v``,
-        ``w``), ``sample_stats`` and a pointwise ``log_likelihood`` group (the observations are
-        independent given the weights).
-        """
-        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
-
-        check_nuts_settings(draws, tune, chains)
-
-        t0 = time.perf_counter()
-        idata = run_nuts(
-            self.model,
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            sampler=sampler,
-            random_seed=random_seed,
-            target_accept=target_accept,
-            progressbar=progressbar,
-            **kwargs,
-        )
+    def _nuts_result(self, idata, run: NutsRun, random_seed):
+        """The pointwise ``log_likelihood`` group (the observations are independent given the
+        weights) and the run's time in the posterior's ``bayes_gp_seconds``."""
         with self.model:
             pm.compute_log_likelihood(idata, progressbar=False)
-        idata["posterior"].attrs["bayes_gp_seconds"] = time.perf_counter() - t0
+        idata["posterior"].attrs["bayes_gp_seconds"] = time.perf_counter() - run.extra["t0"]
         return idata
 
     def __repr__(self) -> str:

@@ -1,0 +1,120 @@
+"""The one ``sample()`` of every Bayesian model: check the settings, let the model prepare its
+run, run NUTS (:func:`bayes_gp.inference.nuts.run_nuts`), and let the model complete the result.
+
+A model class mixes in :class:`NUTSSampling` and implements two hooks:
+
+* ``_nuts_run(sampler, random_seed, **options) -> NutsRun``: what to sample (the PyMC model, the
+  attributes to record in the posterior, a latent-GP flag for the ``"auto"`` backend, the
+  backend and extra ``pm.sample`` arguments it needs), after its own checks (the jitter
+  pre-flight, a fit to condition on, ...);
+* ``_nuts_result(idata, run, random_seed) -> idata``: the pointwise log-likelihood group and
+  whatever else the model adds to the draws.
+
+Model-specific keyword arguments of ``sample()`` are declared, with their defaults, in the class
+attribute ``sample_options`` (e.g. ``{"method": "laplace"}``) and reach both hooks through
+:attr:`NutsRun.options`; everything else goes on to ``pm.sample``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pymc as pm
+
+__all__ = ["NUTSSampling", "NutsRun"]
+
+
+@dataclass
+class NutsRun:
+    """One NUTS run as a model prepares it.
+
+    Attributes
+    ----------
+    model : pm.Model
+        The PyMC model to sample.
+    attrs : dict
+        Attributes recorded in the posterior group (the jitter used, the method, ...).
+    latent : bool
+        A latent GP under a Bernoulli likelihood (chooses the ``"auto"`` backend).
+    sampler : str, optional
+        The backend to use instead of the caller's (``None``: the caller's).
+    kwargs : dict
+        Defaults for further ``pm.sample`` arguments (the caller's own win).
+    ignore : tuple of str
+        Warning messages (regular expressions) to silence during the run.
+    options : dict
+        The model-specific ``sample()`` options (``sample_options``) as given.
+    extra : dict
+        Whatever the model's ``_nuts_run`` hands to its ``_nuts_result``.
+    """
+
+    model: pm.Model
+    attrs: dict = field(default_factory=dict)
+    latent: bool = False
+    sampler: str | None = None
+    kwargs: dict = field(default_factory=dict)
+    ignore: tuple[str, ...] = ()
+    options: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+
+class NUTSSampling:
+    """Mixin: the ``sample()`` template of the module docstring."""
+
+    #: Model-specific keyword arguments of :meth:`sample`, with their defaults.
+    sample_options: ClassVar[dict[str, Any]] = {}
+
+    def sample(
+        self,
+        draws: int = 1000,
+        tune: int = 1000,
+        chains: int = 2,
+        sampler: str = "auto",
+        random_seed: int | None = None,
+        *,
+        target_accept: float = 0.9,
+        progressbar: bool = False,
+        **kwargs,
+    ):
+        """NUTS, fully Bayesian: ``draws`` draws after ``tune`` tuning steps in each of ``chains``
+        chains, with ``sampler`` one of ``"auto"``, ``"nutpie"``, ``"pymc"``, ``"numpyro"``
+        (:func:`bayes_gp.inference.nuts.resolve_sampler`).
+
+        Returns ArviZ data (``xarray.DataTree``) with ``posterior``, ``sample_stats`` and a
+        pointwise ``log_likelihood`` group for PSIS-LOO; what the model samples and what else it
+        records is in its class docstring and its ``sample_options`` (model-specific keyword
+        arguments, e.g. ``method=``). Other keyword arguments go on to ``pm.sample``.
+        """
+        from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
+
+        check_nuts_settings(draws, tune, chains)
+        options = {k: kwargs.pop(k, default) for k, default in self.sample_options.items()}
+        run = self._nuts_run(sampler, random_seed, **options)
+        run.options = options
+        with warnings.catch_warnings():
+            for message in run.ignore:
+                warnings.filterwarnings("ignore", message)
+            idata = run_nuts(
+                run.model,
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                sampler=run.sampler or sampler,
+                random_seed=random_seed,
+                target_accept=target_accept,
+                progressbar=progressbar,
+                latent=run.latent,
+                **{**run.kwargs, **kwargs},
+            )
+        idata["posterior"].attrs.update(run.attrs)
+        return self._nuts_result(idata, run, random_seed)
+
+    def _nuts_run(self, sampler: str, random_seed: int | None, **options) -> NutsRun:
+        """What to sample (module docstring)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _nuts_run")
+
+    def _nuts_result(self, idata, run: NutsRun, random_seed: int | None):
+        """The sampler's output completed (module docstring); by default unchanged."""
+        return idata
