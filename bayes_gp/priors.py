@@ -67,7 +67,8 @@ def resolve_prior(
         # latent model from one `priors`)
         node = p.owner.clone()
         rv = node.outputs[p.owner.outputs.index(p)]
-        return pm.modelcontext(None).register_rv(rv, name, dims="feature" if ard else None)
+        # dims as a tuple: PyMC 6 reads a plain string as a sequence of one-letter dimensions
+        return pm.modelcontext(None).register_rv(rv, name, dims=("feature",) if ard else None)
     if isinstance(p, Number | np.ndarray | list | tuple) and not isinstance(p, bool):
         return _fixed(name, p, ard)
     if callable(p):

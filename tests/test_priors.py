@@ -97,3 +97,15 @@ def test_a_named_model_variable_is_refused():
         named = pm.LogNormal("other", 0.0, 1.0)
     with pm.Model(), pytest.raises(TypeError, match=r"unnamed pm\.X\.dist"):
         resolve_prior({"ls": named}, "ls", lambda n: None)
+
+
+def test_an_ard_distribution_prior_has_the_feature_dimension_only():
+    """The defect: an ARD hyperparameter with a pm.X.dist prior was registered with
+    dims="feature", which PyMC 6 reads as the one-letter dimensions f, e, a, t, u, r: the model
+    gained six bogus coordinates and nutpie's sampling raised IndexError."""
+    X2 = np.c_[X, np.cos(X)]
+    m = GPRegression(X2, Y, ard=True, priors={"ls": pm.LogNormal.dist(0.0, 1.0, shape=2)})
+    assert set(m.model.coords) == {"feature", "obs"}
+    assert m.model.named_vars_to_dims["ls"] == ("feature",)
+    prior = pm.sample_prior_predictive(draws=3, model=m.model, random_seed=0)
+    assert prior["prior"]["ls"].dims == ("chain", "draw", "feature")
