@@ -87,7 +87,9 @@ def test_workflow_scores_the_held_out_year(tmp_path):
 
 def test_short_nuts_with_laplace(decl, data):
     gp = decl.build(data, "laplace")
-    idata = gp.fit("laplace", draws=150, tune=150, chains=2, random_seed=1)
+    # 300 draws a chain: at 150, R-hat (1.056 on one seed) measures the Monte Carlo error of a
+    # short run more than the sampler
+    idata = gp.fit("laplace", draws=300, tune=300, chains=2, random_seed=1)
     post = idata["posterior"]
     assert set(gp.hyperparameters) <= set(post.data_vars) and "f_mode" in post
     assert int(idata["sample_stats"]["diverging"].sum()) == 0
