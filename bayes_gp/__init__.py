@@ -8,6 +8,7 @@ eigen
     Eigen-analysis of kernels (R&W §4.3): analytic SE eigenfunctions, Nyström, Mercer.
 regression
     ``GPRegression``: the GP regression model, named kernels and default hyperpriors.
+    ``marginal_gp`` / ``predict_marginal``: an exact GP term in the user's own PyMC model.
 classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
 latent
@@ -21,12 +22,14 @@ predictive
     Closed-form predictive equations and log marginal likelihood (NumPy, Cholesky).
 linalg
     Positive semi-definiteness checks, Cholesky with growing jitter.
+validate
+    ``validate.sbc``: simulation-based calibration of an inference path (Talts et al. 2018).
 report
     ``report(fit, path=None, *, model=...)``: a self-contained HTML report (diagnostics, figures,
     LOO comparison). ``bayes_gp.report`` is the package and, called, the function.
 """
 
-from bayes_gp import eigen, inference, kernels, report
+from bayes_gp import eigen, inference, kernels, report, validate
 from bayes_gp._version import __version__ as __version__
 from bayes_gp.classification import ClassifierFit, GPClassifier
 from bayes_gp.deep import DeepKernelRegression
@@ -35,12 +38,14 @@ from bayes_gp.latent import LatentFit, LatentGP
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.many import ManyFit, fit_many
 from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
+from bayes_gp.regression.term import MarginalPrediction, MarginalTerm, marginal_gp, predict_marginal
 from bayes_gp.report import Report
 from bayes_gp.weight_space import BayesianLinearRegression, KernelRidge
 
 __all__ = [
     "kernels",
     "eigen",
+    "validate",
     "inference",
     "GPRegression",
     "HeteroscedasticGPRegression",
@@ -61,4 +66,8 @@ __all__ = [
     "BayesianLinearRegression",
     "KernelRidge",
     "DeepKernelRegression",
+    "marginal_gp",
+    "predict_marginal",
+    "MarginalTerm",
+    "MarginalPrediction",
 ]
