@@ -385,6 +385,7 @@ class CompactLikelihood(_ObservedLikelihood):
     """
 
     _BLOCK = 256  # test points per block of triangular solves
+    exact = True  # sparse, not approximate
 
     def __init__(self, name, X, y, ls, eta, q: int, mean_func, sigma, jitter, dims):
         self.X, self.y = X, y
@@ -427,9 +428,11 @@ class CompactLikelihood(_ObservedLikelihood):
             )
         return f, float(sigma2), mean_x, mean_n
 
-    def predict(self, values, Xn, diag: bool, include_noise: bool):
+    def predict(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
         """Predictive mean and variance (R&W eqs. 2.25–2.26) with a sparse
         :math:`K(X_*, X)` and triangular solves against the band factor."""
+        if jitters is not None:  # no extra jitter: the interface of ExactLikelihood.predict
+            jitters.append(0.0)
         f, sigma2, mean_x, mean_n = self._factor(values, Xn)
         alpha = f.solve(self.y - mean_x)
         Ks = cross_covariance(Xn, self.X, f.ls, f.eta2, self.q, self.j)

@@ -44,10 +44,6 @@ from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import (
     GaussianPredictions,
     Prediction,
-    factorize,
-    log_marginal_likelihood,
-    loo_log_density,
-    predict,
 )
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import GPModel, is_nuts
@@ -61,7 +57,7 @@ from bayes_gp.regression.catalogue import (
     mean_function,
 )
 from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
-from bayes_gp.regression.likelihood import marginal_normal
+from bayes_gp.regression.exact import ExactLikelihood
 
 __all__ = ["GPRegression", "Prediction"]  # Prediction: re-exported from bayes_gp.predictive
 
@@ -126,7 +122,9 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         the weights integrated out (stationary kernels with a spectral density: squared
         exponential, Matérn of any :math:`\nu`, their sums), :math:`O(m^3)` per gradient after
         an :math:`O(Nm^2)` set-up; ``"vfe"`` (Titsias' bound) or ``"fitc"`` with inducing inputs,
-        :math:`O(NM^2)`. ``None``: the exact GP. The object is :attr:`approximation`.
+        :math:`O(NM^2)`. ``None``: the exact GP. The marginal likelihood in use, exact or not, is the object
+        :attr:`marginal` (:mod:`bayes_gp.regression.exact`); :attr:`approximation` is it when it
+        approximates.
     approx_options : dict, optional
         ``"hsgp"``: ``m`` (basis functions per input dimension) and ``c`` (boundary factor);
         ``"vfe"``/``"fitc"``: ``n_inducing`` or the inducing inputs ``Xu``. Omitted ones get
@@ -213,11 +211,11 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         NotPSDError
             When even a jitter of 1e-4 times the mean diagonal fails, with advice.
         """
-        if self.approximation is not None:  # approximate or sparse: no dense C to factorise
+        if not self.marginal.dense:  # approximate or sparse: no dense C to factorise
             return self.jitter_info.choice()
         return self._preflight(
             self.model.free_RVs,
-            lambda values: self._train(values)[1],
+            lambda values: self.marginal.train(values)[1],
             "observation noise" if self.noise is None else "a larger noise level",
             random_seed,
             # each point costs one dense Cholesky: above n = 3000 only the initial point
@@ -241,30 +239,34 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
             cov = self.spec.build(D, hyper)
             mean_func = self._mean_function(D)
             sigma = self.noise if self.noise is not None else self._prior("sigma")
+            # the marginal likelihood, chosen once: exact dense, exact compact-support, or an
+            # approximation; every later question goes to it (bayes_gp.regression.exact)
             if self.sparse:  # compact support: bayes_gp.regression.compact
-                self.approximation = CompactLikelihood(
+                self.marginal = CompactLikelihood(
                     "y", self.X, self.y, hyper["ls"], hyper["eta"], self._pp_q, mean_func,
                     sigma, self.jitter_tensor, "obs",
                 )  # fmt: skip
             elif self.approx is not None:  # large N: bayes_gp.regression.approx
-                self.approximation = build_likelihood(
+                self.marginal = build_likelihood(
                     self.approx, "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor,
                     "obs",
                 )
-            else:
-                # y ~ N(m(X), K + (sigma^2 + jitter) I), as pm.gp.Marginal.marginal_likelihood
-                # declares it, with the fused log density and R&W eq. 5.9 gradient
-                self.approximation = None
-                Xt = pt.as_tensor_variable(self.X)
-                n = self.X.shape[0]
-                mu = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
-                C = cov(Xt) + (pt.square(sigma) + self.jitter_tensor) * pt.eye(n)
-                marginal_normal("y", mu, C, observed=self.y, dims="obs")
+            else:  # y ~ N(m(X), K + (sigma^2 + jitter) I), as pm.gp.Marginal declares it
+                self.marginal = ExactLikelihood(
+                    "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs"
+                )
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
         return model
 
     def _mean_function(self, D: int):
         return mean_function(self.mean, self.scale, self._prior)
+
+    @property
+    def approximation(self):
+        """The approximate marginal likelihood (HSGP, VFE, FITC), or ``None`` when the model's
+        likelihood is exact (dense, or sparse for a compact kernel): :attr:`marginal` is the one
+        in use either way."""
+        return None if self.marginal.exact else self.marginal
 
     @property
     def hyperparameters(self) -> list[str]:
@@ -284,36 +286,6 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
 
     def _mean(self, X):
         return pt.as_tensor_variable(self._mean_func(X)) * pt.ones(X.shape[0])
-
-    def _train(self, values):
-        """Prior mean ``m`` and observation covariance ``C = K + (sigma^2 + jitter) I``."""
-        X = pt.as_tensor_variable(self.X)
-        n = self.X.shape[0]
-
-        def build(_):
-            C = self._cov(X) + (pt.square(self._sigma) + self.jitter_tensor) * pt.eye(n)
-            return [self._mean(X), C]
-
-        return self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))
-
-    def _new(self, values, Xn):
-        """``(m, C, K(X, Xn), diag K(Xn), m(Xn), sigma^2)``."""
-        X = pt.as_tensor_variable(self.X)
-        n = self.X.shape[0]
-
-        def build(Xv):
-            C = self._cov(X) + (pt.square(self._sigma) + self.jitter_tensor) * pt.eye(n)
-            s2 = pt.square(self._sigma) * pt.ones(())
-            return [
-                self._mean(X),
-                C,
-                self._cov(X, Xv),
-                self._cov(Xv, diag=True),
-                self._mean(Xv),
-                s2,
-            ]
-
-        return self._compiled("new", build)(*values, Xn)
 
     def _cov_new(self, values, Xn):
         """Prior covariance ``K(Xn, Xn)``."""
@@ -348,10 +320,7 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
                 n: np.asarray(g, float) for n, g in zip(self.hyperparameters, out[1:], strict=True)
             }
             return float(out[0]), grads
-        if self.approximation is not None:
-            return self.approximation.log_marginal_likelihood(self._values(params))
-        m, C = self._train(self._values(params))
-        return log_marginal_likelihood(factorize(C, self.y - m))
+        return self.marginal.log_marginal_likelihood(self._values(params))
 
     # ---------------------------------------------------------------- fitting
     @single_blas_thread
@@ -380,8 +349,8 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
             maxiter=maxiter,
         )
         lml = self.log_marginal_likelihood(fit.params)
-        if self.approximation is not None:  # HSGP: warns if ls is below what the basis resolves
-            self.approximation.check([self._values(fit.params)])
+        # HSGP: warns if ls is below what the basis resolves
+        self.marginal.check([self._values(fit.params)])
         return dataclasses.replace(
             fit.with_log_marginal_likelihood(lml),
             jitter=choice.jitter,
@@ -409,8 +378,7 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         """
         from bayes_gp.inference.nuts import add_log_likelihood
 
-        if self.approximation is not None:
-            self.approximation.check(self._draws(idata))
+        self.marginal.check(self._draws(idata))
         if not run.options["log_likelihood"]:
             return idata
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo)
@@ -421,36 +389,14 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
             refuse_constant(self.y)
 
     def _pointwise_loo(self, values: list[np.ndarray]) -> np.ndarray:
-        if self.approximation is not None:
-            return self.approximation.loo(values)
-        m, C = self._train(values)
-        return loo_log_density(factorize(C, self.y - m))
+        return self.marginal.loo(values)
 
     # ------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
         return new_inputs(X_new, self.X.shape[1])
 
     def _predict_at(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
-        if self.approximation is not None:
-            if jitters is not None:
-                jitters.append(0.0)
-            return self.approximation.predict(values, Xn, diag, include_noise)
-        m, C, Ks, kss_diag, ms, s2 = self._new(values, Xn)
-        fac = factorize(C, self.y - m)
-        if jitters is not None:  # extra jitter that factorize had to add (0: none)
-            jitters.append(fac.jitter)
-        if diag:
-            mean, var = predict(fac, Ks, kss_diag)
-            cov = None
-        else:
-            kss = self._cov_new(values, Xn)
-            mean, cov = predict(fac, Ks, kss)
-            var = np.diag(cov).copy()
-        if include_noise:
-            var = var + s2
-            if cov is not None:
-                cov = cov + s2 * np.eye(cov.shape[0])
-        return ms + mean, var, cov
+        return self.marginal.predict(values, Xn, diag, include_noise, jitters)
 
     @single_blas_thread
     def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False) -> Prediction:

@@ -389,12 +389,14 @@ class HSGPLikelihood(_ObservedLikelihood):
         )  # R&W eq. 2.8: sigma^-2 A^-1 X^T y
         return d, LA, mu_w
 
-    def predict(self, values, Xn, diag: bool, include_noise: bool):
+    def predict(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
         r"""Mean, variances and (``diag=False``) covariance of :math:`f_*` (or :math:`t_*`).
 
         .. math:: \mu_* = m(X_*) + \Phi_* \mu_w, \qquad \Sigma_* = W^\top W, \quad
                   W = L_A^{-1} D \Phi_*^\top
         """
+        if jitters is not None:  # no extra jitter: the interface of ExactLikelihood.predict
+            jitters.append(0.0)
         psd, s2, Phi_r, sigma2, mean_n = self._quantities(values, Xn)
         d, LA, mu_w = self._posterior(psd, s2, Phi_r)
         Phi_n = self.basis(Xn)

@@ -117,8 +117,10 @@ class SparseLikelihood(_ObservedLikelihood):
         """No diagnostic for inducing-point approximations (the interface of
         :meth:`HSGPLikelihood.check`)."""
 
-    def predict(self, values, Xn, diag: bool, include_noise: bool):
+    def predict(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
         """PyMC's ``MarginalApprox`` conditional (Quiñonero-Candela & Rasmussen 2005)."""
+        if jitters is not None:  # no extra jitter: the interface of ExactLikelihood.predict
+            jitters.append(0.0)
 
         def build(Xv):
             mu, cov = self.gp._build_conditional(

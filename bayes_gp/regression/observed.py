@@ -23,7 +23,13 @@ def _broadcast_mean(mean_func, X):
 
 
 class _ObservedLikelihood:
-    """An approximate log marginal likelihood registered as the observed variable ``name``."""
+    """An approximate log marginal likelihood registered as the observed variable ``name``
+    (the interface of :class:`~bayes_gp.regression.exact.ExactLikelihood`)."""
+
+    #: the model's likelihood is the exact GP's (the compact-support one is, sparse)
+    exact = False
+    #: :meth:`train` gives a dense observation covariance (for the jitter pre-flight)
+    dense = False
 
     def _register(self, name: str, dims) -> None:
         model = pm.modelcontext(None)

@@ -259,7 +259,7 @@ def _matrix_with_jitter(gp):
     if isinstance(gp, HeteroscedasticGPRegression):
         return lambda values: gp._grams(values, np.zeros((0, 1)))[5]
     if isinstance(gp, GPRegression):
-        return lambda values: gp._train(values)[1]
+        return lambda values: gp.marginal.train(values)[1]
     return lambda values: gp._train(values)[0]
 
 

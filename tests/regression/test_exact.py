@@ -1,0 +1,61 @@
+"""The exact dense marginal likelihood as one strategy object beside the compact and the
+approximate ones (regression.exact.ExactLikelihood): chosen once, asked everything."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from bayes_gp import GPRegression
+from bayes_gp.regression.compact import CompactLikelihood
+from bayes_gp.regression.exact import ExactLikelihood
+from bayes_gp.regression.hsgp import HSGPLikelihood
+
+rng = np.random.default_rng(7)
+X = np.sort(rng.uniform(0, 6, 20))
+Y = np.sin(X) + 0.2 * rng.standard_normal(20)
+P = {"ls": 1.1, "eta": 0.9, "sigma": 0.3}
+
+
+def _k(a, b):
+    return P["eta"] ** 2 * np.exp(-0.5 * (a[:, None] - b[None, :]) ** 2 / P["ls"] ** 2)
+
+
+def test_the_model_chooses_its_likelihood_once():
+    exact = GPRegression(X, Y, "expquad")
+    assert isinstance(exact.marginal, ExactLikelihood) and exact.approximation is None
+    assert exact.marginal.exact and exact.marginal.dense
+    compact = GPRegression(X, Y, "pp2")
+    assert isinstance(compact.marginal, CompactLikelihood) and compact.approximation is None
+    assert compact.marginal.exact and not compact.marginal.dense
+    hsgp = GPRegression(X, Y, "expquad", approx="hsgp")
+    assert isinstance(hsgp.marginal, HSGPLikelihood) and hsgp.approximation is hsgp.marginal
+    assert not hsgp.marginal.exact
+
+
+def test_exact_likelihood_answers_with_the_closed_forms():
+    """Log marginal likelihood (R&W 2.30), predictions (R&W 2.25-2.26) and LOO densities
+    (R&W 5.10-5.12) against NumPy, the LOO against refits without each point."""
+    gp = GPRegression(X, Y, "expquad", mean="zero")
+    lik, values = gp.marginal, gp._values(P)
+    C = _k(X, X) + (P["sigma"] ** 2 + gp.jitter) * np.eye(20)
+    L = np.linalg.cholesky(C)
+    alpha = np.linalg.solve(C, Y)
+    lml = -0.5 * Y @ alpha - np.log(np.diag(L)).sum() - 10 * np.log(2 * np.pi)
+    assert lik.log_marginal_likelihood(values) == pytest.approx(lml, rel=1e-12)
+    Xn = np.array([0.5, 3.3, 7.0])
+    jitters: list = []
+    mean, var, cov = lik.predict(values, Xn[:, None], False, True, jitters)
+    Ks = _k(X, Xn)
+    np.testing.assert_allclose(mean, Ks.T @ alpha, rtol=1e-10)
+    ref = _k(Xn, Xn) - Ks.T @ np.linalg.solve(C, Ks) + P["sigma"] ** 2 * np.eye(3)
+    np.testing.assert_allclose(cov, ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(var, np.diag(ref), rtol=1e-10)
+    assert jitters == [0.0]
+    refit = []
+    for i in range(20):
+        k = np.arange(20) != i
+        a = np.linalg.solve(C[np.ix_(k, k)], C[k, i])
+        refit.append(norm.logpdf(Y[i], a @ Y[k], np.sqrt(C[i, i] - C[k, i] @ a)))
+    np.testing.assert_allclose(lik.loo(values), refit, rtol=1e-9)
