@@ -17,19 +17,38 @@ the compact-support likelihood (:mod:`bayes_gp.regression.compact`), HSGP
   ``predict(values, Xn, diag, include_noise, jitters=None)`` (R&W eqs. 2.25–2.26, with a mean
   function eq. 2.38; PRML eqs. 6.66–6.67) and ``check(draws)`` (nothing to check here) at the
   hyperparameter values ``values`` (in the order of the model's free random variables).
+
+**Conditioned once.** Every answer starts from the factorisation :math:`C = LL^\top`,
+:math:`\alpha = C^{-1}(y - m)` at ``values``: an :math:`O(n^3)` Cholesky that a NUTS fit's
+predictions would otherwise repeat for every draw at every call (the workflow's scores, the
+report's bands, its predictive checks and the saved predictions ask for the same draws). The
+factorisations are kept, least recently used first out, within :data:`FACTOR_CACHE_BYTES` per
+model, keyed by the hyperparameter values and the jitter in use.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
 from bayes_gp.inference.typeii import function_of_values
-from bayes_gp.predictive import factorize, log_marginal_likelihood, loo_log_density, predict
+from bayes_gp.predictive import (
+    GaussianFactor,
+    factorize,
+    log_marginal_likelihood,
+    loo_log_density,
+    predict,
+)
 from bayes_gp.regression.likelihood import marginal_normal
 
-__all__ = ["ExactLikelihood"]
+__all__ = ["ExactLikelihood", "FACTOR_CACHE_BYTES"]
+
+#: Memory for the cached factorisations of one model (the Cholesky factors dominate:
+#: :math:`8n^2` bytes each); at least one is kept whatever ``n``.
+FACTOR_CACHE_BYTES = 256 * 2**20
 
 
 class ExactLikelihood:
@@ -47,6 +66,8 @@ class ExactLikelihood:
         marginal_normal(name, self._mean(Xt), self._C(Xt), observed=y, dims=dims)
         self.rvs = list(pm.modelcontext(None).free_RVs)
         self._fns: dict = {}
+        self._factors: OrderedDict[bytes, tuple[np.ndarray, GaussianFactor]] = OrderedDict()
+        self._max_factors = max(1, FACTOR_CACHE_BYTES // (8 * self.X.shape[0] ** 2))
 
     def _mean(self, X):
         return pt.as_tensor_variable(self.mean_func(X)) * pt.ones(X.shape[0])
@@ -66,26 +87,40 @@ class ExactLikelihood:
         fn = self._fn("train", lambda _: [self._mean(X), self._C(X)])
         return tuple(fn(*values, np.zeros((0, self.X.shape[1]))))
 
-    def _new(self, values, Xn):
-        """``(m, C, K(X, Xn), diag K(Xn), m(Xn), sigma^2)``."""
+    def factor(self, values) -> tuple[np.ndarray, GaussianFactor]:
+        """``(m, factorisation of C with alpha = C^{-1}(y - m))`` at ``values``, computed once
+        and then read from the cache (module docstring)."""
+        parts = [np.ascontiguousarray(v, dtype=float).tobytes() for v in values]
+        jitter = self.jitter.get_value() if hasattr(self.jitter, "get_value") else self.jitter
+        key = b"|".join([*parts, np.float64(jitter).tobytes()])
+        hit = self._factors.get(key)
+        if hit is not None:
+            self._factors.move_to_end(key)
+            return hit
+        m, C = self.train(values)
+        hit = (m, factorize(C, self.y - m))
+        self._factors[key] = hit
+        while len(self._factors) > self._max_factors:
+            self._factors.popitem(last=False)
+        return hit
+
+    def _cross(self, values, Xn):
+        """``(K(X, Xn), diag K(Xn), m(Xn), sigma^2)``."""
         X = pt.as_tensor_variable(self.X)
 
         def build(Xv):
             s2 = pt.square(self.sigma) * pt.ones(())
-            return [self._mean(X), self._C(X), self.cov(X, Xv), self.cov(Xv, diag=True),
-                    self._mean(Xv), s2]  # fmt: skip
+            return [self.cov(X, Xv), self.cov(Xv, diag=True), self._mean(Xv), s2]
 
-        return self._fn("new", build)(*values, Xn)
+        return self._fn("cross", build)(*values, Xn)
 
     def log_marginal_likelihood(self, values) -> float:
         """:math:`\\log p(y \\mid \\theta)` (R&W eq. 2.30)."""
-        m, C = self.train(values)
-        return log_marginal_likelihood(factorize(C, self.y - m))
+        return log_marginal_likelihood(self.factor(values)[1])
 
     def loo(self, values) -> np.ndarray:
         """Exact leave-one-out log predictive densities (R&W eqs. 5.10–5.12)."""
-        m, C = self.train(values)
-        return loo_log_density(factorize(C, self.y - m))
+        return loo_log_density(self.factor(values)[1])
 
     def check(self, draws) -> None:
         """Nothing to check: the likelihood is exact."""
@@ -94,8 +129,8 @@ class ExactLikelihood:
         """``(mean, var, cov)`` of :math:`f_*` (of :math:`y_*` with ``include_noise``) at
         ``Xn``; ``cov`` is ``None`` when ``diag``. The extra jitter the factorisation of
         :math:`C` needed (0: none) is appended to ``jitters``."""
-        m, C, Ks, kss_diag, ms, s2 = self._new(values, Xn)
-        fac = factorize(C, self.y - m)
+        _, fac = self.factor(values)
+        Ks, kss_diag, ms, s2 = self._cross(values, Xn)
         if jitters is not None:
             jitters.append(fac.jitter)
         if diag:

@@ -59,3 +59,32 @@ def test_exact_likelihood_answers_with_the_closed_forms():
         a = np.linalg.solve(C[np.ix_(k, k)], C[k, i])
         refit.append(norm.logpdf(Y[i], a @ Y[k], np.sqrt(C[i, i] - C[k, i] @ a)))
     np.testing.assert_allclose(lik.loo(values), refit, rtol=1e-9)
+
+
+def test_each_draw_is_conditioned_once(monkeypatch):
+    """Predictions, log likelihoods and LOO at the same hyperparameters factorise C once; the
+    cache is bounded, and a new jitter is a new factorisation."""
+    import bayes_gp.regression.exact as exact
+
+    gp = GPRegression(X, Y, "expquad")
+    lik = gp.marginal
+    calls = []
+    train = lik.train
+    monkeypatch.setattr(lik, "train", lambda values: calls.append(1) or train(values))
+    values = gp._values(P)
+    first = lik.predict(values, X[:3, None], True, False)
+    again = lik.predict(values, X[:3, None], True, False)
+    lik.loo(values), lik.log_marginal_likelihood(values)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(first[0], again[0])
+    gp.set_jitter(gp.jitter * 10)  # the jitter is part of the key
+    lik.log_marginal_likelihood(values)
+    assert len(calls) == 2
+    # bounded: the least recently used goes first
+    monkeypatch.setattr(exact, "FACTOR_CACHE_BYTES", 3 * 8 * 20**2)
+    small = GPRegression(X, Y, "expquad").marginal
+    draws = [gp._values({**P, "ls": s}) for s in (1.0, 2.0, 3.0, 4.0)]
+    values = [small.log_marginal_likelihood(v) for v in draws]
+    assert len(small._factors) == 3
+    # the evicted first draw is factorised again, to the same value
+    assert small.log_marginal_likelihood(draws[0]) == values[0]
