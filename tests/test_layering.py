@@ -139,3 +139,51 @@ def test_the_split_packages_import_downwards():
             for high in modules[i + 1 :]:
                 assert f"{package}.{high}" not in graph[f"{package}.{low}"], (low, high)
     assert {m for m, deps in graph.items() if "bayes_gp.cli" in deps} == set()
+
+
+#: The layers, from the bottom: a module imports only from its own layer or those below.
+LAYERS = [
+    ("bayes_gp._version", "bayes_gp._validation", "bayes_gp._io", "bayes_gp._arguments",
+     "bayes_gp.op_backends", "bayes_gp.linalg", "bayes_gp.banded", "bayes_gp.priors",
+     "bayes_gp.protocol", "bayes_gp.predictive", "bayes_gp.kernels", "bayes_gp.eigen",
+     "bayes_gp.inference"),
+    ("bayes_gp.regression", "bayes_gp.latent", "bayes_gp.classification", "bayes_gp.deep",
+     "bayes_gp.weight_space"),
+    ("bayes_gp.report", "bayes_gp.validate", "bayes_gp.declared", "bayes_gp.workflow",
+     "bayes_gp.many", "bayes_gp.cli"),
+]  # fmt: skip
+
+
+def _layer(module: str) -> int | None:
+    for i, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    return None
+
+
+def upward_edges(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports of a module from a layer above its own."""
+    return [
+        (mod, dep)
+        for mod, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if _layer(mod) is not None and _layer(dep) is not None and _layer(dep) > _layer(mod)
+    ]
+
+
+def test_upward_edges_are_found():
+    graph = {"bayes_gp.inference.nuts": {"bayes_gp.regression.gpr", "bayes_gp.linalg"},
+             "bayes_gp.latent.model": {"bayes_gp.report.core"}}  # fmt: skip
+    assert upward_edges(graph) == [
+        ("bayes_gp.inference.nuts", "bayes_gp.regression.gpr"),
+        ("bayes_gp.latent.model", "bayes_gp.report.core"),
+    ]
+
+
+def test_nothing_imports_upward():
+    """The model-agnostic core (data checks, linear algebra, kernels, inference) imports no
+    model, and no model imports the report, the workflow or the command line."""
+    graph = import_graph()
+    assert upward_edges(graph) == []
+    # every module of the package has its layer (a new one must be placed)
+    assert [m for m in graph if m != "bayes_gp" and _layer(m) is None] == []
