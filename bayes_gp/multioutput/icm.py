@@ -18,10 +18,11 @@ stacked output-major, :math:`\operatorname{vec}(Y) = (y_1(x_1), \dots, y_1(x_n),
 .. math::
    C = B \otimes K + \operatorname{diag}(\sigma^2 + \epsilon) \otimes I_n
 
-(:math:`\epsilon` the jitter). On complete data the log marginal likelihood (R&W eq. 2.30) is
-computed through the eigendecompositions of the two factors in :math:`O(n^3 + P^3)`
-(:mod:`bayes_gp.multioutput.kronecker`); otherwise it is the dense normal density of the observed
-entries (:func:`bayes_gp.regression.likelihood.marginal_normal`), :math:`O(N_\text{obs}^3)`.
+(:math:`\epsilon_p` the jitter, relative to output p's variance). On complete data the log
+marginal likelihood (R&W eq. 2.30) is computed through the eigendecompositions of the two
+factors in :math:`O(n^3 + P^3)` (:mod:`bayes_gp.multioutput.kronecker`); otherwise it is the
+dense normal density of the observed entries
+(:func:`bayes_gp.regression.likelihood.marginal_normal`), :math:`O(N_\text{obs}^3)`.
 
 Predictions (:func:`icm_predict`) are R&W eqs. 2.25–2.26 on the stacked system: for a new input
 :math:`x_*` with :math:`k_* = k(X, x_*)`,
@@ -75,7 +76,10 @@ __all__ = [
     "icm_predict",
 ]
 
-#: Default jitter added to every noise variance (a numerical floor, not a model parameter).
+#: Default jitter, relative to each output's variance as everywhere in the package
+#: (:mod:`bayes_gp.inference.jitter`): output p's noise variance gets
+#: :math:`\epsilon_p = \text{jitter} \times \operatorname{var}(y_p)` (a numerical floor, not a
+#: model parameter).
 DEFAULT_JITTER = 1e-8
 
 
@@ -114,6 +118,13 @@ class ICMData:
     @property
     def P(self) -> int:
         return self.Y.shape[1]
+
+    @property
+    def scale2(self) -> np.ndarray:
+        """Each output's variance over its observed entries (1 where it is 0): the scale the
+        jitter is relative to."""
+        v = np.array([np.var(self.Y[self.observed[:, p], p]) for p in range(self.P)])
+        return np.where(v > 0, v, 1.0)
 
 
 def icm_data(X: Any, Y: Any) -> ICMData:
@@ -207,7 +218,7 @@ def _parameters(data: ICMData, W, kappa, sigma, mean, jitter):
     check_positive("sigma", sigma)
     jitter = check_jitter(jitter)
     B = coregionalisation(W, _vector("kappa", kappa, P))
-    s2 = _vector("sigma", sigma, P) ** 2 + jitter
+    s2 = _vector("sigma", sigma, P) ** 2 + jitter * data.scale2
     m = pt.zeros(P) if mean is None else _vector("mean", mean, P)
     return B, s2, m
 
@@ -254,7 +265,8 @@ def icm_logp(
     mean : array_like or TensorVariable (P,) or scalar, optional
         Constant means :math:`m_p` (default 0).
     jitter : float
-        Added to every noise variance, :math:`s_p^2 = \sigma_p^2 + \epsilon`.
+        Added to every noise variance relative to the output's variance,
+        :math:`s_p^2 = \sigma_p^2 + \text{jitter} \operatorname{var}(y_p)`.
     """
     data, B, K, s2, m = _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, jitter)
     if data.complete:
@@ -434,7 +446,7 @@ def icm_predict(
     sig = _numeric("sigma", sigma, P, (P,))
     m = np.zeros(P) if mean is None else _numeric("mean", mean, P, (P,))
     B = Wv @ Wv.T + np.diag(kap)
-    s2 = sig**2 + jitter
+    s2 = sig**2 + jitter * data.scale2
     K, Ks, kss = _gram(kernel, data.X, Xn)
 
     if data.complete:

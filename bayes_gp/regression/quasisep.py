@@ -66,6 +66,7 @@ from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from bayes_gp._validation import as_inputs, as_targets, check_aligned, check_jitter
 from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import _broadcast_mean, _ObservedLikelihood, _with_noise
 from bayes_gp.regression.quasisep_terms import (
@@ -673,15 +674,14 @@ class QuasisepLikelihood(_ObservedLikelihood):
     def __init__(self, name, x, y, kernel, mean_func, sigma, jitter: float, dims):
         self.term = to_term(kernel)
         self.column = kernel_column(kernel)
-        X = np.asarray(x, dtype=float)
-        X = X[:, None] if X.ndim == 1 else X
+        check_aligned(x, y, ("x", "y"))
+        X, _ = as_inputs(x, "x")
         self.X, self.x = X, X[:, self.column]
-        self.y = np.asarray(y, dtype=float)
-        if self.y.shape != self.x.shape:
-            raise ValueError(f"x has {self.x.shape[0]} rows but y has shape {self.y.shape}")
+        self.y = as_targets(y, X.shape[0], what="a quasiseparable GP", learned_noise=False)
         self.mean_func = mean_func if mean_func is not None else _zero_mean
         self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
-        self.s2 = self.sigma2 + float(jitter)
+        # the package's jitter: relative to var(y) (bayes_gp.inference.jitter)
+        self.s2 = self.sigma2 + check_jitter(jitter) * (float(np.var(self.y)) or 1.0)
         self._register(name, dims)
 
     def _loglik(self, value):
@@ -764,7 +764,8 @@ def quasisep_marginal(
     mean : callable, optional
         PyMC mean function of the ``(n, D)`` inputs; default zero.
     jitter : float
-        Added to the noise variance.
+        Added to the noise variance, relative to :math:`\operatorname{var}(y)` as in every
+        bayes_gp model (:mod:`bayes_gp.inference.jitter`): ``jitter * var(y)``.
     dims : optional
         PyMC dims of the observed variable.
 

@@ -181,7 +181,9 @@ def test_predictions_equal_stacked_closed_form(rng, missing):
     pred = icm_predict(X, Y, Xn, Matern52(1, ls=ls), p["W"], p["kappa"], p["sigma"], mean)
     B = p["W"] @ p["W"].T + np.diag(p["kappa"])
     keep = ~np.isnan(Y.T.ravel())
-    C = stacked(B, gram(X, ls), np.sqrt(p["sigma"] ** 2 + 1e-8))[np.ix_(keep, keep)]
+    # the default jitter 1e-8 is relative to each output's variance (observed entries)
+    var = np.array([np.nanvar(Y[:, q]) for q in range(Y.shape[1])])
+    C = stacked(B, gram(X, ls), np.sqrt(p["sigma"] ** 2 + 1e-8 * var))[np.ix_(keep, keep)]
     Ks = np.kron(B, gram(X, ls, Xn))[keep]  # (N_obs, P m), output-major columns
     r = (Y - mean).T.ravel()[keep]
     mean_ref = (np.repeat(mean, len(Xn)) + Ks.T @ np.linalg.solve(C, r)).reshape(3, -1).T

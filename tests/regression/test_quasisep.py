@@ -416,7 +416,8 @@ def test_model_matches_the_dense_model_and_predicts():
             if fast:
                 lik = quasisep_marginal("y", X, y, kernel, sigma=sigma, mean=mean, jitter=1e-8)
             else:
-                C = kernel(X) + (sigma**2 + 1e-8) * pt.eye(x.size)
+                # the jitter is relative to var(y), as in every bayes_gp model
+                C = kernel(X) + (sigma**2 + 1e-8 * np.var(y)) * pt.eye(x.size)
                 marginal_normal("y", mean(X), C, observed=y)
                 lik = None
         return model, lik
@@ -433,7 +434,13 @@ def test_model_matches_the_dense_model_and_predicts():
     mean, var, _ = lik.predict(values, Xn, diag=True, include_noise=True)
     term = 0.2 + Matern(2.5, eta=values[0], ell=values[1])
     want_mean, want_var, _ = quasisep_predict(
-        x, y, Xn[:, 1], term, values[2] ** 2 + 1e-8, mean=0.3, include_noise=values[2] ** 2
+        x,
+        y,
+        Xn[:, 1],
+        term,
+        values[2] ** 2 + 1e-8 * np.var(y),
+        mean=0.3,
+        include_noise=values[2] ** 2,
     )
     np.testing.assert_allclose(mean, want_mean, rtol=1e-12)
     np.testing.assert_allclose(var, want_var, rtol=1e-12)
@@ -454,3 +461,18 @@ def test_op_props_and_shape_errors():
     with pytest.raises(ValueError, match="half-integer"):
         Matern(2.0)
     assert PT.name == "pytensor"
+
+
+def test_bad_data_is_refused_with_the_package_checks():
+    """The likelihood takes its data through the package's checks: NaN, misaligned x and y,
+    and a negative jitter are refused with a message naming them."""
+    x = np.linspace(0.0, 5.0, 20)
+    y = np.sin(x)
+    k = K.Matern32(1, ls=1.0)
+    with pm.Model():
+        with pytest.raises(ValueError, match="NaN"):
+            quasisep_marginal("y", x, np.where(x > 2, np.nan, y), k, sigma=0.1)
+        with pytest.raises(ValueError, match="rows"):
+            quasisep_marginal("y", x, y[:-1], k, sigma=0.1)
+        with pytest.raises(ValueError, match="jitter"):
+            quasisep_marginal("y", x, y, k, sigma=0.1, jitter=-1.0)
