@@ -101,10 +101,12 @@ class Substituted(pm.gp.cov.Covariance):
     """
 
     def __init__(self, base: pm.gp.cov.Covariance, mapping):
-        # `base` slices its own inputs: this wrapper passes them on whole
-        pm.gp.cov.Covariance.__init__(self, base.input_dim, None)
+        # `base` slices its own inputs: this wrapper passes them on whole, and only reports the
+        # base's active dimensions (the Hilbert-space approximation reads them)
+        pm.gp.cov.Covariance.__init__(self, base.input_dim, base.active_dims)
         self.base = base
-        self.mapping = dict(mapping)
+        # each replacement in its variable's dtype (PyTensor makes 0.5 a float32 constant)
+        self.mapping = {k: pt.as_tensor_variable(v).astype(k.dtype) for k, v in mapping.items()}
 
     def _sub(self, value):
         if isinstance(value, pt.TensorVariable) and self.mapping:

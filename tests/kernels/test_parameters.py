@@ -80,3 +80,14 @@ def test_factors_smoothness_and_attributes_see_through_the_substitution():
     assert [smoothness(f) for f in leaves] == [2.5, np.inf]
     assert float(leaves[0].ls.eval()) == pytest.approx(0.4)
     assert float(leaves[1].ls.eval()) == pytest.approx(2.0)
+
+
+def test_substitution_keeps_the_active_dimensions():
+    ls = pm.Gamma.dist(2, 1)
+    k = Matern52(2, ls=ls, active_dims=[1])
+    sub = Substituted(k, {ls: pt.constant(0.5)})
+    assert sub.active_dims.tolist() == [1]
+    X2 = np.c_[np.linspace(0, 1, 5), np.linspace(0, 3, 5)]
+    np.testing.assert_allclose(
+        _gram(sub, X2), _gram(Matern52(2, ls=0.5, active_dims=[1]), X2), rtol=1e-14
+    )
