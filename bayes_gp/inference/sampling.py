@@ -65,6 +65,9 @@ class NUTSSampling:
 
     #: Model-specific keyword arguments of :meth:`sample`, with their defaults.
     sample_options: ClassVar[dict[str, Any]] = {}
+    #: NUTS's target acceptance rate when ``sample`` is not given one; a model (or a declared
+    #: model, for its posterior's geometry) may set its own.
+    default_target_accept: float = 0.9
 
     def sample(
         self,
@@ -74,13 +77,15 @@ class NUTSSampling:
         sampler: str = "auto",
         random_seed: int | None = None,
         *,
-        target_accept: float = 0.9,
+        target_accept: float | None = None,
         progressbar: bool = False,
         **kwargs,
     ):
         """NUTS, fully Bayesian: ``draws`` draws after ``tune`` tuning steps in each of ``chains``
         chains, with ``sampler`` one of ``"auto"``, ``"nutpie"``, ``"pymc"``, ``"numpyro"``
-        (:func:`bayes_gp.inference.nuts.resolve_sampler`).
+        (:func:`bayes_gp.inference.nuts.resolve_sampler`), at the target acceptance rate
+        ``target_accept`` (``None``: the model's :attr:`default_target_accept`, 0.9 unless the
+        model sets another).
 
         Returns ArviZ data (``xarray.DataTree``) with ``posterior``, ``sample_stats`` and a
         pointwise ``log_likelihood`` group for PSIS-LOO; what the model samples and what else it
@@ -103,7 +108,7 @@ class NUTSSampling:
                 chains=chains,
                 sampler=run.sampler or sampler,
                 random_seed=random_seed,
-                target_accept=target_accept,
+                target_accept=self.default_target_accept if target_accept is None else target_accept,
                 progressbar=progressbar,
                 latent=run.latent,
                 **{**run.kwargs, **kwargs},

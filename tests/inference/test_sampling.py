@@ -1,0 +1,60 @@
+"""The one sample() template (inference.sampling): settings checked, the model's hooks called,
+its options and its default target acceptance rate passed on, the caller's arguments winning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bayes_gp.inference.nuts as nuts
+from bayes_gp import GPClassifier, GPRegression, LatentGP
+
+X = np.linspace(0.0, 5.0, 12)
+Y = np.sin(X)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """run_nuts replaced by a recorder that stops the run (no sampling)."""
+    seen = []
+
+    def fake(model, **kwargs):
+        seen.append((model, kwargs))
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(nuts, "run_nuts", fake)
+    return seen
+
+
+def test_defaults_the_models_own_and_the_callers(calls):
+    gp = GPRegression(X, Y)
+    for kwargs in ({}, {"target_accept": 0.8, "init": "jitter+adapt_diag"}):
+        with pytest.raises(RuntimeError, match="recorded"):
+            gp.sample(draws=10, tune=5, chains=1, random_seed=0, **kwargs)
+    (m0, k0), (_, k1) = calls
+    assert m0 is gp.model and k0["target_accept"] == 0.9 and not k0["latent"]
+    assert k1["target_accept"] == 0.8 and k1["init"] == "jitter+adapt_diag"
+    gp.default_target_accept = 0.95  # a declared model's choice for its posterior's geometry
+    with pytest.raises(RuntimeError, match="recorded"):
+        gp.sample(draws=10, tune=5, chains=1)
+    assert calls[-1][1]["target_accept"] == 0.95
+
+
+def test_model_specific_options_choose_the_run(calls):
+    t = (Y > 0).astype(int)
+    clf = GPClassifier(X, t)
+    with pytest.raises(RuntimeError):
+        clf.sample(draws=10, tune=5, chains=1)  # the classifier's default: joint latent NUTS
+    assert calls[-1][1]["latent"] and calls[-1][0] is not clf.model
+    lat = LatentGP(X, np.round(np.exp(Y)).astype(int), likelihood="poisson")
+    with pytest.raises(RuntimeError):
+        lat.sample(draws=10, tune=5, chains=1)  # LatentGP's default: Laplace inside NUTS
+    assert not calls[-1][1]["latent"] and calls[-1][0] is lat.model
+    with pytest.raises(ValueError, match="`method` must be 'laplace' or 'latent'"):
+        lat.sample(draws=10, tune=5, chains=1, method="joint")
+
+
+def test_settings_are_checked_before_anything_runs(calls):
+    with pytest.raises(ValueError):
+        GPRegression(X, Y).sample(draws=0)
+    assert calls == []
