@@ -467,6 +467,8 @@ def sbc(
     t0 = time.perf_counter()
     runner = _Runner(spec, cores=_usable_cores() if n_workers == 1 else 1)
     runner.names()  # a specification error surfaces here, not once per simulation
+    if spec.fit == "compiled":
+        runner.check_swappable()
     runner._simulator()
     if check_prior:
         for s in seeds[:5]:  # the first simulated data set that can be drawn

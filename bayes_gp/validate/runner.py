@@ -31,6 +31,13 @@ __all__ = ["Simulation", "simulation_seeds"]
 
 #: Name of the shared variable that holds the observed data of the compiled fit.
 SHARED_NAME = "bayes_gp_sbc_observed"
+#: Why ``fit="compiled"`` cannot fit a model whose likelihood ignores its observed value.
+_BUILT_IN_DATA = (
+    "the fitted model's log density does not change when its observed data are replaced (its "
+    "likelihood has the data built in, as an HSGP model's sufficient statistics are), so "
+    "fit='compiled' would fit the example data in every simulation; use fit='sample', which "
+    "builds the model on each simulated data set"
+)
 #: Seeds derived from one simulation's seed: the prior draw, then one per fit attempt.
 _N_SEEDS = 8
 FITS = ("compiled", "sample")
@@ -170,6 +177,7 @@ class _Runner:
         self._draw = None
         self._template = None
         self._compiled = None
+        self._swappable = False
         self.setup_seconds = 0.0
 
     # -- the model that is fitted, built on the example data
@@ -241,7 +249,10 @@ class _Runner:
             if hasattr(gp, "check_jitter"):  # the pre-flight Cholesky check of model.sample()
                 gp.check_jitter(0)
             obs = _single_observed(gp.model, "fitted")
-            shared = pytensor.shared(np.array(self.spec.y, copy=True), name=SHARED_NAME)
+            self.check_swappable()
+            # the observed variable's dtype (an int64 count or label: example data may be floats)
+            self._dtype = obs.type.dtype
+            shared = pytensor.shared(np.asarray(self.spec.y).astype(self._dtype), name=SHARED_NAME)
             model = pm.observe(gp.model, {obs.name: shared})
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*object mode.*")
@@ -254,7 +265,8 @@ class _Runner:
         if spec.fit == "compiled":
             import nutpie
 
-            compiled = self._compiled_model().with_data(**{SHARED_NAME: y})
+            compiled = self._compiled_model()
+            compiled = compiled.with_data(**{SHARED_NAME: np.asarray(y).astype(self._dtype)})
             kwargs = {"target_accept": 0.9, **spec.sample_kwargs}
             return nutpie.sample(
                 compiled,
@@ -288,7 +300,15 @@ class _Runner:
         gp1 = self.spec.make_model(np.array(y_new, copy=True))
         m0, m1 = _pymc_model(gp0, "fitted"), _pymc_model(gp1, "fitted")
         obs = _single_observed(m0, "fitted")
-        m0 = pm.observe(m0, {obs.name: np.array(y_new, copy=True)})
+        swapped = pm.observe(m0, {obs.name: np.array(y_new, copy=True)})
+        if self._ignores_observed(m0, swapped):
+            # a likelihood with its data built in (HSGP's sufficient statistics): swapping the
+            # observed value changes nothing, so only a fresh model per data set fits them
+            if self.spec.fit == "compiled":
+                raise ValueError(_BUILT_IN_DATA)
+            self._check_same_prior(m0, m1, rtol)
+            return
+        m0 = swapped
         names0 = sorted(v.name for v in m0.value_vars)
         names1 = sorted(v.name for v in m1.value_vars)
         if names0 != names1:
@@ -316,6 +336,64 @@ class _Runner:
                     "(`mean='zero'` or a prior on `c`) and a noise prior or a fixed `noise`; or "
                     "pass `check_prior=False` to validate the model as built on `y` (with "
                     "fit='compiled' every simulation then uses that model)."
+                )
+
+
+    def check_swappable(self) -> None:
+        """Raise unless the fitted model's log density depends on its observed value (what
+        ``fit="compiled"`` swaps); checked once."""
+        if self._swappable:
+            return
+        import pymc as pm
+
+        model = self.template().model
+        obs = _single_observed(model, "fitted")
+        try:  # another data set in the support of the observed variable
+            _, y_other = self.simulate(0)
+        except Exception:  # the simulation's own error surfaces in its run
+            y_other = np.asarray(self.spec.y, float) + 1.0
+        y_other = np.asarray(y_other).astype(obs.type.dtype)
+        other = pm.observe(model, {obs.name: y_other})
+        if self._ignores_observed(model, other):
+            raise ValueError(_BUILT_IN_DATA)
+        self._swappable = True
+
+    @staticmethod
+    def _ignores_observed(model, swapped) -> bool:
+        """Whether ``model`` and ``swapped`` (the same model with other observed data) have the
+        same log density at three points: the likelihood ignores the observed value."""
+        from pymc.initial_point import make_initial_point_fn
+
+        from bayes_gp.linalg import EAGER_MODE
+
+        f0 = model.compile_logp(mode=EAGER_MODE)
+        f1 = swapped.compile_logp(mode=EAGER_MODE)
+        start = make_initial_point_fn(
+            model=model, jitter_rvs=set(model.free_RVs), return_transformed=True
+        )
+        return all(
+            math.isclose(float(f0(p)), float(f1(p)), rel_tol=1e-12, abs_tol=1e-12)
+            for p in map(start, range(3))
+        )
+
+    @staticmethod
+    def _check_same_prior(m0, m1, rtol: float) -> None:
+        """The prior terms (free variables' log densities) of two models agree at three points."""
+        from pymc.initial_point import make_initial_point_fn
+
+        from bayes_gp.linalg import EAGER_MODE
+
+        f0 = m0.compile_fn(m0.logp(vars=m0.free_RVs), mode=EAGER_MODE)
+        f1 = m1.compile_fn(m1.logp(vars=m1.free_RVs), mode=EAGER_MODE)
+        start = make_initial_point_fn(model=m1, jitter_rvs=set(m1.free_RVs), return_transformed=True)
+        for s in range(3):
+            point = start(s)
+            a, b = float(f0(point)), float(f1(point))
+            if not math.isclose(a, b, rel_tol=rtol, abs_tol=rtol):
+                raise ValueError(
+                    "the priors of the model that `make_model(y)` builds depend on y: at the same "
+                    f"parameters their log density is {b:.6g} on a simulated data set and "
+                    f"{a:.6g} on `y`. Give every hyperparameter a prior (`priors=`)"
                 )
 
 

@@ -340,6 +340,35 @@ def test_a_prior_that_depends_on_y_is_refused():
         sbc(default_priors, np.ones(X.size), n_simulations=2, progressbar=False)
 
 
+def _hsgp(y, priors=None):
+    return GPRegression(
+        X, y, kernel="expquad", mean="zero", noise=NOISE, approx="hsgp",
+        approx_options={"m": 10, "c": 1.5},
+        priors=priors if priors is not None else
+        {"ls": pm.LogNormal.dist(LS_MU, LS_SD), "eta": pm.LogNormal.dist(0, ETA_SD)},
+    )  # fmt: skip
+
+
+def _hsgp_default_priors(y):
+    return _hsgp(y, priors={})
+
+
+def test_a_likelihood_with_its_data_built_in_is_not_swapped():
+    """HSGP keeps the observed y in sufficient statistics: swapping the observed value changes
+    nothing, so the compiled fit would fit the example data in every simulation. Refused, with
+    or without the prior check; with fit='sample' only the priors are compared."""
+    for check in (True, False):
+        with pytest.raises(ValueError, match="data built in"):
+            sbc(_hsgp, np.zeros(X.size), n_simulations=1, simulate_model=make_model,
+                check_prior=check, progressbar=False)
+    with pytest.raises(ValueError, match="priors of the model .* depend on y"):
+        sbc(_hsgp_default_priors, np.ones(X.size), n_simulations=1, fit="sample",
+            simulate_model=make_model, progressbar=False)  # fmt: skip
+    res = sbc(_hsgp, np.zeros(X.size), n_simulations=1, fit="sample", draws=60, tune=60,
+              thin_to=19, simulate_model=make_model, progressbar=False, random_seed=3)
+    assert res.n_failed == 0 and set(res.ranks.columns) == {"ls", "eta"}
+
+
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="cannot be thinned"):
         sbc(make_model, np.zeros(X.size), n_simulations=2, draws=10, chains=2, thin_to=99)
