@@ -11,6 +11,9 @@ regression
     ``marginal_gp`` / ``predict_marginal``: an exact GP term in the user's own PyMC model.
 classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
+    ``MulticlassGPClassifier``: C latent GPs with a softmax likelihood; Laplace, NUTS.
+multioutput
+    ``MultiOutputGP``: correlated outputs (intrinsic / linear coregionalisation), NaN-missing.
 latent
     ``LatentGP``: latent GPs for counts, proportions, binary outcomes and outliers (Bernoulli,
     binomial, Poisson, negative binomial, Student-t), NUTS with the GP integrated out by Laplace.
@@ -31,12 +34,18 @@ report
 
 from bayes_gp import eigen, inference, kernels, report, validate
 from bayes_gp._version import __version__ as __version__
-from bayes_gp.classification import ClassifierFit, GPClassifier
+from bayes_gp.classification import (
+    ClassifierFit,
+    GPClassifier,
+    MulticlassFit,
+    MulticlassGPClassifier,
+)
 from bayes_gp.deep import DeepKernelRegression
 from bayes_gp.inference import MapFit
 from bayes_gp.latent import LatentFit, LatentGP
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.many import ManyFit, fit_many
+from bayes_gp.multioutput import MultiOutputGP
 from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
 from bayes_gp.regression.term import MarginalPrediction, MarginalTerm, marginal_gp, predict_marginal
 from bayes_gp.report import Report
@@ -51,7 +60,10 @@ __all__ = [
     "HeteroscedasticGPRegression",
     "GPClassifier",
     "ClassifierFit",
+    "MulticlassGPClassifier",
+    "MulticlassFit",
     "LatentGP",
+    "MultiOutputGP",
     "LatentFit",
     "Prediction",
     "MapFit",

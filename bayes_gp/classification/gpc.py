@@ -106,7 +106,11 @@ class GPClassifier(LatentGP):
         classes = np.unique(labels)
         if classes.size != 2:
             what = "only one class" if classes.size == 1 else f"{classes.size} distinct labels"
-            raise ValueError(f"`y` must contain exactly two classes, got {what}")
+            more = "; for more than two classes use bayes_gp.MulticlassGPClassifier"
+            raise ValueError(
+                f"`y` must contain exactly two classes, got {what}"
+                + (more if classes.size > 2 else "")
+            )
         if link not in LINKS:
             raise ValueError(f"`link` must be one of {LINKS}, got {link!r}")
         t = (labels == classes[1]).astype(int)

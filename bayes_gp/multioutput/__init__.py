@@ -1,10 +1,15 @@
 r"""Multi-output Gaussian processes.
 
+``MultiOutputGP``: the model class (:mod:`bayes_gp.multioutput.model`), the intrinsic
+coregionalisation model (one kernel) or the linear model of coregionalisation (a list of
+kernels), fitted by NUTS or type-II, on complete or heterotopic data (``NaN`` = not observed).
+
 ``icm_marginal`` / ``icm_logp`` / ``icm_predict``: the intrinsic coregionalisation model
 (Bonilla, Chai & Williams 2008; Álvarez, Rosasco & Lawrence 2012, §4.2),
 :math:`\operatorname{cov}(f_p(x), f_q(x')) = B_{pq} k(x, x')` with
 :math:`B = W W^T + \operatorname{diag}(\kappa)`; on complete data its likelihood goes through the
-Kronecker eigendecomposition (:mod:`bayes_gp.multioutput.kronecker`).
+Kronecker eigendecomposition (:mod:`bayes_gp.multioutput.kronecker`). ``lmc_marginal`` and
+``predict_terms``: the same for a sum of such terms, with given matrices.
 """
 
 from bayes_gp.multioutput.icm import (
@@ -15,17 +20,24 @@ from bayes_gp.multioutput.icm import (
     icm_logp,
     icm_marginal,
     icm_predict,
+    lmc_marginal,
+    predict_terms,
 )
 from bayes_gp.multioutput.kronecker import KroneckerICMLogp, kronecker_icm_logp
+from bayes_gp.multioutput.model import MultiOutputGP, MultiOutputPrediction
 
 __all__ = [
     "ICMData",
     "ICMPrediction",
     "KroneckerICMLogp",
+    "MultiOutputGP",
+    "MultiOutputPrediction",
     "coregionalisation",
     "icm_data",
     "icm_logp",
     "icm_marginal",
     "icm_predict",
     "kronecker_icm_logp",
+    "lmc_marginal",
+    "predict_terms",
 ]

@@ -74,6 +74,8 @@ __all__ = [
     "icm_logp",
     "icm_marginal",
     "icm_predict",
+    "lmc_marginal",
+    "predict_terms",
 ]
 
 #: Default jitter, relative to each output's variance as everywhere in the package
@@ -272,15 +274,8 @@ def icm_logp(
     if data.complete:
         R = pt.as_tensor_variable(data.Y.T) - m[:, None]
         return kronecker_icm_logp(B, K, s2, R)
-    C, mu = _dense_C(data, B, K, s2, m)
+    C, mu = _dense_C_terms(data, [B], [K], s2, m)
     return gp_logp(C, pt.as_tensor_variable(data.y_obs) - mu)
-
-
-def _dense_C(data: ICMData, B, K, s2, m):
-    """Covariance and mean of the observed entries (output-major), as PyTensor graphs."""
-    po, xo = data.output_index, data.input_index
-    C = B[po][:, po] * K[xo][:, xo] + pt.diag(s2[po])
-    return C, m[po]
 
 
 def _kron_random(mu, B, K, s2, rng=None, size=None):
@@ -328,12 +323,55 @@ def icm_marginal(
     ...     icm_marginal("y", X, Y, Matern52(1, ls=ell), W, kappa, sigma)
     """
     data, B, K, s2, m = _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, jitter)
-    if not data.complete:
-        C, mu = _dense_C(data, B, K, s2, m)
+    return lmc_marginal(name, data, [B], [K], s2, m, dims=dims)
+
+
+def lmc_marginal(
+    name: str,
+    data: ICMData,
+    Bs: list,
+    Ks: list,
+    s2: Any,
+    m: Any,
+    *,
+    dims: str | None = None,
+):
+    r"""The observed variable ``name`` of the linear model of coregionalisation (LMC) in the
+    current PyMC model: the observed entries of ``data`` (output-major, ``data.y_obs``) under
+
+    .. math::
+       N\Big(m \otimes 1_n,\ \sum_q B_q \otimes K_q + \operatorname{diag}(s^2) \otimes I_n
+       \Big)
+
+    (Álvarez, Rosasco & Lawrence 2012, eq. 4.3), restricted to the observed entries.
+
+    With one term (the ICM) and complete data the density goes through the Kronecker Op
+    (:func:`~bayes_gp.multioutput.kronecker.kronecker_icm_logp`, closed-form gradient);
+    otherwise it is the dense normal density of the observed entries
+    (:func:`~bayes_gp.regression.likelihood.marginal_normal`, R&W eqs. 2.30, 5.9).
+
+    Parameters
+    ----------
+    data : ICMData
+        From :func:`icm_data`.
+    Bs, Ks : lists of TensorVariable
+        The coregionalisation matrices :math:`B_q` (P, P) and Gram matrices :math:`K_q` (n, n)
+        of the terms.
+    s2 : TensorVariable (P,)
+        Noise variances (jitter included).
+    m : TensorVariable (P,)
+        Constant means.
+    """
+    if len(Bs) != len(Ks) or not Bs:
+        raise ValueError("`Bs` and `Ks` must be non-empty lists of the same length")
+    m = pt.as_tensor_variable(m)
+    if len(Bs) > 1 or not data.complete:
+        C, mu = _dense_C_terms(data, Bs, Ks, s2, m)
         return marginal_normal(name, mu, C, observed=data.y_obs, dims=dims)
 
     import pymc as pm
 
+    B, K = Bs[0], Ks[0]
     P, n = data.P, data.n
     mu = pt.repeat(m, n)  # output-major: m_1 n times, then m_2 ...
 
@@ -352,6 +390,15 @@ def icm_marginal(
         observed=data.y_obs,
         dims=dims,
     )
+
+
+def _dense_C_terms(data: ICMData, Bs, Ks, s2, m):
+    r""":math:`\sum_q B_q \otimes K_q` + noise on the observed entries, and their mean."""
+    po, xo = data.output_index, data.input_index
+    C = pt.diag(s2[po])
+    for B, K in zip(Bs, Ks, strict=True):
+        C = C + B[po][:, po] * K[xo][:, xo]
+    return C, m[po]
 
 
 @dataclass(frozen=True)
@@ -448,8 +495,54 @@ def icm_predict(
     B = Wv @ Wv.T + np.diag(kap)
     s2 = sig**2 + jitter * data.scale2
     K, Ks, kss = _gram(kernel, data.X, Xn)
+    mean_f, cov, _ = predict_terms(data, [(B, K, Ks, kss)], s2, m)
+    if include_noise:
+        cov = cov + np.diag(sig**2)
+    sd = np.sqrt(np.clip(np.einsum("jpp->jp", cov), 0.0, None))
+    return ICMPrediction(mean=mean_f, sd=sd, cov=cov)
 
-    if data.complete:
+
+def predict_terms(
+    data: ICMData, terms: list, s2: np.ndarray, m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Predictive mean and output cross-covariance of :math:`f` at new inputs, for numeric
+    terms (NumPy; R&W eqs. 2.25–2.26 on the stacked system).
+
+    .. math::
+       \bar f(x_*) = m + \sum_q (B_q \otimes k_{q*}^T)\, C^{-1} r, \quad
+       \operatorname{cov}(f(x_*)) = \sum_q B_q k_q(x_*, x_*)
+       - \Big(\sum_q B_q \otimes k_{q*}^T\Big) C^{-1} \Big(\sum_q B_q \otimes k_{q*}\Big)
+
+    Parameters
+    ----------
+    data : ICMData
+    terms : list of (B, K, Ks, kss)
+        Per term: :math:`B_q` (P, P), :math:`K_q(X, X)` (n, n), :math:`K_q(X, X_*)` (n, m) and
+        the prior variances :math:`k_q(x_*, x_*)` (m,).
+    s2 : ndarray (P,)
+        Noise variances with jitter.
+    m : ndarray (P,)
+        Constant means.
+
+    Returns
+    -------
+    mean : ndarray (m, P)
+    cov : ndarray (m, P, P)
+        Cross-covariance of :math:`f_1(x_*), \dots, f_P(x_*)` (without noise).
+    jitter : float
+        Jitter that had to be added to the observed entries' covariance (0 normally; only the
+        dense path adds any).
+
+    With one term and complete data the Kronecker eigendecompositions are used: with
+    :math:`G = B S_P^{-1} U` and :math:`h = V^T k_*`, the subtracted term is
+    :math:`G \operatorname{diag}(\sum_k w_{ak} h_k^2) G^T`
+    (:mod:`~bayes_gp.multioutput.kronecker`); otherwise a Cholesky factor of the observed
+    entries' covariance.
+    """
+    kss_sum = sum(kss[:, None, None] * B for B, _, _, kss in terms)
+    added = 0.0
+    if len(terms) == 1 and data.complete:
+        B, K, Ks, _ = terms[0]
         s, _, U, _, V, w = kronecker_factors(B, K, s2)
         R = (data.Y - m).T  # (P, n)
         Z = U.T @ (R / s[:, None]) @ V
@@ -458,19 +551,19 @@ def icm_predict(
         G = B @ (U / s[:, None])  # B S_P^{-1} U
         H = (V.T @ Ks) ** 2  # (n, m)
         T = w @ H  # (P, m): sum_k w_ak h_k^2
-        cov = kss[:, None, None] * B - np.einsum("pa,aj,qa->jpq", G, T, G)
+        cov = kss_sum - np.einsum("pa,aj,qa->jpq", G, T, G)
     else:
         po, xo = data.output_index, data.input_index
-        C = B[np.ix_(po, po)] * K[np.ix_(xo, xo)] + np.diag(s2[po])
-        L, _ = jittered_cholesky(C)
+        C = np.diag(s2[po])
+        Kso = 0.0
+        for B, K, Ks, _ in terms:
+            C = C + B[np.ix_(po, po)] * K[np.ix_(xo, xo)]
+            Kso = Kso + B[po][:, None, :] * Ks[xo][:, :, None]  # (N_obs, m, P)
+        L, added = jittered_cholesky(C)
         r = data.y_obs - m[po]
         alpha = solve_triangular(L.T, solve_triangular(L, r, lower=True), lower=False)
-        Kso = B[po][:, None, :] * Ks[xo][:, :, None]  # (N_obs, m, P): cov(y_o, f_q(x*_j))
         mean_f = m + np.einsum("o,ojq->jq", alpha, Kso)
         Vs = solve_triangular(L, Kso.reshape(po.size, -1), lower=True).reshape(Kso.shape)
-        cov = kss[:, None, None] * B - np.einsum("ojp,ojq->jpq", Vs, Vs)
+        cov = kss_sum - np.einsum("ojp,ojq->jpq", Vs, Vs)
     cov = 0.5 * (cov + np.swapaxes(cov, 1, 2))
-    if include_noise:
-        cov = cov + np.diag(sig**2)
-    sd = np.sqrt(np.clip(np.einsum("jpp->jp", cov), 0.0, None))
-    return ICMPrediction(mean=mean_f, sd=sd, cov=cov)
+    return mean_f, cov, float(added)
