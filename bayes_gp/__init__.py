@@ -12,6 +12,8 @@ regression
 classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
     ``MulticlassGPClassifier``: C latent GPs with a softmax likelihood; Laplace, NUTS.
+hierarchical
+    ``HierarchicalGP``: many related groups, partial pooling of their hyperparameters.
 multioutput
     ``MultiOutputGP``: correlated outputs (intrinsic / linear coregionalisation), NaN-missing.
 latent
@@ -41,6 +43,7 @@ from bayes_gp.classification import (
     MulticlassGPClassifier,
 )
 from bayes_gp.deep import DeepKernelRegression
+from bayes_gp.hierarchical import HierarchicalGP
 from bayes_gp.inference import MapFit
 from bayes_gp.latent import LatentFit, LatentGP
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
@@ -64,6 +67,7 @@ __all__ = [
     "MulticlassFit",
     "LatentGP",
     "MultiOutputGP",
+    "HierarchicalGP",
     "LatentFit",
     "Prediction",
     "MapFit",

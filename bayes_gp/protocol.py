@@ -23,7 +23,10 @@ A model implementing :class:`GPModel` has
 * checks: :meth:`GPModel.replicate` (replicated data at the training inputs for the posterior
   predictive check, compared with :attr:`GPModel.observed`; :attr:`GPModel.outcome` says whether
   they are continuous or binary) and :meth:`GPModel.point_loo` (leave-one-out log predictive
-  densities of a type-II fit; NUTS fits carry a pointwise ``log_likelihood`` group instead).
+  densities of a type-II fit; NUTS fits carry a pointwise ``log_likelihood`` group instead);
+* post-fit checks of the model's approximations: :meth:`GPModel.approximation_checks` (a list of
+  :class:`ApproximationCheck`, empty for an exact model), each a verdict row of the report and an
+  entry of the workflow's ``fit.json``.
 
 Adding a model family (see the README's "Adding a model family"): subclass :class:`GPModel`,
 implement the abstract methods, and the report, the workflow and ``fit_many`` work unchanged;
@@ -38,7 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["GPModel", "PointFit", "Bands", "is_nuts"]
+__all__ = ["GPModel", "PointFit", "Bands", "ApproximationCheck", "is_nuts", "CHECK_STATUSES"]
 
 
 def is_nuts(fit: Any) -> bool:
@@ -107,6 +110,55 @@ class Bands:
             raise ValueError(f"`kind` must be 'regression' or 'probability', got {self.kind!r}")
 
 
+#: Statuses of an :class:`ApproximationCheck`, best first (those of the report's verdicts).
+CHECK_STATUSES = ("ok", "n/a", "warn", "fail")
+
+
+@dataclass(frozen=True)
+class ApproximationCheck:
+    """The outcome of one post-fit check of an approximation (HSGP basis, inducing inputs,
+    Laplace): did the approximation hold at the fitted hyperparameters?
+
+    A neutral result that the report turns into a verdict row and the workflow saves in
+    ``fit.json``; the checks themselves are the model's (:meth:`GPModel.approximation_checks`).
+
+    Attributes
+    ----------
+    name : str
+        What was checked (``"HSGP resolution (ls)"``, ``"Laplace evidence gap"``, …).
+    status : {"ok", "n/a", "warn", "fail"}
+    value : float or None
+        The measured value (``None`` when it could not be computed).
+    threshold : str
+        The thresholds, as text (``"ok < 0.1, warn < 0.3"``).
+    advice : str
+        What to do about it ("" when the check passed).
+    detail : str
+        How the value was obtained (draws, subsample size, seed).
+    """
+
+    name: str
+    status: str
+    value: float | None
+    threshold: str
+    advice: str = ""
+    detail: str = ""
+
+    def __post_init__(self):
+        if self.status not in CHECK_STATUSES:
+            raise ValueError(f"`status` must be one of {CHECK_STATUSES}, got {self.status!r}")
+        if self.value is not None:
+            object.__setattr__(self, "value", float(self.value))
+
+    def to_dict(self) -> dict:
+        """The check as plain JSON-ready values (a non-finite value as ``None``)."""
+        value = self.value if self.value is not None and np.isfinite(self.value) else None
+        return {
+            "name": self.name, "status": self.status, "value": value,
+            "threshold": self.threshold, "advice": self.advice, "detail": self.detail,
+        }  # fmt: skip
+
+
 class GPModel(ABC):
     """The protocol every model family implements (see the module docstring).
 
@@ -118,7 +170,8 @@ class GPModel(ABC):
     #: Those of :attr:`fit_methods` that sample (return the ArviZ data of a NUTS run, and take
     #: ``draws``, ``tune``, ``chains``, ``sampler``); the others are type-II fits.
     sampling_methods: ClassVar[tuple[str, ...]] = ("nuts",)
-    #: ``"continuous"`` or ``"binary"``: what :meth:`replicate` draws and :attr:`observed` holds.
+    #: ``"continuous"``, ``"binary"`` or ``"categorical"`` (label indices into ``classes_``):
+    #: what :meth:`replicate` draws and :attr:`observed` holds.
     outcome: ClassVar[str] = "continuous"
     #: What the predictive-band figure shows beyond the bands (added to its caption).
     bands_note: ClassVar[str] = ""
@@ -130,6 +183,13 @@ class GPModel(ABC):
     @abstractmethod
     def hyperparameters(self) -> list[str]:
         """Names of the free hyperparameters (random variables of :attr:`model`)."""
+
+    @property
+    def derived(self) -> list[str]:
+        """Deterministic quantities of a NUTS fit's posterior that the report summarises beside
+        the hyperparameters (an output correlation matrix, say), without verdicts of their own;
+        none by default."""
+        return []
 
     @property
     def label(self) -> str:
@@ -207,3 +267,9 @@ class GPModel(ABC):
     @abstractmethod
     def set_jitter(self, jitter: float) -> None:
         """Use the absolute diagonal jitter a saved fit was made with (reloading a fit)."""
+
+    def approximation_checks(self, fit: Any) -> list[ApproximationCheck]:
+        """Post-fit checks of the model's approximations at ``fit`` (HSGP basis resolution and
+        error, inducing-point bound gap and coverage, Laplace evidence gap and importance-sampling
+        Pareto k̂), as :class:`ApproximationCheck` rows. Default: none (an exact model)."""
+        return []

@@ -1,5 +1,20 @@
 """O(n) quasiseparable exact GP on long 1-D series: one gradient, an ML-II fit, NUTS.
 
+0. **GPRegression, dense vs quasiseparable** (``structure="dense"`` / ``"quasiseparable"``,
+   :mod:`bayes_gp.regression.structured`): one log density + gradient of the model's observed
+   term with respect to the log hyperparameters, Matérn-3/2 and ``"matern32 + matern12"``, in
+   PyTensor's numba backend (what nutpie runs) and in the Python-linker mode ``fit_map`` uses
+   (``EAGER``), at ``--gpr-sizes`` (dense up to ``--gpr-dense-max``). The crossover (the
+   smallest listed n from which the quasiseparable model is faster at every larger listed n) is
+   what ``QUASISEP_MIN_N`` is set from.
+
+   **First fit** at ``--first-n`` (default 500): a fresh process builds
+   ``GPRegression(x, y, "matern32", structure=...)`` and runs ``fit_map(n_restarts=5,
+   prior=False)``, a prediction at 100 inputs and ``point_loo``; wall time after the imports,
+   for the dense model and for the quasiseparable one with a cold numba cache (an empty
+   ``NUMBA_CACHE_DIR``: the kernels compile) and then a warm one. This, with the table, is
+   what ``QUASISEP_MIN_N`` is set from (its comment in ``bayes_gp/regression/structured.py``).
+
 Data: ``x ~ U[0, n/10]`` (unsorted, 10 points per unit length), ``y = sin(x/3) + 0.3 e``;
 hyperparameters ``eta = 1, ell = 2, sigma = 0.3``.
 
@@ -29,6 +44,7 @@ users' jobs included) is printed with each section: on a shared 2-core machine i
 
     python benchmarks/quasisep.py
     python benchmarks/quasisep.py --sizes 1000 10000 --skip-fit --skip-nuts
+    python benchmarks/quasisep.py --skip-gradient --skip-fit --skip-nuts   # section 0 only
 """
 
 from __future__ import annotations
@@ -36,6 +52,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 from datetime import date
@@ -59,6 +78,7 @@ from bayes_gp import kernels as K
 from bayes_gp.regression.likelihood import marginal_normal
 from bayes_gp.regression.quasisep import quasisep_marginal, quasisep_predict
 from bayes_gp.regression.quasisep_terms import Matern
+from bayes_gp.regression.structured import QUASISEP_MIN_N
 
 THETA = {"eta": 1.0, "ell": 2.0, "sigma": 0.3}
 KERNELS = {1.5: K.Matern32, 2.5: K.Matern52}
@@ -195,6 +215,82 @@ def gradient_table(sizes, dense_max):
     )
 
 
+def _gpr_fn(n: int, kernel: str, structure: str, mode):
+    x, y = data(n)
+    gp = bayes_gp.GPRegression(x, y, kernel, structure=structure)
+    assert gp.quasiseparable == (structure == "quasiseparable")
+    theta = {name: 1.0 for name in gp.hyperparameters}
+    return logp_dlogp(gp.model, theta, mode)
+
+
+def gpr_table(sizes, dense_max):
+    from bayes_gp.linalg import EAGER_MODE
+
+    print(f"\n0. GPRegression: one log density + gradient (ms), dense vs quasiseparable [{load()}]")
+    head = f"{'kernel':>20} {'mode':>6} {'n':>6} | {'quasisep':>9} {'dense':>10} | {'rel':>8}"
+    print(head)
+    print("-" * len(head))
+    for kernel in ("matern32", "matern32 + matern12"):
+        for mode_name, mode in (("NUMBA", "NUMBA"), ("EAGER", EAGER_MODE)):
+            faster = []
+            for n in sizes:
+                repeats = max(3, int(3e4 / n))
+                f_qs = _gpr_fn(n, kernel, "quasiseparable", mode)
+                t_qs = best_time(f_qs, repeats)
+                ref = float(f_qs()[0])
+                if n <= dense_max:
+                    f_de = _gpr_fn(n, kernel, "dense", mode)
+                    reps = max(1, min(repeats, int(2e3 / max(n / 100.0, 1.0) ** 3)))
+                    t_de = best_time(f_de, reps)
+                    rel = abs(float(f_de()[0]) - ref) / abs(ref)
+                    faster.append((n, t_qs < t_de))
+                    dense, rel_s = f"{t_de:10.3f}", f"{rel:8.1e}"
+                else:
+                    dense, rel_s = f"{'-':>10}", f"{'-':>8}"
+                print(
+                    f"{kernel:>20} {mode_name:>6} {n:6d} | {t_qs:9.3f} {dense} | {rel_s}",
+                    flush=True,
+                )
+            cross = next(
+                (n for i, (n, _) in enumerate(faster) if all(f for _, f in faster[i:])), None
+            )
+            print(f"{'':>20} {mode_name:>6} crossover (quasiseparable faster from n =) {cross}")
+    print(f"  QUASISEP_MIN_N = {QUASISEP_MIN_N} (structure=None switches from there)")
+
+
+_FIRST = """
+import time, numpy as np, bayes_gp
+t0 = time.perf_counter()
+rng = np.random.default_rng({n})
+x = rng.uniform(0.0, {n} / 10.0, {n}); y = np.sin(x / 3.0) + 0.3 * rng.normal(size={n})
+gp = bayes_gp.GPRegression(x, y, "matern32", structure="{structure}")
+fit = gp.fit_map(n_restarts=5, prior=False, random_seed=1)
+gp.predict(np.linspace(0.0, {n} / 10.0, 100), fit)
+gp.point_loo(fit)
+print(time.perf_counter() - t0, fit.log_marginal_likelihood)
+"""
+
+
+def first_fit(n: int):
+    print(f"\n0b. first fit, prediction and LOO in a fresh process, n = {n}   [{load()}]")
+    with tempfile.TemporaryDirectory() as cache:
+        runs = (
+            ("dense", "dense", None),
+            ("quasiseparable, cold numba cache", "quasiseparable", cache),
+            ("quasiseparable, warm numba cache", "quasiseparable", cache),
+        )
+        for label, structure, numba_cache in runs:
+            env = dict(os.environ)
+            if numba_cache is not None:
+                env["NUMBA_CACHE_DIR"] = numba_cache
+            out = subprocess.run(
+                [sys.executable, "-c", _FIRST.format(n=n, structure=structure)],
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            secs, lml = out.stdout.split()[-2:]
+            print(f"  {label:>34}: {float(secs):6.1f} s   (log marginal likelihood {lml})")
+
+
 def fit(n: int):
     print(f"\n2. ML-II fit, Matérn-5/2, n = {n}   [{load()}]")
     x, y = data(n, seed=1)
@@ -272,6 +368,17 @@ def main() -> None:
     ap.add_argument("--nuts-n", type=int, default=100_000)
     ap.add_argument("--skip-fit", action="store_true")
     ap.add_argument("--skip-nuts", action="store_true")
+    ap.add_argument(
+        "--gpr-sizes",
+        type=int,
+        nargs="+",
+        default=[8, 16, 24, 32, 48, 64, 128, 500, 1000, 2000, 5000, 20_000],
+    )
+    ap.add_argument("--gpr-dense-max", type=int, default=5000)
+    ap.add_argument("--skip-gpr", action="store_true")
+    ap.add_argument("--first-n", type=int, default=500)
+    ap.add_argument("--skip-first", action="store_true")
+    ap.add_argument("--skip-gradient", action="store_true")
     args = ap.parse_args()
     threadpool_limits(limits=1, user_api="blas")
     versions = [
@@ -288,7 +395,12 @@ def main() -> None:
     print(", ".join(versions) + f", bayes_gp {bayes_gp.__version__}")
     print("threads: BLAS 1, XLA 1, numba kernels 1 (sequential recursion); nutpie 1 per chain")
     t0 = time.perf_counter()
-    gradient_table(args.sizes, args.dense_max)
+    if not args.skip_gpr:
+        gpr_table(args.gpr_sizes, args.gpr_dense_max)
+    if not args.skip_first:
+        first_fit(args.first_n)
+    if not args.skip_gradient:
+        gradient_table(args.sizes, args.dense_max)
     if not args.skip_fit:
         fit(args.fit_n)
     if not args.skip_nuts:

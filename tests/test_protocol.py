@@ -183,6 +183,9 @@ def test_point_fit_report(family):
     assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 2  # PPC and bands
     assert "Predictions at X_new" in html
     assert rep.loo_table is None  # one fit: no comparison
+    # a family that approximates nothing inherits no approximation checks
+    assert family.approximation_checks(fit) == []
+    assert list(rep.approximation_checks.values()) == [[]]
 
 
 @pytest.mark.filterwarnings("ignore:The point-wise LOO is the same")

@@ -1004,6 +1004,18 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         res, _, _, phi = self._mode(self._values(fit.params), fit.f_mode, gradient=True)
         return f"Laplace LA-LOO at {fit.method_label}", la_loo(res, self.likelihood, phi)
 
+    @single_blas_thread
+    def approximation_checks(self, fit) -> list:
+        """Post-fit checks of the Gaussian approximation of the latent posterior
+        (:mod:`bayes_gp.latent.checks`): importance sampling of the exact posterior of
+        :math:`f` from the Laplace (or variational, EP) Gaussian at the fitted hyperparameters,
+        or at a few posterior draws of a NUTS-with-Laplace fit: the evidence gap and the
+        Pareto k̂, and for the probit link the gap to EP. None for ``sample(method="latent")``,
+        which samples :math:`f` exactly."""
+        from bayes_gp.latent.checks import for_latent
+
+        return for_latent(self, fit)
+
     def restore_fit(self, method: str, params: dict, attrs: dict) -> LatentFit:
         """The Laplace mode (``"map"``), the variational posterior (``"vi"``) or EP (``"ep"``)
         recomputed at the saved hyperparameters."""

@@ -32,7 +32,13 @@ from bayes_gp._validation import (
     positive_float,
     refuse_constant,
 )
-from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
+from bayes_gp.inference.jitter import (
+    N_PRIOR_DRAWS,
+    JitterChoice,
+    PreflightJitter,
+    advice,
+    check_points,
+)
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import (
     MapFit,
@@ -58,6 +64,11 @@ from bayes_gp.regression.catalogue import (
 )
 from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
 from bayes_gp.regression.exact import ExactLikelihood
+from bayes_gp.regression.structured import (
+    QuasiseparableLikelihood,
+    check_structure,
+    choose_structure,
+)
 
 __all__ = ["GPRegression", "Prediction"]  # Prediction: re-exported from bayes_gp.predictive
 
@@ -142,6 +153,18 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         centred on a third of the range, where the matrix is dense, so for large :math:`n` give
         a prior on the local scale you expect (``priors={"ls": ...}``): sampling starts at the
         prior's centre.
+    structure : None, "quasiseparable" or "dense"
+        How the exact likelihood is computed (:mod:`bayes_gp.regression.structured`).
+        ``"quasiseparable"``: for 1-D inputs and kernels with a state-space form (Matérn
+        :math:`\\nu = 1/2, 3/2, 5/2` and any half-integer :math:`\\nu`, exponential, cosine,
+        constants, and their sums and products), the same exact GP in :math:`O(n)` per log
+        density and gradient instead of :math:`O(n^3)` (:mod:`bayes_gp.regression.quasisep`);
+        LOO and predictions in :math:`O(n)` too. ``"dense"``: the dense Cholesky. ``None``
+        (default): quasiseparable for 1-D inputs and a representable kernel with at least
+        :data:`~bayes_gp.regression.structured.QUASISEP_MIN_N` observations, when neither
+        ``approx`` nor ``sparse`` applies; :attr:`quasiseparable` says which is in use.
+        ``"quasiseparable"`` raises a ``ValueError`` for other kernels, for several input
+        columns, and with ``approx`` or ``sparse``.
     """
 
     def __init__(
@@ -158,6 +181,7 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         approx: str | None = None,
         approx_options: Mapping[str, Any] | None = None,
         sparse: bool | None = None,
+        structure: str | None = None,
     ):
         check_aligned(X, y)
         X, names = as_inputs(X)
@@ -194,8 +218,14 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
             )
         if sparse and self.approx is not None:
             raise ValueError("`sparse=True` is the exact GP: it cannot be combined with `approx`")
+        self._structure = check_structure(structure, self.approx, sparse)
         #: the compact-support kernel's sparse exact likelihood is used (see `sparse`)
-        self.sparse = pp_q is not None and self.approx is None and sparse is not False
+        self.sparse = (
+            pp_q is not None
+            and self.approx is None
+            and sparse is not False
+            and self._structure is None
+        )
         self._pp_q = pp_q
         self.model = self._build()
         self._fns: dict = {}
@@ -211,12 +241,20 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         NotPSDError
             When even a jitter of 1e-4 times the mean diagonal fails, with advice.
         """
+        what = "observation noise" if self.noise is None else "a larger noise level"
+        if self.quasiseparable:  # the O(n) factorisation's own check, at every prior draw
+            points = check_points(self.model, self.model.free_RVs, random_seed=random_seed)
+            choice = self.marginal.preflight(
+                points, self.default_jitter, self.jitter, advice(self.X, what)
+            )
+            self.set_jitter(choice.jitter)
+            return choice
         if not self.marginal.dense:  # approximate or sparse: no dense C to factorise
             return self.jitter_info.choice()
         return self._preflight(
             self.model.free_RVs,
             lambda values: self.marginal.train(values)[1],
-            "observation noise" if self.noise is None else "a larger noise level",
+            what,
             random_seed,
             # each point costs one dense Cholesky: above n = 3000 only the initial point
             n_draws=N_PRIOR_DRAWS if self.X.shape[0] <= 3000 else 0,
@@ -239,9 +277,22 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
             cov = self.spec.build(D, hyper)
             mean_func = self._mean_function(D)
             sigma = self.noise if self.noise is not None else self._prior("sigma")
-            # the marginal likelihood, chosen once: exact dense, exact compact-support, or an
-            # approximation; every later question goes to it (bayes_gp.regression.exact)
-            if self.sparse:  # compact support: bayes_gp.regression.compact
+            #: the exact likelihood is the O(n) quasiseparable one (see `structure`)
+            self.quasiseparable = choose_structure(
+                self._structure,
+                cov,
+                self.X,
+                other=self.sparse or self.approx is not None,
+                label=self.spec.name,
+            )
+            # the marginal likelihood, chosen once: exact dense, exact compact-support, exact
+            # quasiseparable, or an approximation; every later question goes to it
+            # (bayes_gp.regression.exact)
+            if self.quasiseparable:  # 1-D state-space kernel: bayes_gp.regression.structured
+                self.marginal = QuasiseparableLikelihood(
+                    "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs"
+                )
+            elif self.sparse:  # compact support: bayes_gp.regression.compact
                 self.marginal = CompactLikelihood(
                     "y", self.X, self.y, hyper["ls"], hyper["eta"], self._pp_q, mean_func,
                     sigma, self.jitter_tensor, "obs",
@@ -541,7 +592,11 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         mean = self.mean if self.mean is not None else "constant at the sample mean"
         noise = f"fixed σ = {self.noise:g}" if self.noise is not None else "learned (σ)"
         rows += [
-            ("likelihood", "Gaussian, f integrated out: y ~ N(m, K + σ²I)"),
+            (
+                "likelihood",
+                "Gaussian, f integrated out: y ~ N(m, K + σ²I)"
+                + (" (quasiseparable: O(n) state-space recursion)" if self.quasiseparable else ""),
+            ),
             ("mean function", str(mean)),
             ("noise", noise),
             ("observations n", self.X.shape[0]),
@@ -621,10 +676,21 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         method = f"exact LOO at {fit.method_label} (R&W 5.10-5.12)"
         return method, self._pointwise_loo(self._values(fit.params))
 
+    @single_blas_thread
+    def approximation_checks(self, fit) -> list:
+        """Post-fit checks of the approximation (``approx="hsgp"|"vfe"|"fitc"``) at ``fit``
+        (:mod:`bayes_gp.regression.approx_checks`): HSGP resolution, boundary and error against
+        the exact GP; VFE/FITC evidence gap and inducing-input coverage; for all three the exact
+        GP's evidence on a subsample at the fit vs at its optimum. None for the exact GP."""
+        from bayes_gp.regression import approx_checks
+
+        return approx_checks.for_regression(self, fit)
+
     def __repr__(self) -> str:
         k = self.spec.name
         approx = "" if self.approx is None else f", approx={self.approx.name!r}"
         approx += ", sparse=True" if self.sparse else ""
+        approx += ", structure='quasiseparable'" if self.quasiseparable else ""
         return (
             f"GPRegression(n={self.X.shape[0]}, D={self.X.shape[1]}, kernel={k!r}, ard={self.ard}"
             f"{approx})"

@@ -33,8 +33,25 @@ and the exact log marginal likelihood (R&W eq. 2.30, PRML eq. 6.69) of the resid
    - \tfrac n2\log 2\pi .
 
 (:math:`S_i = P_\infty - P_i^-` is the prior minus the Kalman-filter predicted covariance, and
-:math:`z_i, D_i` are the innovations and their variances.) Each transition is given as
-:math:`\Phi_i = \sum_k c_{ik}B_k` (per-gap coefficients times a few matrices, see
+:math:`z_i, D_i` are the innovations and their variances.) The same factor gives
+:math:`C^{-1} = L^{-\top}D^{-1}L^{-1}`, whose unit lower triangle is quasiseparable too: the
+forward solve reads
+:math:`(L^{-1})_{ij} = -p_i^\top \Phi_i A_{i-1}\Phi_{i-1}\cdots A_{j+1}\Phi_{j+1} w_j` with
+:math:`A_k = I - w_k p_k^\top`, so one backward sweep from :math:`Q_n = 0`,
+:math:`\lambda_n = 0` gives :math:`\alpha = C^{-1}r` and
+:math:`\operatorname{diag}(C^{-1})` (the Bryson–Frazier form of the smoother):
+
+.. math::
+   :label: qs-inverse
+
+   [C^{-1}]_{jj} &= 1/D_j + w_j^\top Q_j w_j, &
+   \alpha_j &= z_j/D_j - w_j^\top\lambda_j, \\
+   Q_{j-1} &= \Phi_j^\top\left(A_j^\top Q_j A_j + p_j p_j^\top/D_j\right)\Phi_j, &
+   \lambda_{j-1} &= \Phi_j^\top\left(\lambda_j + p_j\,\alpha_j\right),
+
+:math:`O(nJ^3)` (:func:`quasisep_inverse`; the leave-one-out terms of R&W eqs. 5.10–5.12).
+
+Each transition is given as :math:`\Phi_i = \sum_k c_{ik}B_k` (per-gap coefficients times a few matrices, see
 :class:`~bayes_gp.regression.quasisep_terms.StateSpaceTerm`). The gradient with respect to every
 input of the recursion (:math:`c, B, p, q, d, r`) is its reverse-mode adjoint, one backward sweep
 written out by hand (``_adjoint`` in the source), so a log density and its full gradient cost
@@ -83,6 +100,7 @@ __all__ = [
     "QuasisepLogp",
     "quasisep_logp_grad",
     "quasisep_logp",
+    "quasisep_inverse",
     "QuasisepLikelihood",
     "quasisep_marginal",
     "quasisep_predict",
@@ -321,6 +339,106 @@ def quasisep_logp_grad(c, B, p, q, d, r) -> tuple:
     if args[0].shape[1] != K or args[2].shape[0] != J or args[3].shape[0] != J:
         raise ValueError("QuasisepLogp: inconsistent shapes of c (n,K), B (K,J,J), p, q (J,)")
     return _logp_grad_core(int(J), int(K))(*args)
+
+
+@_inline
+def _inverse_impl(c, B, p, q, d, r, J, K):
+    r"""Recursion :eq:`qs-factor`, then the backward sweep of :eq:`qs-inverse`: ``(logp,
+    alpha, zdiag)`` with :math:`\alpha = C^{-1}r` and :math:`\operatorname{diag}(C^{-1})`
+    (NaN when :math:`C` is not numerically positive definite)."""
+    n = d.shape[0]
+    S = np.empty((n, J, J))
+    f = np.empty((n, J))
+    if n > 0:
+        S[0] = 0.0
+        f[0] = 0.0
+    U = np.empty((n, J))
+    D = np.empty(n)
+    z = np.empty(n)
+    alpha = np.empty(n)
+    zdiag = np.empty(n)
+    logp, ok = _forward(c, B, p, q, d, r, S, f, U, D, z, J, K)
+    if not ok:
+        alpha[:] = np.nan
+        zdiag[:] = np.nan
+        return np.asarray(logp), alpha, zdiag
+    Q = np.zeros((J, J))
+    lam = np.zeros(J)
+    w = np.empty(J)
+    Qw = np.empty(J)
+    M = np.empty((J, J))
+    T = np.empty((J, J))
+    Phi = np.empty((J, J))
+    v = np.empty(J)
+    for j in range(n - 1, -1, -1):  # here Q = Q_j, lam = lambda_j (sums over i > j)
+        iD = 1.0 / D[j]
+        s = 0.0
+        wl = 0.0
+        for a in range(J):
+            w[a] = U[j, a] * iD
+        for a in range(J):
+            acc = 0.0
+            for b in range(J):
+                acc += Q[a, b] * w[b]
+            Qw[a] = acc
+            s += w[a] * acc
+            wl += w[a] * lam[a]
+        zdiag[j] = iD + s
+        alpha[j] = z[j] * iD - wl
+        if j == 0:
+            break
+        # M = A_j^T Q A_j + p p^T / D_j, A_j = I - w_j p^T; v = A_j^T lam + p z_j / D_j
+        for a in range(J):
+            v[a] = lam[a] + p[a] * alpha[j]
+            for b in range(J):
+                M[a, b] = Q[a, b] - p[a] * Qw[b] - Qw[a] * p[b] + zdiag[j] * p[a] * p[b]
+        _phi(c, B, j, Phi, J, K)
+        for a in range(J):  # T = M Phi; lam = Phi^T v
+            acc = 0.0
+            for e in range(J):
+                acc += Phi[e, a] * v[e]
+            lam[a] = acc
+            for b in range(J):
+                acc = 0.0
+                for e in range(J):
+                    acc += M[a, e] * Phi[e, b]
+                T[a, b] = acc
+        for a in range(J):  # Q = Phi^T T (symmetric)
+            for b in range(a, J):
+                acc = 0.0
+                for e in range(J):
+                    acc += Phi[e, a] * T[e, b]
+                Q[a, b] = acc
+                Q[b, a] = acc
+    return np.asarray(logp), alpha, zdiag
+
+
+@functools.cache
+def _inverse_core(J: int, K: int) -> Callable:
+    """:func:`_inverse_impl` compiled for ``(J, K)`` as constants (as :func:`_logp_grad_core`)."""
+
+    @_jit
+    def core(c, B, p, q, d, r):
+        return _inverse_impl(c, B, p, q, d, r, J, K)
+
+    return core
+
+
+def quasisep_inverse(c, B, p, q, d, r) -> tuple[float, np.ndarray, np.ndarray]:
+    r"""``(logp, alpha, zdiag)``: the log density of :func:`quasisep_logp_grad`,
+    :math:`\alpha = C^{-1}r` and :math:`\operatorname{diag}(C^{-1})` of the quasiseparable
+    :math:`C` (same arguments, sorted order), in :math:`O(nJ^3)` by :eq:`qs-inverse`.
+
+    These give the exact leave-one-out predictive distributions (R&W eqs. 5.10–5.12):
+    :math:`\mu_{-i} = y_i - \alpha_i / [C^{-1}]_{ii}`, :math:`\sigma^2_{-i} = 1/[C^{-1}]_{ii}`.
+    A :math:`C` that is not numerically positive definite gives :math:`-\infty` and NaN.
+    """
+    args = [np.ascontiguousarray(np.asarray(v, dtype=float)) for v in (c, B, p, q, d, r)]
+    K, J = args[1].shape[:2]
+    if args[0].shape[1] != K or args[2].shape[0] != J or args[3].shape[0] != J:
+        raise ValueError("quasisep_inverse: inconsistent shapes of c (n,K), B (K,J,J), p, q (J,)")
+    logp, alpha, zdiag = _inverse_core(int(J), int(K))(*args)
+    return float(logp), alpha, zdiag
 
 
 class QuasisepLogp(Op):
@@ -680,9 +798,13 @@ class QuasisepLikelihood(_ObservedLikelihood):
         self.y = as_targets(y, X.shape[0], what="a quasiseparable GP", learned_noise=False)
         self.mean_func = mean_func if mean_func is not None else _zero_mean
         self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
-        # the package's jitter: relative to var(y) (bayes_gp.inference.jitter)
-        self.s2 = self.sigma2 + check_jitter(jitter) * (float(np.var(self.y)) or 1.0)
+        self.s2 = self.sigma2 + self._absolute_jitter(jitter)
         self._register(name, dims)
+
+    def _absolute_jitter(self, jitter):
+        """The jitter added to :math:`\\sigma^2`: the package's relative jitter times
+        :math:`\\operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`)."""
+        return check_jitter(jitter) * (float(np.var(self.y)) or 1.0)
 
     def _loglik(self, value):
         r = value - _broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))

@@ -58,7 +58,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Constant as _PTConstant
 from pytensor.graph.basic import Variable
 
-from bayes_gp.kernels.base import Kernel
+from bayes_gp.kernels.base import Kernel, Substituted
 
 __all__ = [
     "NP",
@@ -766,6 +766,9 @@ def _convert(kernel) -> StateSpaceTerm:
         return Product(*[_convert(f) for f in kernel._factor_list])
     if isinstance(kernel, StateSpaceKernel):
         return kernel.term
+    if isinstance(kernel, Substituted):  # a kernel object whose priors a model registered
+        term = _convert(kernel.base)
+        return with_leaves(term, [kernel._sub(leaf) for leaf in term_leaves(term)])
     if not isinstance(kernel, pm.gp.cov.Covariance):
         raise _not_representable(kernel, "not a covariance function")
     if len(kernel.active_dims) != 1:
@@ -799,6 +802,8 @@ def _convert(kernel) -> StateSpaceTerm:
 def _columns(kernel) -> set[int]:
     if isinstance(kernel, pm.gp.cov.Combination):
         return set().union(*(_columns(f) for f in kernel._factor_list))
+    if isinstance(kernel, Substituted):
+        return _columns(kernel.base)
     if isinstance(kernel, pm.gp.cov.Covariance) and not isinstance(kernel, pm.gp.cov.Constant):
         return {int(c) for c in kernel.active_dims}
     return set()

@@ -59,6 +59,10 @@ class Report:
         Parts that could not be produced (a figure that failed, with the error).
     timings : dict
         Seconds spent per part.
+    approximation_checks : dict
+        Fit name → the model's post-fit approximation checks
+        (:class:`~bayes_gp.protocol.ApproximationCheck`; an empty list for an exact model,
+        ``None`` where they raised), each also a row of :attr:`verdicts`.
     """
 
     html: str
@@ -70,6 +74,7 @@ class Report:
     loo_table: pd.DataFrame | None = None
     problems: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
+    approximation_checks: dict = field(default_factory=dict)
 
     def _repr_html_(self) -> str:
         return self.fragment
@@ -199,6 +204,7 @@ def report(
         loo_table=loo_table,
         problems=problems,
         timings=timings,
+        approximation_checks={p.entry.name: p.checks for p in parts},
     )
     if path is not None:
         rep.save(path)

@@ -201,6 +201,14 @@ class Verdict:
             raise ValueError(f"`status` must be one of {STATUSES}, got {self.status!r}")
 
 
+def approximation_verdict(check) -> Verdict:
+    """The verdict row of a model's post-fit approximation check
+    (:class:`~bayes_gp.protocol.ApproximationCheck`: HSGP basis, inducing inputs, Laplace)."""
+    return Verdict(
+        check.name, check.value, check.threshold, check.status, check.advice, check.detail
+    )
+
+
 def worst_status(verdicts: Sequence[Verdict]) -> str:
     """The worst status among ``verdicts`` (``"ok"`` for none)."""
     return max((v.status for v in verdicts), key=STATUSES.index, default="ok")

@@ -57,6 +57,9 @@ class Part:
     problems: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     with_figures: bool = True
+    #: The model's post-fit approximation checks
+    #: (:meth:`~bayes_gp.protocol.GPModel.approximation_checks`); ``None`` where they raised
+    checks: list | None = None
 
     def figure(self, key: str, caption: str, make) -> str:
         """Run ``make() -> data URI`` and return the embedded figure; a failure is recorded in
@@ -177,6 +180,29 @@ def _model_section(part: Part, model) -> None:
     part.body.append(H.section("Model", body, level=3))
 
 
+def _approximation_checks(part: Part, model, fit) -> None:
+    """The model's post-fit approximation checks as verdict rows (none for an exact model); a
+    check that raises becomes a ``"warn"`` row and a problem, not a lost report."""
+    if model is None:
+        part.checks = []
+        return
+    t0 = time.perf_counter()
+    try:
+        part.checks = list(model.approximation_checks(fit))
+    except Exception as exc:  # a failed check must not lose the rest of the report
+        error = f"{type(exc).__name__}: {exc}"
+        part.problems.append(f"{part.entry.name}: approximation checks failed: {error}")
+        advice = "the approximation could not be checked: treat it as unverified"
+        verdict = diagnostics.Verdict("approximation checks", None, "–", "warn", advice, error)
+        part.verdicts.append(verdict)
+        if os.environ.get("BAYES_GP_REPORT_DEBUG"):
+            traceback.print_exc()
+    else:
+        part.verdicts += [diagnostics.approximation_verdict(c) for c in part.checks]
+    finally:
+        part.timings["approximation checks"] = time.perf_counter() - t0
+
+
 def _latent_note(idata, latent: Sequence[str]) -> str:
     import arviz as az
 
@@ -210,8 +236,9 @@ def _loo_section(part: Part) -> None:
 
 def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
     """The sections of a NUTS fit: model, inference settings, posterior summary, MCMC
-    diagnostics, PSIS-LOO, trace/rank/pair/energy figures and, with a model, prior vs posterior,
-    posterior predictive check, bands and predictions at ``X_new``.
+    diagnostics and the model's approximation checks, PSIS-LOO, trace/rank/pair/energy figures
+    and, with a model, prior vs posterior, posterior predictive check, bands and predictions at
+    ``X_new``.
 
     Parameters
     ----------
@@ -234,7 +261,10 @@ def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
     )
     _model_section(part, model)
     part.body.append(H.section("Inference", H.key_value_table(describe.nuts_settings(idata)), 3))
-    summary = az.summary(idata, var_names=params, round_to="none", ci_kind="hdi", ci_prob=CI_PROB)
+    derived = [d for d in (model.derived if model is not None else []) if d in idata["posterior"]]
+    summary = az.summary(
+        idata, var_names=[*params, *derived], round_to="none", ci_kind="hdi", ci_prob=CI_PROB
+    )
     part.summary = pd.DataFrame(summary)
     part.body.append(
         H.section(
@@ -247,6 +277,7 @@ def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
     if "log_likelihood" in idata.children:
         part.loo, loo = psis_loo(idata, entry.name)
         part.verdicts.append(diagnostics.pareto_k_verdict(loo, idata))
+    _approximation_checks(part, model, idata)
     part.diagnostics_section()
     if part.loo is not None:
         _loo_section(part)
@@ -307,7 +338,7 @@ def _ppc_section(part: Part, model, fit, nuts: bool) -> None:
 
 def point_part(entry: Entry, X_new, with_figures: bool) -> Part:
     """The sections of a type-II fit: model, inference settings, point estimate, restarts,
-    optimiser and prior-tail checks, exact / cavity LOO, predictive check, bands and
+    optimiser, prior-tail and the model's approximation checks, exact / cavity LOO, predictive check, bands and
     predictions at ``X_new``.
 
     Parameters
@@ -340,6 +371,7 @@ def point_part(entry: Entry, X_new, with_figures: bool) -> Part:
     part.verdicts.append(
         diagnostics.prior_tail_verdict(fit.params, prior_draws(model, names, PRIOR_TAIL_DRAWS))
     )
+    _approximation_checks(part, model, fit)
     part.diagnostics_section(H.paragraph(_NO_MCMC))
     part.loo = point_loo(model, fit, entry.name)
     _loo_section(part)

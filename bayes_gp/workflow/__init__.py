@@ -10,7 +10,9 @@ A result directory holds
 
 ``fit.json``
     What was fitted and how: the model (declared name, or the CSV specification), method,
-    settings, seed, timings, held-out scores, versions.
+    settings, seed, timings, held-out scores, versions, and the model's post-fit approximation
+    checks (``approximation_checks``: name, status, value, threshold, advice, detail; the same
+    rows as the report's; :meth:`bayes_gp.protocol.GPModel.approximation_checks`).
 ``posterior.nc``
     The posterior (NUTS, an ArviZ DataTree in netCDF) or the point estimate (MAP, Laplace, EP: a
     dataset of the hyperparameters, with the log marginal likelihood in its attributes).

@@ -28,7 +28,9 @@ from bayes_gp.workflow.fitting import FitResult, default_settings, fit_kind
 from bayes_gp.workflow.reporting import make_report
 from bayes_gp.workflow.spec import from_spec
 
-__all__ = ["save", "load", "FIT_JSON", "POSTERIOR", "PREDICTIONS", "REPORT"]
+__all__ = [
+    "save", "load", "approximation_records", "FIT_JSON", "POSTERIOR", "PREDICTIONS", "REPORT",
+]  # fmt: skip
 
 FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
     "fit.json",
@@ -78,9 +80,31 @@ def _own_dims(name: str, v: np.ndarray) -> tuple[str, ...]:
     return tuple(f"{name}_{i}" for i in range(v.ndim))
 
 
-def _fit_record(res: FitResult, report_ok: bool) -> dict:
-    """The content of ``fit.json``: what was fitted and how, scores, timings, versions, and for a
-    type-II fit its hyperparameters and optimiser details."""
+def approximation_records(res: FitResult, checks=None) -> list[dict]:
+    """The model's post-fit approximation checks of the fit
+    (:meth:`~bayes_gp.protocol.GPModel.approximation_checks`) as ``fit.json`` records: ``name``,
+    ``status``, ``value``, ``threshold``, ``advice``, ``detail``. ``checks``: those the report
+    already computed (else they are computed here). A check that raises is recorded as a
+    ``"warn"`` with the error, as the report shows it."""
+    if checks is None:
+        try:
+            checks = res.model.approximation_checks(res.fit)
+        except Exception as exc:  # the fit is saved whatever its checks do
+            return [
+                {
+                    "name": "approximation checks", "status": "warn", "value": None,
+                    "threshold": "–",
+                    "advice": "the approximation could not be checked: treat it as unverified",
+                    "detail": f"{type(exc).__name__}: {exc}",
+                }
+            ]  # fmt: skip
+    return [c.to_dict() for c in checks]
+
+
+def _fit_record(res: FitResult, report_ok: bool, checks=None) -> dict:
+    """The content of ``fit.json``: what was fitted and how, scores, timings, versions, the
+    approximation checks (:func:`approximation_records`; ``checks`` those the report computed),
+    and for a type-II fit its hyperparameters and optimiser details."""
     import arviz
     import pymc
     import pytensor
@@ -97,6 +121,7 @@ def _fit_record(res: FitResult, report_ok: bool) -> dict:
         "target": res.data.target_name,
         "source": res.data.source,
         "scores": res.scores,
+        "approximation_checks": approximation_records(res, checks),
         "seconds": res.seconds,
         "report": REPORT if report_ok else None,
         "versions": {
@@ -242,11 +267,13 @@ def save(res: FitResult, out: str | os.PathLike, *, with_report: bool = True) ->
         else:
             _point_dataset(res).to_netcdf(stage / POSTERIOR)
         res.predictions.to_csv(stage / PREDICTIONS, index=False)
-        report_ok = False
+        report_ok, checks = False, None
         if with_report:
-            make_report(res).save(stage / REPORT)
+            rep = make_report(res)
+            rep.save(stage / REPORT)
             report_ok = True
-        text = json.dumps(_fit_record(res, report_ok), indent=2, default=_json_default)
+            checks = next(iter(rep.approximation_checks.values()), None)
+        text = json.dumps(_fit_record(res, report_ok, checks), indent=2, default=_json_default)
         (stage / FIT_JSON).write_text(text + "\n")
         for p in stage.iterdir():
             with open(p, "rb") as fh:

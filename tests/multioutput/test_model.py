@@ -286,6 +286,16 @@ def test_nuts_mixes_and_reports_output_correlation():
     assert pred.cov is None and pred.mean.shape == (2, 2) and np.all(pred.upper > pred.lower)
     assert gp.replicate(idata, 4).shape == (4, Y.size)
     assert gp.output_correlation(idata)[0, 1] == pytest.approx(float(corr.values[..., 0, 1].mean()))
+    # the report summarises the output correlations beside the hyperparameters
+    import bayes_gp
+
+    rep = bayes_gp.report(idata, model=gp, figures=False)
+    rows = [str(r) for r in rep.summary.index]
+    assert any(r.startswith("output_correlation") for r in rows), rows
+    corr_rows = [r for r in rows if r.startswith("output_correlation")]
+    assert rep.summary.loc[corr_rows, "mean"].min() == pytest.approx(
+        float(corr.values[..., 0, 1].mean()), abs=1e-9
+    )
 
 
 # --------------------------------------------------------------------- protocol

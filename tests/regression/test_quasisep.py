@@ -25,6 +25,7 @@ from bayes_gp import op_backends
 from bayes_gp.regression.likelihood import marginal_normal
 from bayes_gp.regression.quasisep import (
     QuasisepLogp,
+    quasisep_inverse,
     quasisep_logp,
     quasisep_logp_grad,
     quasisep_marginal,
@@ -476,3 +477,26 @@ def test_bad_data_is_refused_with_the_package_checks():
             quasisep_marginal("y", x, y[:-1], k, sigma=0.1)
         with pytest.raises(ValueError, match="jitter"):
             quasisep_marginal("y", x, y, k, sigma=0.1, jitter=-1.0)
+
+
+@pytest.mark.parametrize("case", ["matern12", "sum_52_12", "product_32_cos", "sho_times_cos"])
+def test_inverse_diagonal_and_solve_equal_the_dense_inverse(case):
+    """quasisep_inverse (the backward sweep :eq:`qs-inverse`): C^-1 r and diag(C^-1), the
+    ingredients of the leave-one-out terms (R&W eqs. 5.10-5.12), against NumPy's inverse."""
+    build, kref, theta = CASES[case]
+    x, y = data(300, seed=31, span=30.0)
+    C = kref(theta, x[:, None] - x[None, :]) + theta["sigma"] ** 2 * np.eye(x.size)
+    Cinv = np.linalg.inv(C)
+    term = build(theta)
+    perm = np.argsort(x, kind="stable")
+    dt = np.diff(x[perm], prepend=x[perm][:1])
+    P, h = term.stationary_covariance(), term.observation()
+    d = np.full(x.size, h @ P @ h + theta["sigma"] ** 2)
+    c, B = term.transition_coefficients(dt), term.transition_basis()
+    logp, alpha, zdiag = quasisep_inverse(c, B, h, P @ h, d, y[perm])
+    np.testing.assert_allclose(alpha, (Cinv @ y)[perm], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(zdiag, np.diag(Cinv)[perm], rtol=1e-9)
+    assert logp == pytest.approx(float(quasisep_logp_grad(c, B, h, P @ h, d, y[perm])[0]))
+    # not positive definite: -inf and NaN, no exception
+    logp, alpha, zdiag = quasisep_inverse(c, B, h, P @ h, d - theta["sigma"] ** 2 - 1.0, y[perm])
+    assert logp == -np.inf and np.all(np.isnan(alpha)) and np.all(np.isnan(zdiag))

@@ -361,7 +361,7 @@ def test_a_likelihood_with_its_data_built_in_is_not_swapped():
         with pytest.raises(ValueError, match="data built in"):
             sbc(_hsgp, np.zeros(X.size), n_simulations=1, simulate_model=make_model,
                 check_prior=check, progressbar=False)
-    with pytest.raises(ValueError, match="priors of the model .* depend on y"):
+    with pytest.raises(ValueError, match=r"priors of the model .* depend on y"):
         sbc(_hsgp_default_priors, np.ones(X.size), n_simulations=1, fit="sample",
             simulate_model=make_model, progressbar=False)  # fmt: skip
     res = sbc(_hsgp, np.zeros(X.size), n_simulations=1, fit="sample", draws=60, tune=60,

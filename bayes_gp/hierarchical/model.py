@@ -1,0 +1,877 @@
+r"""The hierarchical GP for grouped curves (repeated measurements, longitudinal data).
+
+On long-format data (one row per observation, a group label per row):
+
+.. math::
+   y_{gi} = m(x_{gi}) + f_0(x_{gi}) + f_g(x_{gi}) + b_g + \epsilon_{gi}, \qquad
+   f_0 \sim GP(0, k_{\theta_0}), \quad f_g \sim GP(0, k_{\theta_g}), \quad
+   b_g \sim N(0, \tau_b^2), \quad \epsilon_{gi} \sim N(0, \sigma_g^2),
+
+with an optional population function :math:`f_0` shared by all groups (Hensman, Lawrence &
+Rattray 2013, eq. 2), a deviation :math:`f_g` per group, optional random intercepts
+:math:`b_g`, and a mean :math:`m(x) = \bar y + \beta^\top (c - \bar c)` with fixed effects
+:math:`\beta` of covariate columns :math:`c`. The group hyperparameters are pooled, each as
+chosen (``pooling=``):
+
+* ``"partial"`` (default for length-scales and amplitudes): non-centred,
+  :math:`\log \ell_g = \mu_\ell + \tau_\ell z_g`, :math:`z_g \sim N(0, 1)`, with hyperpriors
+  :math:`\mu_\ell \sim N(\log \ell_{\text{loc}}, 1)` centred on the log of the default prior's
+  median and :math:`\tau_\ell \sim \text{HalfNormal}(0.5)`; the variables are ``ls_mu``,
+  ``ls_tau``, ``ls_z`` and the deterministic ``ls_group`` (dimension ``group``, the labels);
+* ``"shared"`` (default for the noise :math:`\sigma`): one value for every group, named as in
+  :class:`~bayes_gp.GPRegression` (``ls``, ``eta``, ``sigma``);
+* ``"none"``: independent values per group with the default (data-scaled) prior,
+  ``ls_group`` etc.
+
+:math:`f_0`, the :math:`f_g` and the :math:`b_g` are integrated out: :math:`y \sim N(m, C)`
+with :math:`C = \operatorname{blockdiag}_g(K_g + \tau_b^2 11^\top + \sigma_g^2 I) + Z K_0
+Z^\top`, evaluated exactly from per-group Cholesky factors and the Woodbury identity
+(:mod:`bayes_gp.hierarchical.structured`), never as a dense :math:`N \times N` matrix: the
+groups are padded to the largest one and factorised as one batch
+(:class:`~bayes_gp.hierarchical.structured.PaddedLayout`), and for the single catalogue
+stationary kernels (squared exponential, Matérn, exponential, rational quadratic) every group's
+kernel block comes from one batched evaluation of :math:`k(|x - x'|/\ell_g)`, so the compiled
+graph does not grow with the number of groups. One log density and gradient costs
+:math:`O(G n_{\max}^3 + N m^2 + m^3)` for :math:`G` groups of at most :math:`n_{\max}` rows and
+:math:`m` distinct inputs.
+:meth:`HierarchicalGP.sample` runs NUTS over every hyperparameter, :meth:`HierarchicalGP.fit_map`
+the type-II MAP fit, and :meth:`HierarchicalGP.predict` predicts a known group's curve (its
+:math:`f_0 + f_g + b_g` given all the data) or a new group's (the population prediction with a
+fresh deviation from the population distribution of the group hyperparameters).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+
+from bayes_gp import kernels as K
+from bayes_gp._validation import check_jitter, f64, hyperparameter_values, refuse_constant
+from bayes_gp.hierarchical.structured import (
+    PaddedLayout,
+    StructuredFactor,
+    padded_structured_logp,
+)
+from bayes_gp.inference.jitter import (
+    N_PRIOR_DRAWS,
+    JitterChoice,
+    PreflightJitter,
+    advice,
+    check_points,
+    choose_jitter,
+)
+from bayes_gp.inference.sampling import NutsRun, NUTSSampling
+from bayes_gp.inference.typeii import (
+    MapFit,
+    function_of_values,
+    observed_logp_and_grad,
+    optimize,
+)
+from bayes_gp.linalg import EAGER_MODE, single_blas_thread
+from bayes_gp.predictive import Prediction, gaussian_columns, gaussian_scores
+from bayes_gp.priors import resolve_prior
+from bayes_gp.protocol import Bands, GPModel, is_nuts
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
+from bayes_gp.regression.term import _mixture_quantiles
+
+__all__ = ["HierarchicalGP", "POOLINGS", "LIKELIHOODS"]
+
+#: The pooling choices of a group hyperparameter (module docstring).
+POOLINGS = ("partial", "shared", "none")
+#: The observation models implemented.
+LIKELIHOODS = ("gaussian",)
+#: Scale of the HalfNormal hyperprior of a partially pooled parameter's log-scale spread.
+TAU_SCALE = 0.5
+#: Central interval of the predictive bands.
+PROB = 0.94
+#: Catalogue kernels evaluated for all groups at once from scaled distances (their unit
+#: length-scale classes); other kernels are evaluated group by group.
+_BATCHED = {"expquad": K.ExpQuad, "matern12": K.Matern12, "exponential": K.Exponential,
+            "matern32": K.Matern32, "matern52": K.Matern52, "ratquad": K.RatQuad}  # fmt: skip
+#: Factorisations kept per model (keyed by hyperparameter values and jitter).
+MAX_FACTORS = 64
+
+
+def _base(name: str) -> str:
+    """``"ls"`` of ``"expquad1_ls"``: the suffix that decides the default prior."""
+    return name.rsplit("_", 1)[-1]
+
+
+def _column(data: pd.DataFrame, name: Any, role: str) -> pd.Series:
+    if name not in data.columns:
+        raise ValueError(
+            f"`{role}`: column {name!r} is not in the data; its columns are {list(data.columns)}"
+        )
+    return data[name]
+
+
+def _numeric(col: pd.Series, role: str) -> np.ndarray:
+    """A numeric column as floats, with a ``ValueError`` naming it otherwise."""
+    if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+        raise ValueError(
+            f"`{role}`: column {col.name!r} must be numeric, got dtype {col.dtype} "
+            f"(e.g. {col.iloc[0]!r})"
+        )
+    v = col.to_numpy(dtype=float)
+    if not np.all(np.isfinite(v)):
+        raise ValueError(
+            f"`{role}`: column {col.name!r} has {int(np.sum(~np.isfinite(v)))} missing or "
+            "infinite value(s)"
+        )
+    return v
+
+
+def _as_names(value, role: str) -> list:
+    names = [value] if isinstance(value, str) or not hasattr(value, "__iter__") else list(value)
+    if not names:
+        raise ValueError(f"`{role}` must name at least one column")
+    return names
+
+
+class HierarchicalGP(PreflightJitter, NUTSSampling, GPModel):
+    """A hierarchical GP on long-format data (module docstring for the model).
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per observation.
+    x : str or list of str
+        The input column(s) (numeric).
+    y : str
+        The outcome column (numeric).
+    group : str
+        The group column; every row needs a label.
+    kernel : str
+        A catalogue kernel name or a sum of products of them
+        (:func:`~bayes_gp.regression.kernel_spec`): the kernel of the deviations :math:`f_g`
+        and of the population function :math:`f_0`, each with its own hyperparameters
+        (:math:`f_0`'s are prefixed ``f0_``: ``f0_ls``, ``f0_eta``). Isotropic (one
+        length-scale for all inputs).
+    shared : bool
+        Include the population function :math:`f_0` (default ``True``); ``False``: the groups
+        are independent GPs tied only by their pooled hyperparameters.
+    pooling : None, str or dict
+        ``"partial"``, ``"shared"`` or ``"none"`` for every group hyperparameter (the kernel's
+        length-scales and amplitudes and ``sigma``), or a dict by name; unnamed ones get the
+        default: ``"partial"`` for length-scales and amplitudes, ``"shared"`` for ``sigma``.
+        Other kernel hyperparameters (``alpha``, ``period``) are shared.
+    covariates : list of str, optional
+        Numeric columns entering the mean linearly (fixed effects :math:`\\beta`, variable
+        ``beta`` with dimension ``covariate``), centred, with priors
+        :math:`\\beta_j \\sim N(0, (2 s_y / s_{c_j})^2)` scaled to the data as
+        :class:`~bayes_gp.GPRegression`'s linear mean.
+    random_intercept : bool
+        Add group random intercepts :math:`b_g \\sim N(0, \\tau_b^2)` (integrated out,
+        :math:`\\tau_b` is ``intercept_sd`` with prior :math:`\\text{HalfNormal}(s_y)`).
+    likelihood : str
+        ``"gaussian"`` (the only one implemented).
+    priors : dict, optional
+        Overrides of the default priors by variable name (the forms of
+        :mod:`bayes_gp.priors`): ``ls_mu``, ``ls_tau`` (partial pooling), ``ls`` (shared),
+        ``ls_group`` (none: a callable or a distribution with one value per group), ``f0_ls``,
+        ``sigma``, ``intercept_sd``, ``beta``, ...
+    jitter : float
+        Added to the diagonal of every block and of :math:`K_0`, relative to
+        :math:`\\operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`).
+    """
+
+    fit_methods: ClassVar[tuple[str, ...]] = ("nuts", "map")
+    sample_options: ClassVar[dict[str, Any]] = {"log_likelihood": True}
+
+    def __init__(
+        self,
+        data,
+        x,
+        y,
+        group,
+        kernel: str = "expquad",
+        *,
+        shared: bool = True,
+        pooling: str | Mapping[str, str] | None = None,
+        covariates=None,
+        random_intercept: bool = False,
+        likelihood: str = "gaussian",
+        priors: Mapping[str, Any] | None = None,
+        jitter: float = 1e-10,
+    ):
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(f"`data` must be a pandas DataFrame, got {type(data).__name__}")
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(
+                f"`likelihood`: {likelihood!r} is not implemented for HierarchicalGP; supported: "
+                f"{list(LIKELIHOODS)} (LatentGP fits other likelihoods without groups)"
+            )
+        if not isinstance(kernel, str):
+            raise ValueError(
+                "`kernel` must be a catalogue name or expression (e.g. 'expquad', "
+                "'matern32 + expquad'): the group hyperparameters are pooled by name"
+            )
+        if shared not in (True, False) or random_intercept not in (True, False):
+            raise TypeError("`shared` and `random_intercept` must be True or False")
+        check_jitter(jitter)
+        if len(data) < 2:
+            raise ValueError("HierarchicalGP needs at least 2 rows of data")
+        self.x_names = _as_names(x, "x")
+        X = np.column_stack([_numeric(_column(data, c, "x"), "x") for c in self.x_names])
+        yv = _numeric(_column(data, y, "y"), "y")
+        gcol = _column(data, group, "group")
+        missing = gcol.isna().to_numpy()
+        if missing.any():
+            raise ValueError(
+                f"`group`: column {group!r} has {int(missing.sum())} missing label(s) (rows "
+                f"{list(np.flatnonzero(missing)[:5])}); give every row a group"
+            )
+        self.covariates = [] if covariates is None else _as_names(covariates, "covariates")
+        overlap = set(self.covariates) & {*self.x_names, y, group}
+        if overlap:
+            raise ValueError(f"`covariates` must not repeat x, y or group: {sorted(overlap)}")
+        Xc = np.column_stack(
+            [_numeric(_column(data, c, "covariates"), "covariates") for c in self.covariates]
+        ) if self.covariates else np.zeros((len(data), 0))  # fmt: skip
+        for j, c in enumerate(self.covariates):
+            if np.ptp(Xc[:, j]) == 0:
+                raise ValueError(f"`covariates`: column {c!r} is constant (no effect to estimate)")
+        try:
+            labels = sorted(pd.unique(gcol))
+        except TypeError:  # labels of mixed types: order of appearance
+            labels = list(pd.unique(gcol))
+        self.labels = labels
+        self.group_name, self.y_name = group, y
+        self.codes = pd.Categorical(gcol, categories=labels).codes.astype(np.int64)
+        self.rows = [np.flatnonzero(self.codes == g) for g in range(len(labels))]
+        self.X, self.y, self.feature_names = X, yv, [str(c) for c in self.x_names]
+        self.Xc = Xc
+        self.c_mean = Xc.mean(axis=0)
+        self.c_sd = Xc.std(axis=0) if Xc.shape[1] else np.zeros(0)
+        U, inv = np.unique(X, axis=0, return_inverse=True)
+        self.U, self.u_index = U, np.asarray(inv).ravel().astype(np.int64)
+        self.layout = PaddedLayout.of(self.rows, self.u_index)
+        self.kernel = kernel
+        self.spec = kernel_spec(kernel)
+        self.shared = bool(shared)
+        self.random_intercept = bool(random_intercept)
+        self.likelihood = likelihood
+        self.pooling = self._pooling(pooling)
+        self.scale = DataScale.of(X, yv)
+        self.priors = dict(priors or {})
+        unknown = set(self.priors) - set(self._prior_names())
+        if unknown:
+            raise ValueError(
+                f"`priors` has unknown names {sorted(unknown)}; this model's are "
+                f"{self._prior_names()}"
+            )
+        self._init_jitter(jitter, self.scale.y_sd**2, 1e-10)
+        self.model = self._build()
+        self._fns: dict = {}
+        self._factors: OrderedDict = OrderedDict()
+
+    # ------------------------------------------------------------ specification
+    @property
+    def group_params(self) -> list[str]:
+        """The hyperparameters that may differ between groups: the kernel's length-scales and
+        amplitudes, and ``sigma``."""
+        return [p for p in self.spec.params if _base(p) in ("ls", "eta")] + ["sigma"]
+
+    def _pooling(self, pooling) -> dict[str, str]:
+        names = self.group_params
+        default = {p: ("shared" if p == "sigma" else "partial") for p in names}
+        if pooling is None:
+            return default
+        if isinstance(pooling, str):
+            if pooling not in POOLINGS:
+                raise ValueError(f"`pooling` must be one of {list(POOLINGS)}, got {pooling!r}")
+            return dict.fromkeys(names, pooling)
+        if not isinstance(pooling, Mapping):
+            raise TypeError("`pooling` must be None, a string or a dict by hyperparameter name")
+        unknown = set(pooling) - set(names)
+        if unknown:
+            raise ValueError(
+                f"`pooling` has unknown names {sorted(unknown)}; the group hyperparameters are "
+                f"{names}"
+            )
+        for p, v in pooling.items():
+            if v not in POOLINGS:
+                raise ValueError(f"`pooling[{p!r}]` must be one of {list(POOLINGS)}, got {v!r}")
+        return {**default, **pooling}
+
+    def _prior_names(self) -> list[str]:
+        names = []
+        for p in self.spec.params:
+            mode = self.pooling.get(p, "shared")
+            names += {"partial": [f"{p}_mu", f"{p}_tau"], "shared": [p], "none": [f"{p}_group"]}[
+                mode
+            ]
+        mode = self.pooling["sigma"]
+        names += {"partial": ["sigma_mu", "sigma_tau"], "shared": ["sigma"],
+                  "none": ["sigma_group"]}[mode]  # fmt: skip
+        if self.shared:
+            names += [f"f0_{p}" for p in self.spec.params]
+        if self.random_intercept:
+            names.append("intercept_sd")
+        if self.covariates:
+            names.append("beta")
+        return names
+
+    # -------------------------------------------------------------------- model
+    def _default(self, base: str, name: str, dims=None):
+        """The data-scaled default prior of a parameter of kind ``base``, over ``dims``."""
+        s = self.scale
+        if base == "ls":
+            mu = f64(np.log(np.mean(s.x_range) / 3.0))
+            return pm.LogNormal(name, mu=mu, sigma=f64(1.0), dims=dims)
+        return pm.HalfNormal(name, sigma=f64(s.y_sd), dims=dims)
+
+    def _location(self, base: str) -> float:
+        """Log of the default prior's median: the centre of a population location's prior."""
+        if base == "ls":
+            return float(np.log(np.mean(self.scale.x_range) / 3.0))
+        return float(np.log(0.6744897501960817 * self.scale.y_sd))  # HalfNormal median
+
+    def _group_param(self, p: str):
+        """``(values (G,) tensor, population (loc, scale) on the log scale or None)``."""
+        G = len(self.labels)
+        mode = self.pooling[p]
+        base = _base(p)
+        if mode == "shared":
+            v = resolve_prior(self.priors, p, lambda n: self._default(base, n))
+            v = pt.as_tensor_variable(v)
+            return pt.ones(G) * v, (pt.log(v), pt.as_tensor_variable(f64(0.0)))
+        if mode == "none":
+            v = pt.as_tensor_variable(
+                resolve_prior(self.priors, f"{p}_group", lambda n: self._default(base, n, "group"))
+            )
+            if v.type.ndim != 1 and not isinstance(v, pt.TensorConstant):
+                raise ValueError(
+                    f"`priors[{p + '_group'!r}]` must give one value per group ({G}): a callable "
+                    "creating a variable with dims='group', or a distribution with shape="
+                    f"{G}"
+                )
+            return pt.ones(G) * v, None
+        loc = self._location(base)
+        mu = resolve_prior(self.priors, f"{p}_mu",
+                           lambda n: pm.Normal(n, mu=f64(loc), sigma=f64(1.0)))  # fmt: skip
+        tau = resolve_prior(self.priors, f"{p}_tau",
+                            lambda n: pm.HalfNormal(n, sigma=f64(TAU_SCALE)))  # fmt: skip
+        z = pm.Normal(f"{p}_z", mu=f64(0.0), sigma=f64(1.0), dims="group")
+        v = pm.Deterministic(f"{p}_group", pt.exp(mu + tau * z), dims="group")
+        return v, (pt.as_tensor_variable(mu), pt.as_tensor_variable(tau))
+
+    def _build(self) -> pm.Model:
+        coords = {"group": self.labels, "obs": np.arange(self.X.shape[0]),
+                  "feature": self.feature_names}  # fmt: skip
+        if self.covariates:
+            coords["covariate"] = [str(c) for c in self.covariates]
+        s = self.scale
+        with pm.Model(coords=coords) as model:
+            columns, population = [], {}
+            for p in [*self.spec.params, "sigma"]:
+                if p in self.pooling:
+                    v, pop = self._group_param(p)
+                else:  # alpha, period: shared by every group
+                    v = pt.as_tensor_variable(
+                        resolve_prior(self.priors, p, lambda n: default_prior(n, s, False))
+                    )
+                    pop = (pt.log(v), pt.as_tensor_variable(f64(0.0)))
+                    v = pt.ones(len(self.labels)) * v
+                columns.append(v)
+                population[p] = pop
+            shared = []
+            if self.shared:
+                shared += [pt.as_tensor_variable(
+                    resolve_prior(self.priors, f"f0_{p}",
+                                  lambda n: default_prior(n, s, False))) for p in self.spec.params]  # fmt: skip
+            if self.random_intercept:
+                shared.append(pt.as_tensor_variable(resolve_prior(
+                    self.priors, "intercept_sd",
+                    lambda n: pm.HalfNormal(n, sigma=f64(s.y_sd)))))  # fmt: skip
+            shared.append(self.jitter_tensor)
+            mu = pt.as_tensor_variable(f64(s.y_mean)) * pt.ones(self.X.shape[0])
+            self._beta_t = None
+            if self.covariates:
+                beta = resolve_prior(
+                    self.priors, "beta",
+                    lambda n: pm.Normal(n, f64(0.0), f64(2 * s.y_sd / self.c_sd), dims="covariate"),
+                )  # fmt: skip
+                self._beta_t = pt.as_tensor_variable(beta) * pt.ones(len(self.covariates))
+                mu = mu + pt.dot(f64(self.Xc - self.c_mean), self._beta_t)
+            theta_group = pt.stack([pt.cast(c, "float64") for c in columns], axis=1)
+            theta_shared = pt.stack([pt.cast(pt.as_tensor_variable(v), "float64") for v in shared])
+            pm.CustomDist(
+                "y", mu, theta_group, theta_shared,
+                logp=lambda value, mu, tg, ts: padded_structured_logp(value - mu, *self._likelihood_args(tg, ts)),
+                signature="(n),(g,p),(q)->(n)", observed=self.y, dims="obs",
+            )  # fmt: skip
+        self._mu, self._tg, self._ts, self._population = mu, theta_group, theta_shared, population
+        return model
+
+    # ---------------------------------------------------------------- kernels
+    def _group_kernel(self, row, ts, Xa, Xb=None, diag: bool = False):
+        """:math:`k_g(X_a, X_b) + \\tau_b^2` with the group's hyperparameter row."""
+        cov = self.spec.build(self.X.shape[1], {p: row[j] for j, p in enumerate(self.spec.params)})
+        K = cov(Xa, diag=True) if diag else cov(Xa, Xb)
+        if self.random_intercept:
+            K = K + pt.square(ts[len(self.spec.params) if self.shared else 0])
+        return K
+
+    def _population_kernel(self, ts, Xa, Xb=None, diag: bool = False):
+        cov = self.spec.build(self.X.shape[1], {p: ts[j] for j, p in enumerate(self.spec.params)})
+        return cov(Xa, diag=True) if diag else cov(Xa, Xb)
+
+    def _blocks(self, tg, ts):
+        """``(A, K0)``: the padded group blocks (G, n_max, n_max) and the population covariance
+        at the distinct inputs (``None`` without f0), jitter included
+        (:class:`~bayes_gp.hierarchical.structured.PaddedLayout`)."""
+        jitter = ts[-1]
+        lay = self.layout
+        Xpad = self.X[lay.index]  # (G, n_max, D); padding repeats row 0, masked out
+        unit = _BATCHED.get(self.spec.name) if self.spec.catalogue else None
+        if unit is not None:  # one batched kernel evaluation: k(r), r^2 = |x - x'|^2 / ls_g^2
+            j = {p: i for i, p in enumerate(self.spec.params)}
+            d2 = np.sum((Xpad[:, :, None, :] - Xpad[:, None, :, :]) ** 2, axis=-1)
+            extra = {"alpha": tg[0, j["alpha"]]} if "alpha" in j else {}
+            ls, eta = tg[:, j["ls"]][:, None, None], tg[:, j["eta"]][:, None, None]
+            k1 = unit(self.X.shape[1], ls=1.0, **extra)
+            K = pt.square(eta) * k1.full_from_distance(d2 / pt.square(ls), squared=True)
+            if self.random_intercept:
+                K = K + pt.square(ts[len(self.spec.params) if self.shared else 0])
+        else:  # any catalogue expression: one kernel graph per group, stacked
+            K = pt.stack([self._group_kernel(tg[g], ts, pt.as_tensor_variable(Xpad[g]),
+                                             pt.as_tensor_variable(Xpad[g]))
+                          for g in range(len(self.rows))])  # fmt: skip
+        A = lay.pad_blocks(K, pt.square(tg[:, -1])[:, None] + jitter + pt.zeros(lay.mask.shape))
+        K0 = None
+        if self.shared:
+            U = pt.as_tensor_variable(self.U)
+            K0 = self._population_kernel(ts, U, U) + jitter * pt.eye(self.U.shape[0])
+        return A, K0
+
+    def _likelihood_args(self, tg, ts):
+        A, K0 = self._blocks(tg, ts)
+        return A, self.layout, K0
+
+    # --------------------------------------------------------- numeric helpers
+    @property
+    def hyperparameters(self) -> list[str]:
+        """Names of the model's free random variables."""
+        return [rv.name for rv in self.model.free_RVs]
+
+    def _fn(self, key: str, build):
+        if key not in self._fns:
+            self._fns[key] = build()
+        return self._fns[key]
+
+    def _values(self, params: Mapping[str, Any]) -> list[np.ndarray]:
+        return hyperparameter_values(self.model, self.model.free_RVs, params, self._fns)
+
+    def _state(self, values):
+        """``(mu, theta_group (G, P), theta_shared (Q,))`` at ``values``."""
+        fn = self._fn("state", lambda: function_of_values(
+            self.model.free_RVs, lambda _: [self._mu, self._tg, self._ts]))  # fmt: skip
+        return fn(*values, np.zeros((0, self.X.shape[1])))
+
+    def _kernels(self):
+        """Compiled ``(row, ts, Xa, Xb) -> (k_g(Xa, Xb), diag k_g(Xb), k_0(Xa, Xb),
+        diag k_0(Xb))`` (the population parts are zeros without f0)."""
+
+        def build():
+            row, ts = pt.dvector("row"), pt.dvector("ts")
+            Xa, Xb = pt.dmatrix("Xa"), pt.dmatrix("Xb")
+            outs = [self._group_kernel(row, ts, Xa, Xb), self._group_kernel(row, ts, Xb, diag=True)]
+            if self.shared:
+                outs += [self._population_kernel(ts, Xa, Xb),
+                         self._population_kernel(ts, Xb, diag=True)]  # fmt: skip
+            else:
+                outs += [pt.zeros((Xa.shape[0], Xb.shape[0])), pt.zeros((Xb.shape[0],))]
+            outs = [pt.cast(o, "float64") * pt.ones(()) for o in outs]
+            return pytensor.function([row, ts, Xa, Xb], outs, mode=EAGER_MODE,
+                                     on_unused_input="ignore")  # fmt: skip
+
+        return self._fn("kernels", build)
+
+    def _numeric_blocks(self, values):
+        """``(mu, tg, ts, A blocks, K0)`` as NumPy arrays at ``values`` (one compiled call)."""
+
+        def build():
+            def outputs(_):
+                A, K0 = self._blocks(self._tg, self._ts)
+                return [self._mu, self._tg, self._ts, A, *([] if K0 is None else [K0])]
+
+            return function_of_values(self.model.free_RVs, outputs)
+
+        out = self._fn("train", build)(*values, np.zeros((0, 1)))
+        mu, tg, ts, A = out[:4]
+        blocks = [A[g, : idx.size, : idx.size] for g, idx in enumerate(self.rows)]
+        return mu, tg, ts, blocks, (out[4] if self.shared else None)
+
+    def _factor(self, values):
+        """``(mu, tg, ts, StructuredFactor, alpha = C^{-1}(y - mu))``, cached."""
+        key = b"|".join([np.ascontiguousarray(v, float).tobytes() for v in values]
+                        + [np.float64(self.jitter).tobytes()])  # fmt: skip
+        hit = self._factors.get(key)
+        if hit is not None:
+            self._factors.move_to_end(key)
+            return hit
+        mu, tg, ts, blocks, K0 = self._numeric_blocks(values)
+        fac = StructuredFactor.of(blocks, self.rows, K0, self.u_index)
+        hit = (mu, tg, ts, fac, fac.solve(self.y - mu))
+        self._factors[key] = hit
+        while len(self._factors) > MAX_FACTORS:
+            self._factors.popitem(last=False)
+        return hit
+
+    @single_blas_thread
+    def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
+        """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.choose_jitter`) of every
+        block :math:`A_g` and of :math:`K_0` at the initial point and at prior draws; raises the
+        jitter until all factorise and sets the model's jitter to it."""
+        points = check_points(self.model, self.model.free_RVs, N_PRIOR_DRAWS, random_seed)
+        current = self.jitter
+        matrices, skipped = [], 0
+        for i, values in enumerate(points):
+            with np.errstate(all="ignore"):
+                _, _, _, blocks, K0 = self._numeric_blocks(values)
+            mats = [*blocks, *([] if K0 is None else [K0])]
+            if not all(np.all(np.isfinite(A)) for A in mats):
+                if i == 0:
+                    raise ValueError(
+                        "the kernel gives NaN or infinite values at the model's initial point; "
+                        "rescale the inputs or check the priors"
+                    )
+                skipped += 1
+                continue
+            matrices += [A - current * np.eye(A.shape[0]) for A in mats]
+        choice = choose_jitter(matrices, self.default_jitter, advice=advice(self.X),
+                               n_skipped=skipped)  # fmt: skip
+        choice = dataclasses.replace(choice, n_points=len(points) - skipped)
+        self.set_jitter(choice.jitter)
+        return choice
+
+    @single_blas_thread
+    def log_marginal_likelihood(self, params: Mapping[str, Any], *, eval_gradient: bool = False):
+        r"""Exact :math:`\log p(y \mid \theta)` with :math:`f_0`, the :math:`f_g` and the random
+        intercepts integrated out (structured, :mod:`bayes_gp.hierarchical.structured`), at
+        ``params`` (every free variable by name, on its own scale: ``ls_mu``, ``ls_z``, ...);
+        with ``eval_gradient`` also its gradient, a dict by name."""
+        values = self._values(params)
+        if eval_gradient:
+            fn = self._fn("lml_grad", lambda: observed_logp_and_grad(self.model))
+            out = fn(*values)
+            grads = {n: np.asarray(g, float)
+                     for n, g in zip(self.hyperparameters, out[1:], strict=True)}  # fmt: skip
+            return float(out[0]), grads
+        mu, _, _, fac, _ = self._factor(values)
+        return fac.log_density(self.y - mu)
+
+    # ------------------------------------------------------------------ fitting
+    def _check_fittable(self) -> None:
+        refuse_constant(self.y, "a hierarchical GP")
+
+    @single_blas_thread
+    def fit_map(
+        self,
+        n_restarts: int = 5,
+        prior: bool = True,
+        random_seed: int | None = None,
+        *,
+        maxiter: int = 1000,
+    ) -> MapFit:
+        """Type-II MAP fit (``prior=True``, the default) or ML-II (``prior=False``) of every
+        hyperparameter, with restarts (:func:`bayes_gp.inference.typeii.optimize`). With
+        partial pooling the standardised group effects ``*_z`` are optimised with their
+        :math:`N(0, 1)` priors; without them (``prior=False``) only :math:`\\tau z_g` is
+        identified, so keep ``prior=True`` there."""
+        self._check_fittable()
+        choice = self.check_jitter(random_seed)
+        fit = optimize(self.model, n_restarts=n_restarts, prior=prior,
+                       random_seed=random_seed, maxiter=maxiter)  # fmt: skip
+        lml = self.log_marginal_likelihood(fit.params)
+        return dataclasses.replace(fit.with_log_marginal_likelihood(lml), jitter=choice.jitter,
+                                   jitter_default=choice.default)  # fmt: skip
+
+    def _nuts_run(self, sampler, random_seed, *, log_likelihood: bool) -> NutsRun:
+        """NUTS over every hyperparameter (the functions integrated out), after the jitter
+        pre-flight (:meth:`check_jitter`)."""
+        self._check_fittable()
+        return NutsRun(self.model, attrs=self.check_jitter(random_seed).attrs())
+
+    def _nuts_result(self, idata, run: NutsRun, random_seed):
+        """Adds the exact leave-one-out log predictive densities per draw (R&W eqs.
+        5.10–5.12, from the structured factorisation) as the ``log_likelihood`` group;
+        ``sample(log_likelihood=False)`` leaves it out."""
+        from bayes_gp.inference.nuts import add_log_likelihood
+
+        if not run.options["log_likelihood"]:
+            return idata
+        return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo)
+
+    @single_blas_thread
+    def _pointwise_loo(self, values) -> np.ndarray:
+        mu, _, _, fac, _ = self._factor(values)
+        return fac.loo(self.y - mu)
+
+    def fit(self, method: str = "nuts", **options):
+        """``"nuts"``: :meth:`sample`; ``"map"``: :meth:`fit_map`."""
+        if method == "nuts":
+            return self.sample(**options)
+        if method == "map":
+            return self.fit_map(**options)
+        raise ValueError(f"HierarchicalGP fits by {list(self.fit_methods)}, not {method!r}")
+
+    def check_fit(self, fit) -> None:
+        if not (is_nuts(fit) or isinstance(fit, MapFit)):
+            raise TypeError(
+                "a HierarchicalGP fit is a MapFit (from fit_map) or the ArviZ DataTree from "
+                f"sample(), got {type(fit).__name__}"
+            )
+
+    def _draws(self, idata, max_draws: int | None = None, seed: int = 0):
+        post = idata["posterior"]
+        stacked = [np.asarray(post[n]) for n in self.hyperparameters]
+        stacked = [a.reshape((-1, *a.shape[2:])) for a in stacked]
+        total = stacked[0].shape[0] if stacked else 1
+        idx = np.arange(total)
+        if max_draws is not None and total > max_draws:
+            idx = np.sort(np.random.default_rng(seed).choice(total, max_draws, replace=False))
+        return [[a[i] for a in stacked] for i in idx]
+
+    # --------------------------------------------------------------- prediction
+    def _new_rows(self, new_data) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """``(X_new, covariates centred, group index or -1 for a new group, labels)``."""
+        if not isinstance(new_data, pd.DataFrame):
+            raise ValueError(
+                f"`new_data` must be a DataFrame with the columns {self.x_names} and "
+                f"{self.group_name!r}, got {type(new_data).__name__}"
+            )
+        Xn = np.column_stack([_numeric(_column(new_data, c, "x"), "x") for c in self.x_names])
+        gcol = _column(new_data, self.group_name, "group")
+        if gcol.isna().any():
+            raise ValueError(
+                f"`group`: column {self.group_name!r} of `new_data` has missing labels"
+            )
+        Cn = np.column_stack(
+            [_numeric(_column(new_data, c, "covariates"), "covariates") for c in self.covariates]
+        ) - self.c_mean if self.covariates else np.zeros((len(new_data), 0))  # fmt: skip
+        lookup = {lab: g for g, lab in enumerate(self.labels)}
+        codes = np.array([lookup.get(v, -1) for v in gcol], dtype=np.int64)
+        return Xn, Cn, codes, list(gcol)
+
+    def _beta(self, values) -> np.ndarray:
+        """The fixed effects at ``values`` (empty without covariates)."""
+        if self._beta_t is None:
+            return np.zeros(0)
+        fn = self._fn("beta", lambda: function_of_values(self.model.free_RVs,
+                                                          lambda _: [self._beta_t]))  # fmt: skip
+        return np.asarray(fn(*values, np.zeros((0, 1)))[0], float)
+
+    def _new_group_row(self, values, tg, rng) -> np.ndarray:
+        """A new group's hyperparameter row: from the population distribution on the log scale
+        (``rng``: a draw; ``None``: its location)."""
+        names = [*self.spec.params, "sigma"]
+        none = [p for p in names if self._population[p] is None]
+        if none:
+            raise ValueError(
+                f"a new group needs a population distribution of {none}, which have "
+                "pooling='none'; use pooling 'partial' or 'shared' for them"
+            )
+
+        def build():
+            outs = [pt.stack([pt.cast(t, "float64") for p in names for t in self._population[p]])]
+            return function_of_values(self.model.free_RVs, lambda _: outs)
+
+        pop = np.asarray(self._fn("population", build)(*values, np.zeros((0, 1)))[0], float)
+        loc, scale = pop[0::2], pop[1::2]
+        z = np.zeros(loc.shape) if rng is None else rng.standard_normal(loc.shape)
+        return np.exp(loc + scale * z)
+
+    def _predict_at(self, values, Xn, Cn, codes, include_noise, rng):
+        """Mean and variance of :math:`f_*` (or :math:`y_*`) at one hyperparameter value."""
+        _, tg, ts, fac, alpha = self._factor(values)
+        kern = self._kernels()
+        beta = self._beta(values)
+        mean = np.full(Xn.shape[0], self.scale.y_mean) + (Cn @ beta if beta.size else 0.0)
+        var = np.empty(Xn.shape[0])
+        new_row = None
+        for g in np.unique(codes):
+            at = np.flatnonzero(codes == g)
+            Xs = Xn[at]
+            if g >= 0:
+                row = tg[g]
+            else:
+                if new_row is None:
+                    new_row = self._new_group_row(values, tg, rng)
+                row = new_row
+            _, kg_diag, K0us, k0_diag = kern(row, ts, self.U, Xs)
+            Kx = K0us[self.u_index] if self.shared else np.zeros((self.X.shape[0], at.size))
+            if g >= 0:  # the group's own deviation and intercept covary with its rows
+                idx = self.rows[g]
+                Kx[idx] += kern(row, ts, self.X[idx], Xs)[0]
+            mean[at] += Kx.T @ alpha
+            v = kg_diag + k0_diag - np.sum(Kx * fac.solve(Kx), axis=0)
+            var[at] = np.maximum(v, 0.0) + (row[-1] ** 2 if include_noise else 0.0)
+        return mean, var, fac.jitter
+
+    @single_blas_thread
+    def predict(
+        self, new_data, fit, include_noise: bool = False, *, max_draws: int = 500, seed: int = 0
+    ) -> Prediction:
+        r"""Predictive distribution at the rows of ``new_data`` (the ``x`` columns, the group
+        column and any covariates).
+
+        For a row of a **known group** :math:`g`: :math:`f_0 + f_g + b_g` at :math:`x_*` given
+        all the data (every group informs :math:`f_0`),
+
+        .. math::
+           \mu_* = m(x_*) + k_*^\top C^{-1} (y - m), \qquad
+           v_* = k_0(x_*, x_*) + k_g(x_*, x_*) + \tau_b^2 - k_*^\top C^{-1} k_*,
+
+        with :math:`k_{*,i} = k_0(x_i, x_*) + [g_i = g]\,(k_g(x_i, x_*) + \tau_b^2)` (R&W eqs.
+        2.25–2.26 with the hierarchical covariance; :math:`C^{-1}` by the Woodbury identity).
+        For a **new group** label: :math:`f_0`'s posterior plus a fresh deviation from the prior,
+        with hyperparameters from the population distribution: for a NUTS fit one draw of the
+        new group's :math:`\log \ell = \mu_\ell + \tau_\ell z` per posterior draw; for a MAP fit
+        the population location :math:`\exp(\mu_\ell)` (``extra["new_group"]`` says so).
+
+        ``include_noise`` adds :math:`\sigma_g^2`. A MAP fit gives Gaussian bands; a NUTS fit
+        the mixture over up to ``max_draws`` draws (mean and variance by the laws of total
+        expectation and variance, the 94% band from the mixture's quantiles).
+        """
+        self.check_fit(fit)
+        Xn, Cn, codes, _ = self._new_rows(new_data)
+        extra: dict[str, Any] = {}
+        if (codes < 0).any():
+            extra["new_group"] = (
+                "population location of the group hyperparameters (MAP)"
+                if not is_nuts(fit)
+                else "one draw from the population distribution per posterior draw"
+            )
+        if isinstance(fit, MapFit):
+            mean, var, jit = self._predict_at(self._values(fit.params), Xn, Cn, codes,
+                                              include_noise, None)  # fmt: skip
+            z = 1.880793608151251  # 94% central interval
+            sd = np.sqrt(var)
+            return Prediction(mean, var, None, mean - z * sd, mean + z * sd,
+                              {"jitter": jit, **extra})  # fmt: skip
+        rng = np.random.default_rng(seed)
+        means, variances, jits = [], [], []
+        for values in self._draws(fit, max_draws, seed):
+            m_, v_, j_ = self._predict_at(values, Xn, Cn, codes, include_noise, rng)
+            means.append(m_)
+            variances.append(v_)
+            jits.append(j_)
+        means, variances = np.array(means), np.array(variances)
+        mean = means.mean(axis=0)
+        var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
+        lower, upper = _mixture_quantiles(means, np.sqrt(variances), ((1 - PROB) / 2,
+                                                                        (1 + PROB) / 2))  # fmt: skip
+        extra.update(n_draws=len(means), jitter=float(max(jits, default=0.0)))
+        return Prediction(mean, var, None, lower, upper, extra)
+
+    # ----------------------------------------------------------- model protocol
+    @property
+    def label(self) -> str:
+        return f"hierarchical {self.spec.name}"
+
+    @property
+    def observed(self) -> np.ndarray:
+        return self.y
+
+    def describe(self) -> list[tuple[str, object]]:
+        """Kernel, structure, pooling, likelihood, data size."""
+        pooling = ", ".join(f"{p}: {m}" for p, m in self.pooling.items())
+        return [
+            ("model", repr(self)),
+            ("kernel", self.spec.name),
+            ("kernel formula", kernel_formula(self.spec)),
+            ("equation", self.spec.equation or "–"),
+            ("structure", "y = m + f0 + f_g + ε (Hensman et al. 2013)" if self.shared
+             else "y = m + f_g + ε (independent group GPs, pooled hyperparameters)"),
+            ("pooling", pooling),
+            ("random intercepts", "yes (integrated out)" if self.random_intercept else "no"),
+            ("covariates", ", ".join(map(str, self.covariates)) or "none"),
+            ("likelihood", "Gaussian, f0, f_g integrated out (block + Woodbury)"),
+            ("groups", len(self.labels)),
+            ("observations n", self.X.shape[0]),
+            ("distinct inputs m", self.U.shape[0]),
+            ("inputs", ", ".join(self.feature_names)),
+        ]  # fmt: skip
+
+    def _training_frame(self) -> pd.DataFrame:
+        cols = {c: self.X[:, j] for j, c in enumerate(self.x_names)}
+        cols[self.group_name] = [self.labels[c] for c in self.codes]
+        for j, c in enumerate(self.covariates):
+            cols[c] = self.Xc[:, j]
+        return pd.DataFrame(cols)
+
+    def ppc_caption(self, n_draws: int) -> str:
+        return (f"Observed data vs {n_draws} replicated data sets, each y_rep,i from its "
+                "marginal posterior predictive given all data")  # fmt: skip
+
+    @single_blas_thread
+    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Replicated data at the training rows, ``(n_draws, n)``: each :math:`y^{rep}_i` from its
+        marginal posterior predictive :math:`N(\\mu_i, v_i + \\sigma_g^2)` (no :math:`n \\times n`
+        covariance), at each of ``n_draws`` posterior draws (NUTS) or the point estimate."""
+        self.check_fit(fit)
+        rng = np.random.default_rng(seed)
+        frame = self._training_frame()
+        Xn, Cn, codes, _ = self._new_rows(frame)
+        nuts = is_nuts(fit)
+        values_list = self._draws(fit, n_draws, seed) if nuts else [self._values(fit.params)]
+        reps = []
+        for values in values_list:
+            k = 1 if nuts else n_draws
+            mean, var, _ = self._predict_at(values, Xn, Cn, codes, True, None)
+            reps.append(mean + np.sqrt(var) * rng.standard_normal((k, mean.shape[0])))
+        return np.concatenate(reps, axis=0)
+
+    def bands(self, grid, fit) -> Bands:
+        """The population prediction (a new group) on ``grid``, covariates at their means."""
+        if self.X.shape[1] != 1:
+            raise ValueError("bands need a model with one input column")
+        grid = np.asarray(grid, float).ravel()
+        new = object()
+        frame = pd.DataFrame({self.x_names[0]: grid, self.group_name: [new] * grid.size})
+        for j, c in enumerate(self.covariates):
+            frame[c] = self.c_mean[j]
+        pf = self.predict(frame, fit)
+        py = self.predict(frame, fit, include_noise=True)
+        return Bands("regression", self.X[:, 0], self.y, grid, pf.mean, pf.lower, pf.upper,
+                     py.lower, py.upper, band_label="94% band of a new group's f*",
+                     y_band_label="94% band of a new group's y*")  # fmt: skip
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        """Mean, sd of :math:`f_*` and of :math:`y_*`, 94% interval of :math:`y_*` at the rows of
+        the DataFrame ``X_new``."""
+        return gaussian_columns(self.predict(X_new, fit),
+                                self.predict(X_new, fit, include_noise=True))  # fmt: skip
+
+    def scores(self, y, columns) -> dict[str, float]:
+        return gaussian_scores(y, columns)
+
+    def point_loo(self, fit) -> tuple[str, np.ndarray]:
+        """Exact LOO at the point estimate (R&W 5.10–5.12, structured)."""
+        if not isinstance(fit, MapFit):
+            raise TypeError(f"point_loo needs a MapFit of this model, got {type(fit).__name__}")
+        return (f"exact LOO at {fit.method_label} (R&W 5.10-5.12)",
+                self._pointwise_loo(self._values(fit.params)))  # fmt: skip
+
+    def restore_fit(self, method: str, params: dict, attrs: dict) -> MapFit:
+        if method != "map":
+            raise ValueError(f"HierarchicalGP's type-II fit is 'map', not {method!r}")
+        return MapFit(params, float(attrs["objective"]), bool(attrs["prior"]),
+                      grad_norm=float(attrs["grad_norm"]),
+                      log_marginal_likelihood=float(attrs["log_marginal_likelihood"]),
+                      jitter=float(attrs.get("jitter", np.nan)),
+                      jitter_default=float(attrs.get("jitter_default", np.nan)))  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (f"HierarchicalGP(n={self.X.shape[0]}, groups={len(self.labels)}, "
+                f"kernel={self.spec.name!r}, shared={self.shared})")  # fmt: skip
