@@ -88,6 +88,9 @@ __all__ = ["HierarchicalGP", "POOLINGS", "LIKELIHOODS"]
 POOLINGS = ("partial", "shared", "none")
 #: The observation models implemented.
 LIKELIHOODS = ("gaussian",)
+#: The dimension of the per-group variables (``ls_group``, ``ls_z``, …), whose coordinates are
+#: the group labels (not ``"group"``: ArviZ's prior/posterior plots use that name themselves).
+GROUP_DIM = "group_label"
 #: Scale of the HalfNormal hyperprior of a partially pooled parameter's log-scale spread.
 TAU_SCALE = 0.5
 #: Central interval of the predictive bands.
@@ -346,12 +349,12 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, GPModel):
             return pt.ones(G) * v, (pt.log(v), pt.as_tensor_variable(f64(0.0)))
         if mode == "none":
             v = pt.as_tensor_variable(
-                resolve_prior(self.priors, f"{p}_group", lambda n: self._default(base, n, "group"))
+                resolve_prior(self.priors, f"{p}_group", lambda n: self._default(base, n, GROUP_DIM))
             )
             if v.type.ndim != 1 and not isinstance(v, pt.TensorConstant):
                 raise ValueError(
                     f"`priors[{p + '_group'!r}]` must give one value per group ({G}): a callable "
-                    "creating a variable with dims='group', or a distribution with shape="
+                    f"creating a variable with dims={GROUP_DIM!r}, or a distribution with shape="
                     f"{G}"
                 )
             return pt.ones(G) * v, None
@@ -360,12 +363,12 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, GPModel):
                            lambda n: pm.Normal(n, mu=f64(loc), sigma=f64(1.0)))  # fmt: skip
         tau = resolve_prior(self.priors, f"{p}_tau",
                             lambda n: pm.HalfNormal(n, sigma=f64(TAU_SCALE)))  # fmt: skip
-        z = pm.Normal(f"{p}_z", mu=f64(0.0), sigma=f64(1.0), dims="group")
-        v = pm.Deterministic(f"{p}_group", pt.exp(mu + tau * z), dims="group")
+        z = pm.Normal(f"{p}_z", mu=f64(0.0), sigma=f64(1.0), dims=GROUP_DIM)
+        v = pm.Deterministic(f"{p}_group", pt.exp(mu + tau * z), dims=GROUP_DIM)
         return v, (pt.as_tensor_variable(mu), pt.as_tensor_variable(tau))
 
     def _build(self) -> pm.Model:
-        coords = {"group": self.labels, "obs": np.arange(self.X.shape[0]),
+        coords = {GROUP_DIM: self.labels, "obs": np.arange(self.X.shape[0]),
                   "feature": self.feature_names}  # fmt: skip
         if self.covariates:
             coords["covariate"] = [str(c) for c in self.covariates]

@@ -22,6 +22,7 @@ __all__ = [
     "DPI",
     "BANDS_DPI",
     "MAX_PAIR_COMPONENTS",
+    "MAX_TRACE_COMPONENTS",
     "to_data_uri",
     "trace_figure",
     "rank_figure",
@@ -43,6 +44,9 @@ DPI = 72
 BANDS_DPI = 100
 #: The pair plot shows at most this many scalar components (it grows quadratically).
 MAX_PAIR_COMPONENTS = 6
+#: Most scalar components in the trace and rank figures (ArviZ refuses more than 40 panels):
+#: the first variables that fit are drawn, and the caption says so.
+MAX_TRACE_COMPONENTS = 40
 
 
 def _close(fig) -> None:

@@ -283,14 +283,16 @@ def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
         _loo_section(part)
     part.timings["tables"] = time.perf_counter() - t0
 
+    traced = _leading_variables(idata, params, figures.MAX_TRACE_COMPONENTS) or list(params)
+    first = "" if traced == params else f" (first {len(traced)} of {len(params)} variables)"
     part.add_figures(
         "Trace and rank plots",
-        ("trace", "Marginal densities and traces per chain (az.plot_trace_dist)",
-         lambda: figures.trace_figure(idata, params)),
-        ("rank", "Rank plots: fractional-rank Δ-ECDF per chain (az.plot_rank)",
-         lambda: figures.rank_figure(idata, params)),
+        ("trace", f"Marginal densities and traces per chain{first} (az.plot_trace_dist)",
+         lambda: figures.trace_figure(idata, traced)),
+        ("rank", f"Rank plots: fractional-rank Δ-ECDF per chain{first} (az.plot_rank)",
+         lambda: figures.rank_figure(idata, traced)),
     )  # fmt: skip
-    shown = _pair_variables(idata, params)
+    shown = _leading_variables(idata, params, figures.MAX_PAIR_COMPONENTS)
     if len(shown) and figures.n_components(idata, shown) >= 2:
         cut = "" if shown == params else f" (first {len(shown)} of {len(params)} variables)"
         part.add_figures("Pair plot", ("pair", f"Hyperparameters pairwise{cut} (az.plot_pair)",
@@ -303,8 +305,9 @@ def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
             "Prior vs posterior",
             (
                 "prior_posterior",
-                f"Prior ({PRIOR_DRAWS} draws) and posterior marginals (az.plot_prior_posterior)",
-                lambda: figures.prior_posterior_figure(prior_tree(model, idata, params), params),
+                f"Prior ({PRIOR_DRAWS} draws) and posterior marginals{first} "
+                "(az.plot_prior_posterior)",
+                lambda: figures.prior_posterior_figure(prior_tree(model, idata, traced), traced),
             ),
         )
         _ppc_section(part, model, idata, True)
@@ -315,10 +318,11 @@ def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
     return part
 
 
-def _pair_variables(idata, params: Sequence[str]) -> list[str]:
+def _leading_variables(idata, params: Sequence[str], most: int) -> list[str]:
+    """The first variables of ``params`` with at most ``most`` scalar components in all."""
     shown: list[str] = []
     for p in params:
-        if figures.n_components(idata, [*shown, p]) > figures.MAX_PAIR_COMPONENTS:
+        if figures.n_components(idata, [*shown, p]) > most:
             break
         shown.append(p)
     return shown

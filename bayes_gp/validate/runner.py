@@ -288,8 +288,11 @@ class _Runner:
         return spec.fit(gp, **options, **spec.sample_kwargs)
 
     # -- the check that the prior does not depend on y
-    def check_prior(self, y_new: np.ndarray, rtol: float = 1e-6) -> None:
+    def check_prior(self, y_new: np.ndarray, rtol: float = 1e-4) -> None:
         """Raise if ``make_model(y_new)`` differs from ``make_model(y)`` beyond the observed data
+        by more than ``rtol`` (relative, in the log density: the jitters of the models are
+        relative to var(y), which moves a VFE model's density by ~1e-6 relative; a prior or
+        mean scaled to the data moves it by far more)
         (module docstring): compares their log densities at three points."""
         import pymc as pm
         from pymc.initial_point import make_initial_point_fn

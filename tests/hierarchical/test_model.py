@@ -202,7 +202,7 @@ def simulated():
 def test_nuts_recovers_the_population_length_scale(simulated):
     df, _, idata = simulated
     post = idata["posterior"]
-    assert list(post["ls_group"]["group"].values) == [f"g{g}" for g in range(7)]
+    assert list(post["ls_group"]["group_label"].values) == [f"g{g}" for g in range(7)]
     mu = np.asarray(post["ls_mu"]).ravel()
     lo, hi = np.quantile(mu, [0.03, 0.97])
     assert lo < TRUE_LS_MU < hi

@@ -1,0 +1,219 @@
+"""Simulation-based calibration of every inference path of bayes_gp (issue 20).
+
+Each *path* is a model specification with priors fixed before seeing the data, simulated from
+its prior (or, for an approximation, from the exact model it approximates) and fitted by the
+path's inference. The ranks of the true hyperparameters among the thinned posterior draws are
+uniform exactly when the inference is calibrated (Talts et al. 2018); departures show the
+approximation's error. See ``validation/README.md`` for the results.
+
+Usage::
+
+    .venv/bin/python validation/sbc_paths.py --path exact_nutpie --n 200 --parallel 2
+    .venv/bin/python validation/sbc_paths.py --all --n 200 --parallel 2
+    .venv/bin/python validation/sbc_paths.py --path hsgp --n 5 --out /tmp/sbc   # smoke run
+
+Writes, per path, into ``--out`` (default ``validation/results``): ``<path>.json`` (settings,
+uniformity tests, failures, timings), ``<path>_ranks.csv``, ``<path>_table.csv`` (per simulation:
+seed, diagnostics, error) and ``<path>.png`` (the ECDF-difference plot with its simultaneous
+band). Every simulation's seed is recorded: ``bayes_gp.validate.sbc_one(..., seed=)`` re-runs one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+
+import bayes_gp
+from bayes_gp.validate import sbc
+
+#: Inputs of the regression paths (n = 20 on [0, 10]) and of the latent paths (n = 30).
+X_REG = np.linspace(0.0, 10.0, 20)
+X_LAT = np.linspace(0.0, 10.0, 30)
+
+
+def _priors() -> dict:
+    """The fixed priors of the regression paths (not scaled to any data)."""
+    return {
+        "ls": pm.LogNormal.dist(np.log(2.0), 0.4),
+        "eta": pm.LogNormal.dist(0.0, 0.4),
+        "sigma": pm.LogNormal.dist(np.log(0.3), 0.3),
+    }
+
+
+def exact(y, X=X_REG):
+    """Exact GP, SE kernel, zero mean, learned noise."""
+    return bayes_gp.GPRegression(X, y, kernel="expquad", mean="zero", priors=_priors())
+
+
+def hsgp(y, X=X_REG, m=8, c=1.5):
+    """HSGP with m basis functions and boundary factor c (adequate for ls ≳ 1 on [0, 10])."""
+    return bayes_gp.GPRegression(
+        X, y, kernel="expquad", mean="zero", priors=_priors(), approx="hsgp",
+        approx_options={"m": m, "c": c},
+    )  # fmt: skip
+
+
+def vfe(y, X=X_REG, n_inducing=6):
+    """VFE (Titsias' bound) with evenly spaced inducing inputs."""
+    Xu = np.linspace(X.min(), X.max(), n_inducing)
+    return bayes_gp.GPRegression(
+        X, y, kernel="expquad", mean="zero", priors=_priors(), approx="vfe",
+        approx_options={"Xu": Xu},
+    )  # fmt: skip
+
+
+def hetero(y, X=X_REG):
+    """The heteroscedastic GP (a GP on log σ(x)); built on the fixed example data below, so its
+    data-scaled priors and constant mean are fixed (``check_prior=False``)."""
+    return bayes_gp.HeteroscedasticGPRegression(X, y)
+
+
+def classifier(y, X=X_LAT):
+    """GPClassifier (logit), zero mean, ls and eta with fixed priors; joint latent NUTS."""
+    return bayes_gp.GPClassifier(
+        X, y, kernel="expquad",
+        priors={"ls": pm.LogNormal.dist(np.log(2.0), 0.4), "eta": pm.LogNormal.dist(0.5, 0.4)},
+    )  # fmt: skip
+
+
+def poisson(y, X=X_LAT):
+    """LatentGP, Poisson counts, log link, constant mean c ~ N(1, 0.5²)."""
+    return bayes_gp.LatentGP(
+        X, y, kernel="expquad", likelihood="poisson", mean="constant",
+        priors={"ls": pm.LogNormal.dist(np.log(2.0), 0.4), "eta": pm.LogNormal.dist(-0.5, 0.4),
+                "c": pm.Normal.dist(1.0, 0.5)},
+    )  # fmt: skip
+
+
+class JointLatent:
+    """The joint latent model of a LatentGP (latent values f a free variable, y observed): what
+    simulates the data of a latent path, whose fitted model integrates f out."""
+
+    def __init__(self, make, y):
+        self.model = make(y)._latent_model()
+
+
+def classifier_joint(y):
+    return JointLatent(classifier, y)
+
+
+def poisson_joint(y):
+    return JointLatent(poisson, y)
+
+
+def _example_hetero_y() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    return np.sin(X_REG) + (0.1 + 0.2 * X_REG / 10) * rng.normal(size=X_REG.size)
+
+
+@dataclass(frozen=True)
+class Path_:
+    """One inference path: what is fitted, what simulates the data, how it is fitted."""
+
+    make_model: object
+    y: np.ndarray
+    what: str
+    simulate_model: object | None = None
+    fit: str = "compiled"
+    sample_kwargs: dict = field(default_factory=dict)
+    check_prior: bool = True
+    var_names: tuple | None = None
+
+
+PATHS = {
+    "exact_nutpie": Path_(exact, np.zeros(X_REG.size),
+                          "exact GPRegression, nutpie (compiled once)"),
+    "exact_pymc": Path_(exact, np.zeros(X_REG.size), "exact GPRegression, PyMC's NUTS",
+                        fit="sample", sample_kwargs={"sampler": "pymc"}),
+    "hsgp": Path_(hsgp, np.zeros(X_REG.size),
+                  "HSGP (m = 8, c = 1.5) fitted to data simulated from the exact GP",
+                  simulate_model=exact, fit="sample"),
+    "vfe": Path_(vfe, np.zeros(X_REG.size),
+                 "VFE (6 inducing inputs) fitted to data simulated from the exact GP",
+                 simulate_model=exact),
+    "hetero": Path_(hetero, _example_hetero_y(),
+                    "HeteroscedasticGPRegression (priors fixed on example data), nutpie",
+                    check_prior=False),
+    # GPClassifier.sample(method="latent") samples the model `_latent_model()` builds; fitting
+    # that model compiled once (nutpie, data swapped) is the same inference, 20x cheaper
+    "classifier_latent": Path_(classifier_joint, (X_LAT > 5).astype(float),
+                               "GPClassifier's joint latent model (whitened f), nutpie",
+                               var_names=("ls", "eta")),
+    "poisson_laplace": Path_(poisson, np.ones(X_LAT.size),
+                             "LatentGP Poisson, NUTS with the GP integrated out by Laplace",
+                             fit="sample", simulate_model=poisson_joint, check_prior=False,
+                             sample_kwargs={"method": "laplace"},
+                             var_names=("ls", "eta", "c")),
+}  # fmt: skip
+
+
+def run(name: str, n: int, parallel: int, out: Path, draws: int, tune: int, seed: int) -> dict:
+    p = PATHS[name]
+    t0 = time.perf_counter()
+    res = sbc(
+        p.make_model, p.y, n_simulations=n, simulate_model=p.simulate_model,
+        var_names=p.var_names, fit=p.fit, draws=draws, tune=tune, chains=2, thin_to=99,
+        sample_kwargs=p.sample_kwargs, random_seed=seed, parallel=parallel,
+        check_prior=p.check_prior,
+    )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    out.mkdir(parents=True, exist_ok=True)
+    u = res.uniformity()
+    res.ranks.to_csv(out / f"{name}_ranks.csv")
+    res.table.to_csv(out / f"{name}_table.csv")
+    summary = {
+        "path": name,
+        "what": p.what,
+        "n_simulations": n,
+        "n_failed": int(res.n_failed),
+        "settings": {"draws": draws, "tune": tune, "chains": 2, "thin_to": 99, "seed": seed,
+                     "fit": p.fit, **{k: str(v) for k, v in p.sample_kwargs.items()}},
+        "uniformity": json.loads(u.to_json(orient="index")),
+        "passed": bool(res.passed(0.05)) if res.n_failed < n else False,
+        "divergent_simulations": int((res.table["divergences"] > 0).sum()),
+        "low_ess": int(res.table["low_ess"].sum()),
+        "errors": sorted({str(e) for e in res.table["error"].dropna()})[:5],
+        "seconds": round(seconds, 1),
+        "load_average": os.getloadavg(),
+    }  # fmt: skip
+    tmp = out / f"{name}.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1))
+    os.replace(tmp, out / f"{name}.json")
+    if res.n_failed < n:
+        fig = res.plot()
+        fig = getattr(fig, "figure", fig)
+        fig.savefig(out / f"{name}.png", dpi=90, bbox_inches="tight")
+    print(json.dumps(summary, indent=1))
+    return summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--path", action="append", choices=sorted(PATHS))
+    ap.add_argument("--all", action="store_true")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--draws", type=int, default=300)
+    ap.add_argument("--tune", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=20261125)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    a = ap.parse_args(argv)
+    names = sorted(PATHS) if a.all else (a.path or [])
+    if not names:
+        ap.error("give --path NAME (repeatable) or --all")
+    for name in names:
+        run(name, a.n, a.parallel, a.out, a.draws, a.tune, a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
