@@ -68,7 +68,7 @@ from bayes_gp.inference.jitter import (
     check_points,
     choose_jitter,
 )
-from bayes_gp.inference.sampling import NutsRun, NUTSSampling
+from bayes_gp.inference.sampling import NutsOrMapFits, NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import (
     MapFit,
     function_of_values,
@@ -139,7 +139,7 @@ def _as_names(value, role: str) -> list:
     return names
 
 
-class HierarchicalGP(PreflightJitter, NUTSSampling, GPModel):
+class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
     """A hierarchical GP on long-format data (module docstring for the model).
 
     Parameters
@@ -620,30 +620,6 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, GPModel):
         mu, _, _, fac, _ = self._factor(values)
         return fac.loo(self.y - mu)
 
-    def fit(self, method: str = "nuts", **options):
-        """``"nuts"``: :meth:`sample`; ``"map"``: :meth:`fit_map`."""
-        if method == "nuts":
-            return self.sample(**options)
-        if method == "map":
-            return self.fit_map(**options)
-        raise ValueError(f"HierarchicalGP fits by {list(self.fit_methods)}, not {method!r}")
-
-    def check_fit(self, fit) -> None:
-        if not (is_nuts(fit) or isinstance(fit, MapFit)):
-            raise TypeError(
-                "a HierarchicalGP fit is a MapFit (from fit_map) or the ArviZ DataTree from "
-                f"sample(), got {type(fit).__name__}"
-            )
-
-    def _draws(self, idata, max_draws: int | None = None, seed: int = 0):
-        post = idata["posterior"]
-        stacked = [np.asarray(post[n]) for n in self.hyperparameters]
-        stacked = [a.reshape((-1, *a.shape[2:])) for a in stacked]
-        total = stacked[0].shape[0] if stacked else 1
-        idx = np.arange(total)
-        if max_draws is not None and total > max_draws:
-            idx = np.sort(np.random.default_rng(seed).choice(total, max_draws, replace=False))
-        return [[a[i] for a in stacked] for i in idx]
 
     # --------------------------------------------------------------- prediction
     def _new_rows(self, new_data) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:

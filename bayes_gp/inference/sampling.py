@@ -21,9 +21,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import pymc as pm
 
-__all__ = ["NUTSSampling", "NutsRun"]
+__all__ = ["NUTSSampling", "NutsRun", "NutsOrMapFits"]
 
 
 @dataclass
@@ -123,3 +124,42 @@ class NUTSSampling:
     def _nuts_result(self, idata, run: NutsRun, random_seed: int | None):
         """The sampler's output completed (module docstring); by default unchanged."""
         return idata
+
+
+class NutsOrMapFits:
+    """:meth:`~bayes_gp.protocol.GPModel.fit` and ``check_fit`` of a model whose fits are a NUTS
+    run (:meth:`sample`, ``"nuts"``) and a type-II :class:`~bayes_gp.inference.typeii.MapFit`
+    (:meth:`fit_map`, ``"map"``): the Gaussian-likelihood models (GPRegression, MultiOutputGP,
+    HierarchicalGP). Placed before :class:`~bayes_gp.protocol.GPModel` among the bases."""
+
+    def fit(self, method: str = "nuts", **options):
+        """``"nuts"``: :meth:`sample`; ``"map"``: :meth:`fit_map` (``options`` go to them)."""
+        if method == "nuts":
+            return self.sample(**options)
+        if method == "map":
+            return self.fit_map(**options)
+        raise ValueError(f"{type(self).__name__} fits by {list(self.fit_methods)}, not {method!r}")
+
+    def _draws(self, idata, max_draws: int | None = None, seed: int = 0) -> list[list]:
+        """The hyperparameters of each posterior draw of a NUTS fit, in the order of
+        ``self.hyperparameters`` (chains stacked); at most ``max_draws`` of them, chosen at
+        random (``seed``) and kept in order."""
+        post = idata["posterior"]
+        stacked = [np.asarray(post[n]) for n in self.hyperparameters]
+        stacked = [a.reshape((-1, *a.shape[2:])) for a in stacked]
+        total = stacked[0].shape[0] if stacked else 1
+        idx = np.arange(total)
+        if max_draws is not None and total > max_draws:
+            idx = np.sort(np.random.default_rng(seed).choice(total, max_draws, replace=False))
+        return [[a[i] for a in stacked] for i in idx]
+
+    def check_fit(self, fit) -> None:
+        """Raise ``TypeError`` unless ``fit`` is a MapFit or the ArviZ data of a NUTS run."""
+        from bayes_gp.inference.typeii import MapFit
+        from bayes_gp.protocol import is_nuts
+
+        if not (is_nuts(fit) or isinstance(fit, MapFit)):
+            raise TypeError(
+                f"a {type(self).__name__} fit is a MapFit (from fit_map) or the ArviZ DataTree "
+                f"from sample(), got {type(fit).__name__}"
+            )

@@ -78,7 +78,7 @@ from bayes_gp.inference.jitter import (
     check_points,
     preflight,
 )
-from bayes_gp.inference.sampling import NutsRun, NUTSSampling
+from bayes_gp.inference.sampling import NutsOrMapFits, NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import (
     MapFit,
     function_of_values,
@@ -248,7 +248,7 @@ def _terms(kernel: Any, rank: Any, P: int) -> list[_Term]:
     return terms
 
 
-class MultiOutputGP(PreflightJitter, NUTSSampling, GPModel):
+class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
     r"""A multi-output GP (ICM, or LMC with a list of kernels) declared as a PyMC model
     (module docstring).
 
@@ -724,18 +724,6 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, GPModel):
         return B / np.outer(d, d)
 
     # ------------------------------------------------------------- prediction
-    def _draws(self, idata, max_draws: int | None = None, seed: int = 0):
-        post = idata["posterior"]
-        names = self.hyperparameters
-        stacked = {
-            n: np.asarray(post[n]).reshape((-1, *np.asarray(post[n]).shape[2:])) for n in names
-        }
-        total = next(iter(stacked.values())).shape[0]
-        idx = np.arange(total)
-        if max_draws is not None and total > max_draws:
-            idx = np.sort(np.random.default_rng(seed).choice(total, max_draws, replace=False))
-        return [[stacked[n][i] for n in names] for i in idx]
-
     def _predict_at(self, values, Xn, include_noise: bool):
         terms, sigma, m = self._numeric(values, Xn)
         mean, cov, added = predict_terms(self.data, terms, self._s2(sigma), m)
@@ -818,20 +806,6 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, GPModel):
         ]  # fmt: skip
         return rows
 
-    def fit(self, method: str = "nuts", **options):
-        """``"nuts"``: :meth:`sample`; ``"map"``: :meth:`fit_map`."""
-        if method == "nuts":
-            return self.sample(**options)
-        if method == "map":
-            return self.fit_map(**options)
-        raise ValueError(f"MultiOutputGP fits by {list(self.fit_methods)}, not {method!r}")
-
-    def check_fit(self, fit) -> None:
-        if not (is_nuts(fit) or isinstance(fit, MapFit)):
-            raise TypeError(
-                "a MultiOutputGP fit is a MapFit (from fit_map) or the ArviZ DataTree from "
-                f"sample(), got {type(fit).__name__}"
-            )
 
     def ppc_caption(self, n_draws: int) -> str:
         return (

@@ -39,7 +39,7 @@ from bayes_gp.inference.jitter import (
     advice,
     check_points,
 )
-from bayes_gp.inference.sampling import NutsRun, NUTSSampling
+from bayes_gp.inference.sampling import NutsOrMapFits, NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import (
     MapFit,
     function_of_values,
@@ -86,7 +86,7 @@ def _check_fit(fit) -> None:
         ) from None
 
 
-class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
+class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredictions, GPModel):
     """A GP regression model declared as a PyMC model.
 
     Parameters
@@ -475,18 +475,6 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
             raise ValueError("`diag=False` is only available for MAP fits")
         return self._predict_mixture(Xn, fit, include_noise)
 
-    def _draws(self, idata, max_draws: int | None = None, seed: int = 0):
-        post = idata["posterior"]
-        names = self.hyperparameters
-        stacked = {
-            n: np.asarray(post[n]).reshape((-1, *np.asarray(post[n]).shape[2:])) for n in names
-        }
-        total = next(iter(stacked.values())).shape[0]
-        idx = np.arange(total)
-        if max_draws is not None and total > max_draws:
-            idx = np.sort(np.random.default_rng(seed).choice(total, max_draws, replace=False))
-        return [[stacked[n][i] for n in names] for i in idx]
-
     def _predict_mixture(self, Xn, idata, include_noise, max_draws: int = 500, seed: int = 0):
         rng = np.random.default_rng(seed)
         means, variances, samples, jitters = [], [], [], []
@@ -605,20 +593,6 @@ class GPRegression(PreflightJitter, NUTSSampling, GaussianPredictions, GPModel):
         ]
         return rows
 
-    def fit(self, method: str = "nuts", **options):
-        """``"nuts"``: :meth:`sample`; ``"map"``: :meth:`fit_map` (``options`` go to them)."""
-        if method == "nuts":
-            return self.sample(**options)
-        if method == "map":
-            return self.fit_map(**options)
-        raise ValueError(f"GPRegression fits by {list(self.fit_methods)}, not {method!r}")
-
-    def check_fit(self, fit) -> None:
-        if not (is_nuts(fit) or isinstance(fit, MapFit)):
-            raise TypeError(
-                "a GPRegression fit is a MapFit (from fit_map) or the ArviZ DataTree from "
-                f"sample(), got {type(fit).__name__}"
-            )
 
     def ppc_caption(self, n_draws: int) -> str:
         return (

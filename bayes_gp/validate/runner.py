@@ -290,12 +290,10 @@ class _Runner:
     # -- the check that the prior does not depend on y
     def check_prior(self, y_new: np.ndarray, rtol: float = 1e-4) -> None:
         """Raise if ``make_model(y_new)`` differs from ``make_model(y)`` beyond the observed data
-        by more than ``rtol`` (relative, in the log density: the jitters of the models are
-        relative to var(y), which moves a VFE model's density by ~1e-6 relative; a prior or
-        mean scaled to the data moves it by far more)
-        (module docstring): compares their log densities at three points."""
+        (module docstring): compares their log densities at three points, to ``rtol`` relative
+        (the models' jitters are relative to var(y), which moves a VFE model's density by ~1e-6
+        relative; a prior or mean scaled to the data moves it by far more)."""
         import pymc as pm
-        from pymc.initial_point import make_initial_point_fn
 
         from bayes_gp.linalg import EAGER_MODE
 
@@ -319,27 +317,23 @@ class _Runner:
                 "`make_model(y)` builds models with different variables for different data "
                 f"({names0} vs {names1}); SBC needs one model whose prior does not depend on y"
             )
-        f0 = m0.compile_logp(mode=EAGER_MODE)
-        f1 = m1.compile_logp(mode=EAGER_MODE)
-        start = make_initial_point_fn(
-            model=m1, jitter_rvs=set(m1.free_RVs), return_transformed=True
+        differ = _first_difference(
+            m1, m0.compile_logp(mode=EAGER_MODE), m1.compile_logp(mode=EAGER_MODE), rtol
         )
-        for s in range(3):
-            point = start(s)
-            a, b = float(f0(point)), float(f1(point))
-            if not math.isclose(a, b, rel_tol=rtol, abs_tol=rtol):
-                raise ValueError(
-                    "the model that `make_model(y)` builds depends on y beyond the likelihood: "
-                    f"at the same parameters its log density is {b:.6g} when built on a "
-                    f"simulated data set and {a:.6g} when built on `y` and given that data set. "
-                    "Its prior or mean function is scaled to the data (GPRegression's default "
-                    "priors are scaled to y and its default mean is the sample mean), so the "
-                    "simulating and the fitted prior differ and SBC would fail for that reason "
-                    "alone. Give every hyperparameter a prior (`priors=`), a fixed mean "
-                    "(`mean='zero'` or a prior on `c`) and a noise prior or a fixed `noise`; or "
-                    "pass `check_prior=False` to validate the model as built on `y` (with "
-                    "fit='compiled' every simulation then uses that model)."
-                )
+        if differ is not None:
+            a, b = differ
+            raise ValueError(
+                "the model that `make_model(y)` builds depends on y beyond the likelihood: "
+                f"at the same parameters its log density is {b:.6g} when built on a "
+                f"simulated data set and {a:.6g} when built on `y` and given that data set. "
+                "Its prior or mean function is scaled to the data (GPRegression's default "
+                "priors are scaled to y and its default mean is the sample mean), so the "
+                "simulating and the fitted prior differ and SBC would fail for that reason "
+                "alone. Give every hyperparameter a prior (`priors=`), a fixed mean "
+                "(`mean='zero'` or a prior on `c`) and a noise prior or a fixed `noise`; or "
+                "pass `check_prior=False` to validate the model as built on `y` (with "
+                "fit='compiled' every simulation then uses that model)."
+            )
 
 
     def check_swappable(self) -> None:
@@ -365,39 +359,43 @@ class _Runner:
     def _ignores_observed(model, swapped) -> bool:
         """Whether ``model`` and ``swapped`` (the same model with other observed data) have the
         same log density at three points: the likelihood ignores the observed value."""
-        from pymc.initial_point import make_initial_point_fn
-
         from bayes_gp.linalg import EAGER_MODE
 
         f0 = model.compile_logp(mode=EAGER_MODE)
-        f1 = swapped.compile_logp(mode=EAGER_MODE)
-        start = make_initial_point_fn(
-            model=model, jitter_rvs=set(model.free_RVs), return_transformed=True
-        )
-        return all(
-            math.isclose(float(f0(p)), float(f1(p)), rel_tol=1e-12, abs_tol=1e-12)
-            for p in map(start, range(3))
-        )
+        return _first_difference(model, f0, swapped.compile_logp(mode=EAGER_MODE), 1e-12) is None
 
     @staticmethod
     def _check_same_prior(m0, m1, rtol: float) -> None:
         """The prior terms (free variables' log densities) of two models agree at three points."""
-        from pymc.initial_point import make_initial_point_fn
-
         from bayes_gp.linalg import EAGER_MODE
 
         f0 = m0.compile_fn(m0.logp(vars=m0.free_RVs), mode=EAGER_MODE)
         f1 = m1.compile_fn(m1.logp(vars=m1.free_RVs), mode=EAGER_MODE)
-        start = make_initial_point_fn(model=m1, jitter_rvs=set(m1.free_RVs), return_transformed=True)
-        for s in range(3):
-            point = start(s)
-            a, b = float(f0(point)), float(f1(point))
-            if not math.isclose(a, b, rel_tol=rtol, abs_tol=rtol):
-                raise ValueError(
-                    "the priors of the model that `make_model(y)` builds depend on y: at the same "
-                    f"parameters their log density is {b:.6g} on a simulated data set and "
-                    f"{a:.6g} on `y`. Give every hyperparameter a prior (`priors=`)"
-                )
+        differ = _first_difference(m1, f0, f1, rtol)
+        if differ is not None:
+            a, b = differ
+            raise ValueError(
+                "the priors of the model that `make_model(y)` builds depend on y: at the same "
+                f"parameters their log density is {b:.6g} on a simulated data set and "
+                f"{a:.6g} on `y`. Give every hyperparameter a prior (`priors=`)"
+            )
+
+
+def _first_difference(model, f0, f1, rtol: float) -> tuple[float, float] | None:
+    """``(f0(p), f1(p))`` at the first of three jittered initial points of ``model`` where the
+    two log densities differ beyond ``rtol`` (relative, and absolute near zero); ``None`` if
+    they agree at all three."""
+    from pymc.initial_point import make_initial_point_fn
+
+    start = make_initial_point_fn(
+        model=model, jitter_rvs=set(model.free_RVs), return_transformed=True
+    )
+    for s in range(3):
+        point = start(s)
+        a, b = float(f0(point)), float(f1(point))
+        if not math.isclose(a, b, rel_tol=rtol, abs_tol=rtol):
+            return a, b
+    return None
 
 
 def _posterior_array(idata, names: list[str]) -> tuple[np.ndarray, list[str]]:
