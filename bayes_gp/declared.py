@@ -83,13 +83,17 @@ class Dataset:
     Attributes
     ----------
     X_train, y_train : ndarray
-        Training inputs ``(n, D)`` and targets / labels ``(n,)``.
+        Training inputs ``(n, D)`` and targets / labels: ``(n,)``, or ``(n, P)`` for a model of
+        P outputs (:class:`~bayes_gp.MultiOutputGP`; ``NaN`` where an output is not observed).
     X_test, y_test : ndarray or None
-        Held-out data (canonical test split), scored in the report and the predictions file.
+        Held-out data (canonical test split), scored in the report and the predictions file;
+        ``y_test`` has the layout of ``y_train`` (``(m,)`` or ``(m, P)``).
     X_new : ndarray or None
         Inputs at which to predict (e.g. a forecast grid); predictive bands are drawn there.
     feature_names : list of str
-    target_name : str
+    target_name : str or sequence of str
+        The target's name for a 1-D ``y_train``; for an ``(n, P)`` one the P outputs' names, in
+        column order (stored as a tuple). :attr:`target_names` is always the list of names.
     source : str
         Where the data comes from (package, data set name, reference).
     notes : dict
@@ -102,7 +106,7 @@ class Dataset:
     X_train: np.ndarray
     y_train: np.ndarray
     feature_names: list[str]
-    target_name: str
+    target_name: str | Sequence[str]
     source: str
     X_test: np.ndarray | None = None
     y_test: np.ndarray | None = None
@@ -118,6 +122,50 @@ class Dataset:
             raise ValueError("feature_names must name every column of X_train")
         if (self.X_test is None) != (self.y_test is None):
             raise ValueError("X_test and y_test go together")
+        self._check_targets()
+
+    def _check_targets(self) -> None:
+        """``y_train`` is ``(n,)`` with one ``target_name``, or ``(n, P)`` with P distinct output
+        names; ``y_test`` has the same layout and as many rows as ``X_test``."""
+        ndim, name = np.ndim(self.y_train), self.target_name
+        if ndim == 1:
+            if not isinstance(name, str):
+                raise ValueError(
+                    f"y_train is 1-D: target_name must be one name (a str), got {name!r}"
+                )
+        elif ndim == 2:
+            P = np.shape(self.y_train)[1]
+            names = [name] if isinstance(name, str) else list(name)
+            if (
+                len(names) != P
+                or len(set(names)) != P
+                or not all(isinstance(n, str) and n for n in names)
+            ):
+                raise ValueError(
+                    f"y_train has {P} columns (outputs): target_name must be a sequence of "
+                    f"{P} distinct, non-empty output names in column order, got {name!r}"
+                )
+            object.__setattr__(self, "target_name", tuple(names))
+        else:
+            raise ValueError(
+                "y_train must be 1-D (n,) or 2-D (n, P outputs), got shape "
+                f"{np.shape(self.y_train)}"
+            )
+        if self.y_test is not None:
+            m, shape = np.shape(self.X_test)[0], np.shape(self.y_test)
+            want = (m, *np.shape(self.y_train)[1:])
+            if shape != want:
+                raise ValueError(
+                    f"y_test must have shape {want} (X_test's {m} rows, the columns of y_train), "
+                    f"got {shape}"
+                )
+
+    @property
+    def target_names(self) -> list[str]:
+        """The names of the target's columns: ``[target_name]`` for a 1-D ``y_train``, the
+        P output names for an ``(n, P)`` one."""
+        name = self.target_name
+        return [name] if isinstance(name, str) else list(name)
 
 
 @dataclass(frozen=True)

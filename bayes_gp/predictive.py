@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
+from scipy.special import ndtr
 
 from bayes_gp.linalg import jittered_cholesky
-from bayes_gp.protocol import Bands
+from bayes_gp.protocol import Bands, HeldOutPredictive
 
 __all__ = [
     "GaussianFactor",
@@ -32,6 +33,8 @@ __all__ = [
     "gaussian_columns",
     "gaussian_scores",
     "binary_scores",
+    "held_out_vector",
+    "gaussian_mixture_cdf",
     "Prediction",
     "GaussianPredictions",
 ]
@@ -159,6 +162,32 @@ def binary_scores(t: np.ndarray, p: np.ndarray) -> dict[str, float]:
     }
 
 
+def held_out_vector(y, m: int) -> np.ndarray:
+    """Held-out observations as a finite float vector of length ``m`` (the rows of ``X_new``),
+    or a ``ValueError`` naming what is wrong."""
+    try:
+        y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float).ravel()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"held-out `y` must be numeric: {exc}") from None
+    if y.shape[0] != m:
+        raise ValueError(f"`X_new` has {m} rows but held-out `y` has {y.shape[0]}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"held-out `y` has non-finite values at {np.flatnonzero(~np.isfinite(y))}")
+    return y
+
+
+def gaussian_mixture_cdf(y: np.ndarray, means: np.ndarray, variances: np.ndarray) -> np.ndarray:
+    r"""The CDF at ``y`` of the equal-weight mixture of Gaussians :math:`N(\mu_s, v_s)` (rows
+    ``s`` of ``means`` and ``variances``, shape ``(S, m)``): the predictive CDF of a NUTS fit,
+    whose predictive distribution is the mixture over posterior draws,
+
+    .. math:: F(y_i) = \frac1S \sum_{s=1}^S \Phi\left(\frac{y_i - \mu_{si}}{\sqrt{v_{si}}}\right).
+    """
+    means = np.atleast_2d(np.asarray(means, float))
+    sd = np.sqrt(np.atleast_2d(np.asarray(variances, float)))
+    return ndtr((np.asarray(y, float)[None, :] - means) / sd).mean(axis=0)
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Predictive distribution at new inputs.
@@ -189,8 +218,10 @@ class Prediction:
 class GaussianPredictions:
     """The model-protocol methods of a regression model whose predictive distributions are
     Gaussian (:class:`~bayes_gp.GPRegression`, :class:`~bayes_gp.DeepKernelRegression`): it
-    needs ``X``, ``y`` and ``predict(X_new, fit, include_noise=...)`` returning a
-    :class:`Prediction`. Put it before :class:`~bayes_gp.protocol.GPModel` in the bases."""
+    needs ``X``, ``y``, ``predict(X_new, fit, include_noise=...)`` returning a
+    :class:`Prediction`, ``_check_new(X_new)`` and ``_predictive_components(Xn, fit)`` returning
+    the means and variances ``(S, m)`` of :math:`y_*` per posterior draw (one row for a point
+    estimate). Put it before :class:`~bayes_gp.protocol.GPModel` in the bases."""
 
     @property
     def observed(self) -> np.ndarray:
@@ -211,3 +242,12 @@ class GaussianPredictions:
 
     def scores(self, y, columns) -> dict[str, float]:
         return gaussian_scores(y, columns)
+
+    def held_out_predictive(self, X_new, y, fit) -> HeldOutPredictive:
+        """The predictive CDF of each held-out :math:`y_i` (with noise): Gaussian at a point
+        estimate, the mixture over posterior draws for NUTS (:func:`gaussian_mixture_cdf`)."""
+        Xn = self._check_new(X_new)
+        y = held_out_vector(y, Xn.shape[0])
+        means, variances = self._predictive_components(Xn, fit)
+        F = gaussian_mixture_cdf(y, means, variances)
+        return HeldOutPredictive("cdf", F, F)

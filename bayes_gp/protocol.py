@@ -26,7 +26,11 @@ A model implementing :class:`GPModel` has
   densities of a type-II fit; NUTS fits carry a pointwise ``log_likelihood`` group instead);
 * post-fit checks of the model's approximations: :meth:`GPModel.approximation_checks` (a list of
   :class:`ApproximationCheck`, empty for an exact model), each a verdict row of the report and an
-  entry of the workflow's ``fit.json``.
+  entry of the workflow's ``fit.json``;
+* calibration: :meth:`GPModel.held_out_predictive` (the predictive distribution of held-out
+  observations, as a :class:`HeldOutPredictive`: the predictive CDF at each one, or the predicted
+  probability of a binary outcome) and :meth:`GPModel.prior_predictive` (data sets drawn from the
+  prior, for the prior predictive check).
 
 Adding a model family (see the README's "Adding a model family"): subclass :class:`GPModel`,
 implement the abstract methods, and the report, the workflow and ``fit_many`` work unchanged;
@@ -41,7 +45,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["GPModel", "PointFit", "Bands", "ApproximationCheck", "is_nuts", "CHECK_STATUSES"]
+__all__ = [
+    "GPModel",
+    "PointFit",
+    "Bands",
+    "ApproximationCheck",
+    "HeldOutPredictive",
+    "is_nuts",
+    "CHECK_STATUSES",
+]
 
 
 def is_nuts(fit: Any) -> bool:
@@ -159,6 +171,60 @@ class ApproximationCheck:
         }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class HeldOutPredictive:
+    r"""The predictive distribution of held-out observations :math:`y_i` at inputs
+    :math:`x_i`, as much of it as calibration needs (:mod:`bayes_gp.validate.predictive`).
+
+    ``kind="cdf"`` (continuous or count outcomes): the predictive CDF at each observation from
+    below and at it, :math:`F_i(y_i^-) = P(y^*_i < y_i \mid \mathcal D)` and
+    :math:`F_i(y_i) = P(y^*_i \le y_i \mid \mathcal D)`, equal for a continuous outcome;
+    for a NUTS fit, the mixture over posterior draws. ``kind="probability"`` (binary outcomes):
+    the predictive probability :math:`P(y^*_i = 1 \mid \mathcal D)` and the 0/1 outcome.
+    """
+
+    kind: str
+    cdf_below: np.ndarray | None = None
+    cdf_at: np.ndarray | None = None
+    probability: np.ndarray | None = None
+    outcome: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.kind == "cdf":
+            if self.cdf_below is None or self.cdf_at is None:
+                raise ValueError("kind='cdf' needs `cdf_below` and `cdf_at`")
+            below = np.asarray(self.cdf_below, float).ravel()
+            at = np.asarray(self.cdf_at, float).ravel()
+            if below.shape != at.shape:
+                raise ValueError(f"`cdf_below` {below.shape} and `cdf_at` {at.shape} differ")
+            if not (np.all(np.isfinite(below)) and np.all(np.isfinite(at))):
+                raise ValueError("the predictive CDF is not finite at some held-out observation")
+            # rounding may take a mixture of CDFs a hair outside [0, 1] or below < at
+            below, at = np.clip(below, 0.0, 1.0), np.clip(at, 0.0, 1.0)
+            object.__setattr__(self, "cdf_below", np.minimum(below, at))
+            object.__setattr__(self, "cdf_at", at)
+        elif self.kind == "probability":
+            if self.probability is None or self.outcome is None:
+                raise ValueError("kind='probability' needs `probability` and `outcome`")
+            p = np.asarray(self.probability, float).ravel()
+            t = np.asarray(self.outcome, float).ravel()
+            if p.shape != t.shape:
+                raise ValueError(f"`probability` {p.shape} and `outcome` {t.shape} differ")
+            if not np.all((p >= 0) & (p <= 1)):
+                raise ValueError("`probability` must lie in [0, 1]")
+            if not np.all((t == 0) | (t == 1)):
+                raise ValueError("`outcome` must be 0 or 1")
+            object.__setattr__(self, "probability", p)
+            object.__setattr__(self, "outcome", t)
+        else:
+            raise ValueError(f"`kind` must be 'cdf' or 'probability', got {self.kind!r}")
+
+    @property
+    def n(self) -> int:
+        """Number of held-out observations."""
+        return int((self.cdf_at if self.kind == "cdf" else self.probability).size)
+
+
 class GPModel(ABC):
     """The protocol every model family implements (see the module docstring).
 
@@ -273,3 +339,36 @@ class GPModel(ABC):
         error, inducing-point bound gap and coverage, Laplace evidence gap and importance-sampling
         Pareto k̂), as :class:`ApproximationCheck` rows. Default: none (an exact model)."""
         return []
+
+    def held_out_predictive(self, X_new: np.ndarray, y: np.ndarray, fit: Any) -> HeldOutPredictive:
+        """The predictive distribution of held-out observations ``y`` (as given: labels for a
+        classifier) at ``X_new`` under ``fit``, for the predictive-calibration section of the
+        report and the workflow's coverage scores. Default: not available (the report says so)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not compute the predictive distribution of held-out data"
+        )
+
+    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Data sets drawn from the prior predictive distribution at the training inputs,
+        ``(n_draws, n)``, comparable with :attr:`observed`: hyperparameters from their priors,
+        then the data given them. Default: ancestral draws of :attr:`model`'s one observed
+        variable (``pm.draw``); a model whose likelihood cannot be drawn from overrides it or
+        raises ``NotImplementedError`` (the report then says so)."""
+        import pymc as pm
+
+        from bayes_gp.linalg import EAGER_MODE
+
+        observed = self.model.observed_RVs
+        if len(observed) != 1:
+            raise NotImplementedError(
+                f"{type(self).__name__}'s PyMC model has {len(observed)} observed variables; "
+                "the default prior predictive draws one"
+            )
+        try:
+            draws = pm.draw(observed[0], draws=n_draws, random_seed=seed, mode=EAGER_MODE)
+        except NotImplementedError:  # a likelihood defined by its log density only
+            raise NotImplementedError(
+                f"the likelihood of {type(self).__name__} is defined by its log density only "
+                "(no random generator to draw data from)"
+            ) from None
+        return np.asarray(draws, float).reshape(n_draws, -1)

@@ -180,12 +180,31 @@ def test_point_fit_report(family):
     assert "bayes_gp report: fixed SE kernel ML-II" in html
     assert "k(x, x&#x27;) = exp(−(x − x&#x27;)²/2), fixed" in html
     assert "exact LOO (R&amp;W 5.10-5.12)" in html
-    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 2  # PPC and bands
+    # prior predictive check, PPC and bands
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 3
     assert "Predictions at X_new" in html
     assert rep.loo_table is None  # one fit: no comparison
     # a family that approximates nothing inherits no approximation checks
     assert family.approximation_checks(fit) == []
     assert list(rep.approximation_checks.values()) == [[]]
+
+
+def test_inherited_prior_predictive_and_held_out_defaults(family):
+    """The protocol's default prior predictive draws the PyMC model's observed variable: here
+    y ~ N(0, K + σ² I), σ ~ HalfNormal(1), so Var(y_i) = 1 + E[σ²] = 2. A family without
+    ``held_out_predictive`` gets a note in the report's calibration section, not an error."""
+    draws = family.prior_predictive(2000, seed=3)
+    assert draws.shape == (2000, 25)
+    assert np.mean(draws.var(axis=0)) == pytest.approx(2.0, rel=0.08)
+    fit = family.fit("map")
+    with pytest.raises(NotImplementedError, match="held-out"):
+        family.held_out_predictive(family.X, family.y, fit)
+    rep = report(fit, model=family, held_out=(family.X[:5], family.y[:5]), figures=False)
+    assert rep.problems == []
+    assert "Not available: FixedKernelGP does not compute the predictive distribution" in rep.html
+    assert {"prior predictive: mean of y", "prior predictive: sd of y"} <= {
+        v.check for v in rep.verdicts
+    }
 
 
 @pytest.mark.filterwarnings("ignore:The point-wise LOO is the same")

@@ -27,7 +27,7 @@ from bayes_gp.classification.likelihoods import LINKS, average_probability
 from bayes_gp.latent.model import EPFit, LatentFit, LatentGP
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import binary_scores
-from bayes_gp.protocol import Bands, is_nuts
+from bayes_gp.protocol import Bands, HeldOutPredictive, is_nuts
 from bayes_gp.regression.catalogue import kernel_formula
 
 __all__ = ["GPClassifier", "ClassifierFit"]
@@ -247,3 +247,21 @@ class GPClassifier(LatentGP):
         """Accuracy, log loss and Brier score of ``p_positive`` for the labels ``y``."""
         t = (np.asarray(y) == self.classes_[1]).astype(float)
         return binary_scores(t, columns["p_positive"])
+
+    def held_out_predictive(self, X_new, y, fit, *, size=None) -> HeldOutPredictive:
+        """The predicted probability of the positive class :attr:`classes_` ``[1]`` at
+        ``X_new`` (:meth:`predict_proba`) beside the held-out labels ``y``."""
+        if size is not None:
+            raise ValueError("a binary classifier has no exposure or trials (`size`)")
+        labels = np.asarray(getattr(y, "to_numpy", lambda: y)()).ravel()
+        unknown = ~np.isin(labels, self.classes_)
+        if unknown.any():
+            raise ValueError(
+                f"held-out labels {sorted(set(labels[unknown].tolist()))[:5]} are not among the "
+                f"training classes {list(self.classes_)}"
+            )
+        p = self.predict_proba(X_new, fit)
+        if p.shape[0] != labels.shape[0]:
+            raise ValueError(f"`X_new` has {p.shape[0]} rows but held-out `y` has {labels.size}")
+        t = (labels == self.classes_[1]).astype(float)
+        return HeldOutPredictive("probability", probability=p, outcome=t)

@@ -842,6 +842,24 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
             out.append((mu + self.y_mean, var + s2 if include_noise else var))
         return out
 
+    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Not offered: the GP layer's PyMC model is conditioned on a network fitted to the data
+        (by MAP), so draws from it are not a prior predictive of the deep kernel model."""
+        raise NotImplementedError(
+            "a deep kernel's GP layer sits on features of a network fitted to these data, so its "
+            "draws would not be a prior predictive"
+        )
+
+    @single_blas_thread
+    def _predictive_components(self, Xn, fit):
+        """Means and variances of :math:`y_*` (with noise) per posterior draw, or at the point
+        estimate (one row), for the predictive CDF."""
+        if is_nuts(fit):
+            draws = self._draw_predictions(Xn, fit, True)
+            return np.array([d[0] for d in draws]), np.array([d[1] for d in draws])
+        mean, var, s2 = self._point_moments(self._theta(fit), Xn, False)
+        return mean[None], (var + s2)[None]
+
     def _predict_mixture(self, Xn, idata, include_noise):
         draws = self._draw_predictions(Xn, idata, include_noise)
         means = np.array([d[0] for d in draws])

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 from scipy.special import digamma, erfcx, expit, gammaln, log_ndtr, ndtr
 
 __all__ = [
@@ -144,6 +145,14 @@ class LatentLikelihood:
         """One draw of :math:`y \\mid f, \\phi` per entry of ``f`` (any shape)."""
         raise NotImplementedError
 
+    def cdf(self, f: np.ndarray, phi=()) -> tuple[np.ndarray, np.ndarray]:
+        """``(below, at)``: :math:`P(Y_i < y_i \\mid f_i, \\phi)` and
+        :math:`P(Y_i \\le y_i \\mid f_i, \\phi)` at the likelihood's own data ``y`` (and
+        exposure or trials), for latent values ``f`` of shape ``(..., n)``; equal for a
+        continuous outcome. The predictive CDF of held-out data integrates them over
+        :math:`f` (:func:`bayes_gp.latent.predictive.predictive_cdf`)."""
+        raise NotImplementedError
+
     def with_data(self, y, size=None) -> LatentLikelihood:
         """The same observation model for other data ``y`` (held-out points), with their exposure
         or trials ``size``."""
@@ -193,6 +202,11 @@ class Bernoulli(LatentLikelihood):
 
     def draw(self, f, phi, rng, size=None):
         return (rng.uniform(size=np.shape(f)) < self.response_mean(f)).astype(float)
+
+    def cdf(self, f, phi=()):
+        q0 = 1.0 - self.response_mean(f)  # P(Y = 0)
+        at = np.where(self.y == 1, 1.0, q0)
+        return np.where(self.y == 1, q0, 0.0), at
 
     def with_data(self, y, size=None):
         return Bernoulli(y, link=self.link)
@@ -248,6 +262,11 @@ class Binomial(LatentLikelihood):
         N = np.broadcast_to(1 if size is None else np.asarray(size), np.shape(f))
         return rng.binomial(N.astype(np.int64), expit(f)).astype(float)
 
+    def cdf(self, f, phi=()):
+        pi = expit(f)
+        return (stats.binom.cdf(self.y - 1, self.trials, pi),
+                stats.binom.cdf(self.y, self.trials, pi))  # fmt: skip
+
     def with_data(self, y, size=None):
         return Binomial(y, trials=1.0 if size is None else size)
 
@@ -302,6 +321,10 @@ class Poisson(_LogLink, LatentLikelihood):
 
     def draw(self, f, phi, rng, size=None):
         return rng.poisson(self.response_mean(f, phi, size)).astype(float)
+
+    def cdf(self, f, phi=()):
+        mu = self.response_mean(f, phi, self.exposure)
+        return stats.poisson.cdf(self.y - 1, mu), stats.poisson.cdf(self.y, mu)
 
     def with_data(self, y, size=None):
         return Poisson(y, exposure=size)
@@ -369,6 +392,10 @@ class NegativeBinomial(_LogLink, LatentLikelihood):
         (r,) = _check_phi(self, phi)
         mu = self.response_mean(f, phi, size)
         return rng.negative_binomial(r, r / (r + mu)).astype(float)
+
+    def cdf(self, f, phi=()):
+        r, _mu, p = self._parts(f, phi)  # failures before r successes of probability 1 - p
+        return stats.nbinom.cdf(self.y - 1, r, 1.0 - p), stats.nbinom.cdf(self.y, r, 1.0 - p)
 
     def with_data(self, y, size=None):
         return NegativeBinomial(y, exposure=size)
@@ -441,6 +468,11 @@ class StudentT(LatentLikelihood):
         nu, sigma = _check_phi(self, phi)
         return np.asarray(f, float) + sigma * rng.standard_t(nu, size=np.shape(f))
 
+    def cdf(self, f, phi=()):
+        nu, sigma, r, _s, _r2 = self._parts(f, phi)
+        F = stats.t.cdf(r / sigma, nu)
+        return F, F
+
     def with_data(self, y, size=None):
         return StudentT(y)
 
@@ -487,6 +519,10 @@ class Gaussian(LatentLikelihood):
     def draw(self, f, phi, rng, size=None):
         (sigma,) = _check_phi(self, phi)
         return np.asarray(f, float) + sigma * rng.standard_normal(np.shape(f))
+
+    def cdf(self, f, phi=()):
+        F = ndtr((self.y - np.asarray(f, float)) / self._parts(phi))
+        return F, F
 
     def with_data(self, y, size=None):
         return Gaussian(y)

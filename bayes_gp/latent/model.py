@@ -66,11 +66,13 @@ from bayes_gp.latent.predictive import (
     expected_response,
     la_loo,
     log_predictive_density,
+    predictive_cdf,
 )
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan, site_precision
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
+from bayes_gp.predictive import held_out_vector
 from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
+from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, PointFit, is_nuts
 from bayes_gp.regression.catalogue import (
     DataScale,
     check_kernel_ard,
@@ -989,6 +991,39 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             "mean_log_predictive_density": float(np.mean(lpd)),
             "coverage_94": float(np.mean(inside)),
         }
+
+    @single_blas_thread
+    def held_out_predictive(self, X_new, y, fit, *, size=None) -> HeldOutPredictive:
+        """The predictive distribution of held-out ``y`` at ``X_new`` (exposure or trials
+        ``size``, default 1): for a binary outcome the probability of a 1, otherwise the
+        predictive CDF from below and at each observation
+        (:func:`~bayes_gp.latent.predictive.predictive_cdf`), both averaged over the posterior
+        draws of a NUTS fit (up to 200) given the Gaussian latent distribution of each (the
+        Laplace / variational / EP approximation of a point fit, the exact conditional given the
+        sampled latent values for joint NUTS)."""
+        Xn = self._check_new(X_new)
+        y = held_out_vector(y, Xn.shape[0])
+        size = None if size is None else np.broadcast_to(np.asarray(size, float), y.shape)
+        held = self.likelihood.with_data(y, size)
+        means, variances, phis = self._latent_moments(Xn, fit, 200)
+        if held.outcome == "binary":
+            p = np.mean([expected_response(held, phi, mu, var)
+                         for mu, var, phi in zip(means, variances, phis, strict=True)], axis=0)  # fmt: skip
+            return HeldOutPredictive("probability", probability=np.clip(p, 0.0, 1.0), outcome=y)
+        cdfs = np.array([predictive_cdf(held, phi, mu, var)
+                         for mu, var, phi in zip(means, variances, phis, strict=True)])  # fmt: skip
+        below, at = cdfs.mean(axis=0)
+        return HeldOutPredictive("cdf", below, at)
+
+    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Data sets from the prior predictive distribution at the training inputs (with their
+        exposure or trials): ancestral draws of the joint latent model (hyperparameters, then
+        :math:`f`, then :math:`y \\mid f`), ``(n_draws, n)``."""
+        from bayes_gp.linalg import EAGER_MODE
+
+        y = self._latent_model()["y"]
+        draws = pm.draw(y, draws=n_draws, random_seed=seed, mode=EAGER_MODE)
+        return np.asarray(draws, float).reshape(n_draws, -1)
 
     def point_loo(self, fit) -> tuple[str, np.ndarray]:
         """LA-LOO (Vehtari et al. 2016) at the type-II fit."""

@@ -45,6 +45,7 @@ __all__ = [
     "ModeFactor",
     "expected_response",
     "log_predictive_density",
+    "predictive_cdf",
     "predict_latent",
     "la_loo",
 ]
@@ -76,6 +77,20 @@ def expected_response(
     sd = np.sqrt(np.maximum(np.asarray(var, float), 0.0))
     f = np.asarray(mean, float)[None, :] + np.sqrt(2.0) * sd[None, :] * _X[:, None]
     return (_W / np.sqrt(np.pi)) @ likelihood.response_mean(f, phi, size)
+
+
+def predictive_cdf(
+    likelihood: LatentLikelihood, phi, mean: np.ndarray, var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The predictive CDF of each observation of ``likelihood`` from below and at it,
+    :math:`\int P(Y_i < y_i \mid f, \phi)\, N(f \mid \mu_i, s_i^2)\, df` and the same with
+    :math:`\le` (:meth:`~bayes_gp.latent.likelihoods.LatentLikelihood.cdf`, Gauss–Hermite
+    quadrature, :data:`GH_NODES` nodes)."""
+    sd = np.sqrt(np.maximum(np.asarray(var, float), 0.0))
+    f = np.asarray(mean, float)[None, :] + np.sqrt(2.0) * sd[None, :] * _X[:, None]
+    below, at = likelihood.cdf(f, phi)
+    w = _W / np.sqrt(np.pi)
+    return w @ below, w @ at
 
 
 class SiteFactor:

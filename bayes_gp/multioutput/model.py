@@ -88,9 +88,9 @@ from bayes_gp.inference.typeii import (
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.multioutput.icm import icm_data, lmc_marginal, predict_terms
 from bayes_gp.multioutput.kronecker import kronecker_factors
-from bayes_gp.predictive import factorize, loo_log_density
+from bayes_gp.predictive import factorize, gaussian_mixture_cdf, loo_log_density
 from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import Bands, GPModel, is_nuts
+from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
 from bayes_gp.regression.catalogue import (
     DataScale,
     KernelSpec,
@@ -219,18 +219,17 @@ def _terms(kernel: Any, rank: Any, P: int) -> list[_Term]:
     specs = []
     for i, k in enumerate(kernels):
         where = f"`kernel[{i}]`" if lmc else "`kernel`"
-        if lmc and not isinstance(k, str):
-            raise ValueError(
-                f"{where}: the kernels of a linear model of coregionalisation must be catalogue "
-                f"names (e.g. ['expquad', 'matern52']), got {type(k).__name__}"
-            )
         specs.append(kernel_spec(k, arg=where.strip("`")))
     if not lmc:
         params, fixed = _unit_amplitude(specs[0], "`kernel`")
         return [_Term("", specs[0], params, ranks[0], fixed)]
-    # labels as in kernel sums: the catalogue name, numbered when it repeats
+    # labels as in kernel sums: the catalogue name, numbered when it repeats; a kernel object or
+    # callable is "kernel<i>" (its position, from 1)
     base = []
     for i, spec in enumerate(specs):
+        if not spec.catalogue:
+            base.append(f"kernel{i + 1}")
+            continue
         if " " in spec.name:
             raise ValueError(
                 f"`kernel[{i}]` = {spec.name!r}: each kernel of a linear model of "
@@ -267,14 +266,15 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         Outputs, one column per output (a DataFrame's column names name them); ``NaN`` marks an
         output not observed at an input. Every output needs an observation and every input an
         observed output; :math:`P \ge 2`.
-    kernel : str, kernel object, callable, or list of str
+    kernel : str, kernel object, callable, or a list of them
         One kernel (the ICM): a catalogue name or sum of products
         (:func:`~bayes_gp.regression.kernel_spec`), used with unit amplitude (a catalogue
         kernel's ``eta`` is dropped; in a sum the first term's, the others' staying as relative
-        amplitudes), or a kernel object or callable, which must have unit amplitude. A list of
-        catalogue names is the LMC, one coregionalisation term per kernel, its hyperparameters
-        prefixed by the kernel's name (``expquad_ls``, ``matern52_W_diag``, numbered when a
-        name repeats: ``expquad1_ls``).
+        amplitudes), or a kernel object or callable, which must have unit amplitude. A list is
+        the LMC, one coregionalisation term per kernel, its hyperparameters prefixed by the
+        kernel's name (``expquad_ls``, ``matern52_W_diag``, numbered when a name repeats:
+        ``expquad1_ls``) or, for a kernel object or callable, by ``kernel<i>`` with ``i`` its
+        position from 1 (``kernel2_ls``).
     rank : int or list of int
         The rank :math:`r` of :math:`WW^T` (per term for the LMC), :math:`1 \le r \le P`.
     ard : bool
@@ -731,6 +731,42 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             cov = cov + np.diag(sigma**2)
         return mean, cov, added
 
+    def _components(self, Xn, fit, include_noise: bool, max_draws: int = 500):
+        """Per posterior draw (one row at a point estimate): the predictive means and marginal
+        variances ``(S, m, P)`` and the largest jitter added."""
+        draws = self._draws(fit, max_draws, 0) if is_nuts(fit) else [self._values(fit.params)]
+        means, variances, added = [], [], 0.0
+        for values in draws:
+            mu, cov, a = self._predict_at(values, Xn, include_noise)
+            means.append(mu)
+            variances.append(np.clip(np.einsum("jpp->jp", cov), 0.0, None))
+            added = max(added, a)
+        return np.array(means), np.array(variances), added
+
+    @single_blas_thread
+    def held_out_predictive(self, X_new, y, fit) -> HeldOutPredictive:
+        """The predictive CDF of every held-out entry of ``y`` (m, P) (``NaN``: not held out),
+        output-major like :attr:`observed`: Gaussian at a point estimate, the mixture over
+        (at most 500) posterior draws for NUTS."""
+        Xn = new_inputs(X_new, self.X.shape[1])
+        self.check_fit(fit)
+        try:
+            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"held-out `y` must be numeric: {exc}") from None
+        if y.shape != (Xn.shape[0], self.data.P):
+            raise ValueError(
+                f"held-out `y` must have shape ({Xn.shape[0]}, {self.data.P}) (one row per input "
+                f"of `X_new`, one column per output), got {y.shape}"
+            )
+        seen = ~np.isnan(y.T)  # output-major
+        if not seen.any():
+            raise ValueError("held-out `y` has no value (every entry is NaN)")
+        means, variances, _ = self._components(Xn, fit, True)
+        F = gaussian_mixture_cdf(y.T[seen], means.transpose(0, 2, 1)[:, seen],
+                                 variances.transpose(0, 2, 1)[:, seen])  # fmt: skip
+        return HeldOutPredictive("cdf", F, F)
+
     @single_blas_thread
     def predict(self, X_new, fit, include_noise: bool = False) -> MultiOutputPrediction:
         r"""Predictive distribution of every output at ``X_new``: of :math:`f_p(x_*)`, or of
@@ -751,15 +787,9 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             return MultiOutputPrediction(self.outputs, mean, sd, mean - Z94 * sd,
                                          mean + Z94 * sd, cov, {"jitter": added})  # fmt: skip
         rng = np.random.default_rng(0)
-        means, variances, samples, added = [], [], [], 0.0
-        for values in self._draws(fit, 500, 0):
-            mu, cov, a = self._predict_at(values, Xn, include_noise)
-            var = np.clip(np.einsum("jpp->jp", cov), 0.0, None)
-            means.append(mu)
-            variances.append(var)
-            samples.append(mu + np.sqrt(var) * rng.standard_normal((4, *mu.shape)))
-            added = max(added, a)
-        means, variances = np.array(means), np.array(variances)
+        means, variances, added = self._components(Xn, fit, include_noise)
+        samples = [mu + np.sqrt(var) * rng.standard_normal((4, *mu.shape))
+                   for mu, var in zip(means, variances, strict=True)]  # fmt: skip
         mean = means.mean(axis=0)
         sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))  # law of total variance
         lower, upper = np.quantile(np.concatenate(samples), [0.03, 0.97], axis=0)

@@ -86,6 +86,10 @@ def _check_fit(fit) -> None:
         ) from None
 
 
+#: Most training inputs at which :meth:`GPRegression.prior_predictive` draws joint data sets.
+PRIOR_PREDICTIVE_MAX_N = 2000
+
+
 class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredictions, GPModel):
     """A GP regression model declared as a PyMC model.
 
@@ -475,15 +479,31 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             raise ValueError("`diag=False` is only available for MAP fits")
         return self._predict_mixture(Xn, fit, include_noise)
 
-    def _predict_mixture(self, Xn, idata, include_noise, max_draws: int = 500, seed: int = 0):
-        rng = np.random.default_rng(seed)
-        means, variances, samples, jitters = [], [], [], []
-        for values in self._draws(idata, max_draws, seed):
+    def _components(self, Xn, fit, include_noise, jitters, max_draws: int = 500, seed: int = 0):
+        """Per posterior draw (or at the point estimate: one row), the predictive means and
+        variances at ``Xn``, ``(S, m)`` each."""
+        draws = [self._values(fit.params)] if isinstance(fit, MapFit) else None
+        means, variances = [], []
+        for values in draws or self._draws(fit, max_draws, seed):
             mu, var, _ = self._predict_at(values, Xn, True, include_noise, jitters)
             means.append(mu)
             variances.append(var)
-            samples.append(mu + np.sqrt(var) * rng.standard_normal((4, mu.shape[0])))
-        means, variances = np.array(means), np.array(variances)
+        return np.array(means), np.array(variances)
+
+    @single_blas_thread
+    def _predictive_components(self, Xn, fit):
+        """Means and variances of :math:`y_*` (with noise) per draw, for the predictive CDF."""
+        _check_fit(fit)
+        return self._components(Xn, fit, True, [])
+
+    def _predict_mixture(self, Xn, idata, include_noise, max_draws: int = 500, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        jitters: list[float] = []
+        means, variances = self._components(Xn, idata, include_noise, jitters, max_draws, seed)
+        samples = [
+            mu + np.sqrt(var) * rng.standard_normal((4, mu.shape[0]))
+            for mu, var in zip(means, variances, strict=True)
+        ]
         mean = means.mean(axis=0)
         var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
         draws = np.concatenate(samples, axis=0)
@@ -492,6 +512,34 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         return Prediction(mean, var, None, lower, upper, extra)
 
     # ---------------------------------------------------------- function draws
+    @single_blas_thread
+    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+        """Data sets from the prior predictive distribution at the training inputs,
+        ``(n_draws, n)``: hyperparameters from their priors, then
+        :math:`y \\sim N(m(X), K(X, X) + \\sigma^2 I)` of the exact GP (for ``approx=`` models,
+        the prior predictive of the GP they approximate). Up to
+        :data:`PRIOR_PREDICTIVE_MAX_N` inputs (one Cholesky factor per data set)."""
+        n = self.X.shape[0]
+        if n > PRIOR_PREDICTIVE_MAX_N:
+            raise NotImplementedError(
+                f"the prior predictive draws joint data sets at up to {PRIOR_PREDICTIVE_MAX_N} "
+                f"inputs (one Cholesky factor each); this model has n = {n}"
+            )
+        from bayes_gp.linalg import EAGER_MODE, jittered_cholesky
+
+        rng = np.random.default_rng(seed)
+        draws = pm.draw(self.model.free_RVs, draws=n_draws, random_seed=rng, mode=EAGER_MODE)
+        if n_draws == 1:
+            draws = [np.asarray(d)[None] for d in draws]
+        fn = self._compiled("prior_predictive", lambda Xv: [self._mean(Xv), self._cov(Xv),
+                                                            self._sigma])  # fmt: skip
+        out = np.empty((n_draws, n))
+        for i in range(n_draws):
+            m, K, sigma = fn(*[np.asarray(d[i], float) for d in draws], self.X)
+            L, _ = jittered_cholesky(K + float(sigma) ** 2 * np.eye(n))
+            out[i] = m + L @ rng.standard_normal(n)
+        return out
+
     @single_blas_thread
     def sample_prior(
         self, X, n: int = 5, random_seed: int | None = None, params=None

@@ -114,6 +114,7 @@ def report(
     title: str | None = None,
     figures: bool = True,
     provenance: Sequence[tuple[str, object]] | None = None,
+    held_out=None,
 ) -> Report:
     """A self-contained HTML report of one fit or a comparison of several.
 
@@ -142,6 +143,10 @@ def report(
         Rows ``(name, value)`` stating what data the fit used and with which settings (source,
         rows, subset, fast mode, settings that differ from the defaults), shown first as "Data
         and settings" (:func:`bayes_gp.workflow.make_report` fills them in).
+    held_out : (X_test, y_test), optional
+        Held-out data: a "Predictive calibration on held-out data" section (coverage of the 50%
+        and 90% predictive intervals and the PIT histogram, or the reliability diagram of a
+        classifier; :mod:`bayes_gp.validate.predictive`).
 
     Returns
     -------
@@ -153,7 +158,11 @@ def report(
     t_start = time.perf_counter()
     entries, multi = to_entries(result, model)
     with_figures = bool(figures)
-    parts = [(nuts_part if e.nuts else point_part)(e, X_new, with_figures) for e in entries]
+    if held_out is not None and (len(held_out) != 2 or held_out[0] is None):
+        raise ValueError("`held_out` must be a pair (X_test, y_test)")
+    parts = [
+        (nuts_part if e.nuts else point_part)(e, X_new, with_figures, held_out) for e in entries
+    ]
     title = title if title is not None else "bayes_gp report: " + ", ".join(e.name for e in entries)
     body = [f"<h1>{H.esc(title)}</h1>"]
     body.append(

@@ -4,7 +4,8 @@ MCMC figures are ArviZ 1.x plots (``arviz_plots`` with the matplotlib backend):
 ``az.plot_trace_dist``, ``az.plot_rank``, ``az.plot_pair``, ``az.plot_energy``,
 ``az.plot_prior_posterior``, ``az.plot_ppc_dist`` (regression), ``az.plot_ppc_pava``
 (calibration of binary outcomes) and ``az.plot_compare``. Only the predictive bands are drawn
-here with matplotlib directly. Every figure is closed after it is encoded, so nothing is left in
+here with matplotlib directly, with the held-out calibration (PIT histogram, reliability
+diagram) and the prior predictive check. Every figure is closed after it is encoded, so nothing is left in
 pyplot's state (and nothing is displayed twice in Jupyter).
 """
 
@@ -34,6 +35,9 @@ __all__ = [
     "regression_bands_figure",
     "noise_bands_figure",
     "classifier_bands_figure",
+    "pit_figure",
+    "reliability_figure",
+    "prior_predictive_figure",
     "n_components",
 ]
 
@@ -243,3 +247,97 @@ def classifier_bands_figure(
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="best")
     return to_data_uri(fig, BANDS_DPI)
+
+
+def _small_axes(ncols: int = 1, width: float = 5.5):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, 3.6), layout="constrained")
+    return fig, fig.subplots(1, ncols, squeeze=False)[0]
+
+
+def pit_figure(heights: np.ndarray, n: int, coverage: dict) -> str:
+    """The PIT histogram of held-out data (heights with mean 1) against the uniform line and
+    its pointwise 95% band for ``n`` observations (binomial bin counts), beside the interval
+    coverage at each nominal level."""
+    from scipy import stats
+
+    bins = len(heights)
+    fig, (ax, ax_cov) = _small_axes(2)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    ax.bar(edges[:-1], heights, width=1.0 / bins, align="edge", color="C0", alpha=0.6,
+           edgecolor="white", label="PIT histogram")  # fmt: skip
+    lo, hi = stats.binom.ppf([0.025, 0.975], n, 1.0 / bins) * bins / n
+    ax.axhspan(lo, hi, color="0.5", alpha=0.2, lw=0, label="95% band if calibrated")
+    ax.axhline(1.0, color="k", lw=1)
+    ax.set_xlabel("PIT  F(y)")
+    ax.set_ylabel("density")
+    ax.set_xlim(0, 1)
+    ax.set_title(f"PIT of {n} held-out observations", fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    levels = sorted(coverage)
+    ax_cov.plot([0, 1], [0, 1], color="k", lw=1, label="ideal")
+    ax_cov.plot(levels, [coverage[q] for q in levels], "o", color="C1", ms=7,
+                label="observed coverage")  # fmt: skip
+    for q in levels:
+        lo_q, hi_q = stats.binom.ppf([0.025, 0.975], n, q) / n
+        ax_cov.plot([q, q], [lo_q, hi_q], color="0.5", lw=3, alpha=0.5)
+    ax_cov.set_xlim(0, 1)
+    ax_cov.set_ylim(0, 1.02)
+    ax_cov.set_xlabel("nominal probability of the central interval")
+    ax_cov.set_ylabel("fraction of held-out y inside")
+    ax_cov.set_title("Interval coverage (grey: 95% binomial range)", fontsize=10)
+    ax_cov.legend(fontsize=8, loc="upper left")
+    return to_data_uri(fig)
+
+
+def reliability_figure(table, n: int) -> str:
+    """Reliability diagram of held-out binary outcomes: observed frequency of 1s against the
+    mean predicted probability per bin (marker area ∝ cases), with 95% binomial ranges."""
+    from scipy import stats
+
+    fig, (ax,) = _small_axes(1, 6.0)
+    ax.plot([0, 1], [0, 1], color="k", lw=1, label="perfect calibration")
+    p = table["mean_predicted"].to_numpy()
+    counts = table["n"].to_numpy()
+    lo = stats.binom.ppf(0.025, counts, p) / counts
+    hi = stats.binom.ppf(0.975, counts, p) / counts
+    ax.vlines(p, lo, hi, color="0.5", lw=3, alpha=0.5, label="95% range if calibrated")
+    ax.scatter(p, table["observed"], s=20 + 200 * counts / counts.max(), color="C1",
+               zorder=3, label="observed frequency")  # fmt: skip
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("mean predicted probability (bin)")
+    ax.set_ylabel("observed frequency of 1s")
+    ax.set_title(f"Reliability of {n} held-out predictions", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    return to_data_uri(fig)
+
+
+def prior_predictive_figure(draws: np.ndarray, observed: np.ndarray, binary: bool) -> str:
+    """Prior predictive check: for a continuous or count outcome, the observed data's
+    distribution (histogram) against prior predictive data sets (thin lines: the sorted draws'
+    empirical quantiles) and the range they span; for a binary outcome the prior predictive
+    distribution of the fraction of 1s against the observed fraction."""
+    fig, (ax,) = _small_axes(1, 9.0)
+    obs = np.asarray(observed, float)
+    if binary:
+        frac = draws.mean(axis=1)
+        ax.hist(frac, bins=20, range=(0, 1), color="C0", alpha=0.6, label="prior predictive")
+        ax.axvline(obs.mean(), color="k", lw=2, label="observed")
+        ax.set_xlabel("fraction of 1s")
+        ax.set_ylabel("data sets")
+    else:
+        probs = (np.arange(obs.size) + 0.5) / obs.size
+        for i, d in enumerate(draws):
+            ax.plot(np.sort(d), probs, color="C0", alpha=0.25, lw=0.8,
+                    label="prior predictive data sets" if i == 0 else None)  # fmt: skip
+        ax.plot(np.sort(obs), probs, color="k", lw=2, label="observed")
+        lo, hi = np.quantile(draws, [0.005, 0.995])
+        ax.axvspan(obs.min(), obs.max(), color="C1", alpha=0.15, lw=0, label="observed range")
+        ax.set_xlim(min(lo, obs.min()), max(hi, obs.max()))
+        ax.set_xlabel("y (x-axis: 99% range of the prior predictive draws)")
+        ax.set_ylabel("empirical CDF")
+    ax.set_title(f"Prior predictive check: {len(draws)} data sets from the prior", fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    return to_data_uri(fig)

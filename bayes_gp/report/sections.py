@@ -1,5 +1,6 @@
 """The sections of one fit's report: model, inference, summary, diagnostics, LOO, figures,
-predictive check, bands and predictions; :func:`nuts_part` and :func:`point_part` assemble them
+prior and posterior predictive checks, held-out calibration, bands and predictions;
+:func:`nuts_part` and :func:`point_part` assemble them
 for a NUTS fit and a type-II fit.
 """
 
@@ -26,8 +27,10 @@ from bayes_gp.report.model_checks import (
     band_grid,
     ppc_tree,
     prior_draws,
+    prior_predictive_check,
     prior_tree,
 )
+from bayes_gp.validate.predictive import predictive_calibration
 
 __all__ = ["CI_PROB", "MAX_PREDICTION_ROWS", "Part", "nuts_part", "point_part"]
 
@@ -60,6 +63,10 @@ class Part:
     #: The model's post-fit approximation checks
     #: (:meth:`~bayes_gp.protocol.GPModel.approximation_checks`); ``None`` where they raised
     checks: list | None = None
+    #: Calibration on held-out data (:class:`~bayes_gp.validate.predictive.PredictiveCalibration`)
+    calibration: object | None = None
+    #: The prior predictive check (:class:`~bayes_gp.report.model_checks.PriorPredictiveCheck`)
+    prior_predictive: object | None = None
 
     def figure(self, key: str, caption: str, make) -> str:
         """Run ``make() -> data URI`` and return the embedded figure; a failure is recorded in
@@ -186,21 +193,100 @@ def _approximation_checks(part: Part, model, fit) -> None:
     if model is None:
         part.checks = []
         return
+    advice = "the approximation could not be checked: treat it as unverified"
+    part.checks = _guarded(part, "approximation checks",
+                           lambda: list(model.approximation_checks(fit)), advice, section=False)  # fmt: skip
+    if part.checks is not None:
+        part.verdicts += [diagnostics.approximation_verdict(c) for c in part.checks]
+
+
+def _guarded(part: Part, what: str, compute, advice: str, section: bool = True):
+    """``compute()``, or ``None``: a model that does not offer it (``NotImplementedError``)
+    gets a note with the reason in a section ``what``; any other error becomes a problem and a
+    ``"warn"`` verdict with ``advice`` (and a note, with ``section``), not a lost report."""
     t0 = time.perf_counter()
     try:
-        part.checks = list(model.approximation_checks(fit))
+        return compute()
     except Exception as exc:  # a failed check must not lose the rest of the report
+        if section and isinstance(exc, NotImplementedError):
+            part.body.append(H.section(what, H.paragraph(f"Not available: {exc}.", note=True), 3))
+            return None
         error = f"{type(exc).__name__}: {exc}"
-        part.problems.append(f"{part.entry.name}: approximation checks failed: {error}")
-        advice = "the approximation could not be checked: treat it as unverified"
-        verdict = diagnostics.Verdict("approximation checks", None, "–", "warn", advice, error)
-        part.verdicts.append(verdict)
+        part.problems.append(f"{part.entry.name}: {what} failed: {error}")
+        part.verdicts.append(diagnostics.Verdict(what, None, "–", "warn", advice, error))
+        if section:
+            part.body.append(H.section(what, H.paragraph(f"Failed: {error}", note=True), 3))
         if os.environ.get("BAYES_GP_REPORT_DEBUG"):
             traceback.print_exc()
-    else:
-        part.verdicts += [diagnostics.approximation_verdict(c) for c in part.checks]
     finally:
-        part.timings["approximation checks"] = time.perf_counter() - t0
+        part.timings[what] = time.perf_counter() - t0
+    return None
+
+
+def _prior_predictive_section(part: Part, model) -> None:
+    """Data sets from the prior against the observed data: a table, verdict rows and the
+    figure (:class:`~bayes_gp.report.model_checks.PriorPredictiveCheck`)."""
+    what = "Prior predictive check"
+    check = _guarded(part, what, lambda: prior_predictive_check(model),
+                     "the prior predictive check could not be drawn")  # fmt: skip
+    if check is None:
+        return
+    part.prior_predictive = check
+    part.verdicts += check.verdicts()
+    body = H.key_value_table(check.rows()) + H.paragraph(
+        "Data sets drawn from the prior (hyperparameters from their priors, then the data "
+        "given them), before seeing the data: a prior whose data sets sit far from the observed "
+        "ones in level or scale is a poor default for these data.",
+        note=True,
+    )
+    if part.with_figures:
+        reps = check.draws[:50]
+        body += part.figure(
+            "prior_predictive",
+            f"Observed data vs {len(reps)} data sets from the prior predictive distribution",
+            lambda: figures.prior_predictive_figure(reps, check.observed, check.binary),
+        )
+    part.body.append(H.section(what, body, level=3))
+
+
+def _held_out_section(part: Part, model, fit, held_out) -> None:
+    """Calibration of the predictive distribution on held-out data: interval coverage and the
+    PIT histogram, or the reliability diagram (:mod:`bayes_gp.validate.predictive`)."""
+    if held_out is None:
+        return
+    what = "Predictive calibration on held-out data"
+    X_test, y_test = held_out
+    cal = _guarded(
+        part, what, lambda: predictive_calibration(model.held_out_predictive(X_test, y_test, fit)),
+        "the held-out data could not be scored: check their shape and values",
+    )
+    if cal is None:
+        return
+    part.calibration = cal
+    if cal.kind == "cdf":
+        intro = (
+            "Coverage: the fraction of held-out observations inside their central predictive "
+            "interval (calibrated: the nominal probability). PIT: the predictive CDF at each "
+            "held-out observation (non-randomised for counts, Czado, Gneiting & Held 2009), "
+            "uniform when calibrated; a U shape means over-confident intervals, a hump too wide "
+            "ones, a slope a biased mean."
+        )
+        make = lambda: figures.pit_figure(cal.pit, cal.n, cal.coverage)  # noqa: E731
+        caption = "PIT histogram and interval coverage of the held-out data"
+    else:
+        intro = (
+            "Reliability: in bins of the predicted probability, the observed frequency of the "
+            "positive class (calibrated: on the diagonal); ECE, the case-weighted mean distance "
+            "from the diagonal."
+        )
+        make = lambda: figures.reliability_figure(cal.reliability, cal.n)  # noqa: E731
+        caption = "Reliability diagram of the held-out predictions"
+    body = H.key_value_table(cal.rows()) + H.paragraph(intro, note=True)
+    if cal.reliability is not None:
+        body += H.dataframe_table(cal.reliability.set_index("bin_lower"), "bin from")
+    if part.with_figures:
+        body += part.figure("calibration", caption, make)
+    part.body.append(H.section(what, body, level=3))
 
 
 def _latent_note(idata, latent: Sequence[str]) -> str:
@@ -234,11 +320,11 @@ def _loo_section(part: Part) -> None:
     part.body.append(H.section("Leave-one-out predictive score", H.key_value_table(rows), level=3))
 
 
-def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
+def nuts_part(entry: Entry, X_new, with_figures: bool, held_out=None) -> Part:
     """The sections of a NUTS fit: model, inference settings, posterior summary, MCMC
     diagnostics and the model's approximation checks, PSIS-LOO, trace/rank/pair/energy figures
-    and, with a model, prior vs posterior, posterior predictive check, bands and predictions at
-    ``X_new``.
+    and, with a model, prior vs posterior, prior and posterior predictive checks, calibration
+    on ``held_out`` data, bands and predictions at ``X_new``.
 
     Parameters
     ----------
@@ -246,6 +332,7 @@ def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
         A NUTS fit (:func:`~bayes_gp.report.entries.to_entries`).
     X_new : array_like or None
     with_figures : bool
+    held_out : (X_test, y_test) or None
 
     Returns
     -------
@@ -310,7 +397,9 @@ def nuts_part(entry: Entry, X_new, with_figures: bool) -> Part:
                 lambda: figures.prior_posterior_figure(prior_tree(model, idata, traced), traced),
             ),
         )
+        _prior_predictive_section(part, model)
         _ppc_section(part, model, idata, True)
+        _held_out_section(part, model, idata, held_out)
         _bands(part, model, idata, True, X_new)
         if X_new is not None:
             _predictions_table(part, model, idata, X_new)
@@ -340,10 +429,11 @@ def _ppc_section(part: Part, model, fit, nuts: bool) -> None:
     part.add_figures("Posterior predictive check", ("ppc", caption, make))
 
 
-def point_part(entry: Entry, X_new, with_figures: bool) -> Part:
+def point_part(entry: Entry, X_new, with_figures: bool, held_out=None) -> Part:
     """The sections of a type-II fit: model, inference settings, point estimate, restarts,
-    optimiser, prior-tail and the model's approximation checks, exact / cavity LOO, predictive check, bands and
-    predictions at ``X_new``.
+    optimiser, prior-tail and the model's approximation checks, exact / cavity LOO, prior and
+    posterior predictive checks, calibration on ``held_out`` data, bands and predictions at
+    ``X_new``.
 
     Parameters
     ----------
@@ -351,6 +441,7 @@ def point_part(entry: Entry, X_new, with_figures: bool) -> Part:
         A type-II fit with its model (:func:`~bayes_gp.report.entries.to_entries`).
     X_new : array_like or None
     with_figures : bool
+    held_out : (X_test, y_test) or None
 
     Returns
     -------
@@ -380,7 +471,9 @@ def point_part(entry: Entry, X_new, with_figures: bool) -> Part:
     part.loo = point_loo(model, fit, entry.name)
     _loo_section(part)
     part.timings["tables"] = time.perf_counter() - t0
+    _prior_predictive_section(part, model)
     _ppc_section(part, model, fit, False)
+    _held_out_section(part, model, fit, held_out)
     _bands(part, model, fit, False, X_new)
     if X_new is not None:
         _predictions_table(part, model, fit, X_new)

@@ -23,17 +23,20 @@ def make_report(res: FitResult):
     Returns
     -------
     Report
-        Titled ``"<name>: <method>"``, with the rows of :func:`provenance` first.
+        Titled ``"<name>: <method>"``, with the rows of :func:`provenance` first and, with
+        held-out data, their predictive calibration.
     """
     from bayes_gp.report import report
 
-    X_new = res.data.X_new
+    data = res.data
+    held_out = None if data.X_test is None else (data.X_test, data.y_test)
     return report(
         res.fit,
         model=res.model,
-        X_new=X_new,
+        X_new=data.X_new,
         title=f"{res.name}: {res.method}",
         provenance=provenance(res),
+        held_out=held_out,
     )
 
 
@@ -62,7 +65,7 @@ def provenance(res: FitResult) -> list[tuple[str, object]]:
     if data.X_new is not None:
         rows.append(("new inputs (predicted)", int(np.shape(data.X_new)[0])))
     rows.append(("inputs", ", ".join(map(str, data.feature_names))))
-    rows.append(("target", str(data.target_name)))
+    rows.append(("target", ", ".join(map(str, data.target_names))))
     for key, value in data.notes.items():
         rows.append((f"data: {str(key).replace('_', ' ')}", value))
     fast = bool(res.settings.get("fast", False))

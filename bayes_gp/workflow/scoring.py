@@ -7,7 +7,7 @@ import pandas as pd
 
 from bayes_gp.declared import Dataset
 
-__all__ = ["predict"]
+__all__ = ["predict", "calibration_scores"]
 
 
 def predict(gp, data: Dataset, fit) -> tuple[pd.DataFrame, dict]:
@@ -26,10 +26,12 @@ def predict(gp, data: Dataset, fit) -> tuple[pd.DataFrame, dict]:
     -------
     predictions : DataFrame
         A ``split`` column (``"test"``, ``"new"`` or ``"train"``), the inputs, the model's
-        :meth:`~bayes_gp.protocol.GPModel.prediction_columns` and, where known, the target.
+        :meth:`~bayes_gp.protocol.GPModel.prediction_columns` and, where known, the target: one
+        column, or one per output (named by ``data.target_names``) for an ``(n, P)`` target.
     scores : dict
-        The model's :meth:`~bayes_gp.protocol.GPModel.scores` on the held-out data with their
-        number ``n_test``; empty without held-out data.
+        The model's :meth:`~bayes_gp.protocol.GPModel.scores` and :func:`calibration_scores` on
+        the held-out data (given the held-out target as it is, ``(m,)`` or ``(m, P)``) with
+        their number of rows ``n_test``; empty without held-out data.
     """
     frames, scores = [], {}
     parts = [("test", data.X_test, data.y_test), ("new", data.X_new, None)]
@@ -45,10 +47,28 @@ def predict(gp, data: Dataset, fit) -> tuple[pd.DataFrame, dict]:
             df[name] = column
         if y is not None:
             y = np.asarray(y)
-            df[data.target_name] = y
+            # one column per target: the target itself, or each of P outputs of an (n, P) y
+            for name, column in zip(data.target_names, y.reshape(len(y), -1).T, strict=True):
+                df[name] = column
             if split == "test":
                 scores.update(gp.scores(y, df))
         frames.append(df)
     if scores:
         scores["n_test"] = len(data.y_test)
+        scores.update(calibration_scores(gp, data, fit))
     return pd.concat(frames, ignore_index=True), scores
+
+
+def calibration_scores(gp, data: Dataset, fit) -> dict[str, float]:
+    """The calibration of the held-out predictive distribution
+    (:meth:`~bayes_gp.protocol.GPModel.held_out_predictive`,
+    :func:`bayes_gp.validate.predictive.predictive_calibration`): ``coverage_50``,
+    ``coverage_90`` and ``pit_chi2_p``, or the ``ece`` of a classifier; empty for a model that
+    does not offer its predictive distribution."""
+    from bayes_gp.validate.predictive import predictive_calibration
+
+    try:
+        pred = gp.held_out_predictive(data.X_test, data.y_test, fit)
+    except NotImplementedError:
+        return {}
+    return predictive_calibration(pred).scores()

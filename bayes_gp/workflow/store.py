@@ -42,7 +42,9 @@ FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
 
 def _point_dataset(res: FitResult):
     """A type-II fit as an xarray Dataset: its hyperparameters (per-feature ones on a
-    ``feature`` axis), the model's saved arrays and the fit's scalars as attributes."""
+    ``feature`` axis; others on the axes the PyMC model declares for them, such as a
+    multi-output model's ``output``), the model's saved arrays and the fit's scalars as
+    attributes."""
     import xarray as xr
 
     fit = res.fit
@@ -50,6 +52,10 @@ def _point_dataset(res: FitResult):
     n_features = len(res.data.feature_names)
     for name, value in fit.params.items():
         v = np.asarray(value, float)
+        declared = _declared_axes(res.model, name, v)
+        if declared is not None:
+            ds[name] = xr.DataArray(v, dims=tuple(declared), coords=declared)
+            continue
         dims = ("feature",) if v.ndim == 1 and v.size == n_features else _own_dims(name, v)
         ds[name] = xr.DataArray(v, dims=dims)
     if "feature" in ds.dims:
@@ -73,6 +79,21 @@ def _point_dataset(res: FitResult):
 
 #: Prefix of the :meth:`~bayes_gp.protocol.GPModel.saved_arrays` in a saved point estimate.
 _ARRAY = "array__"
+
+
+def _declared_axes(gp, name: str, v: np.ndarray) -> dict[str, list] | None:
+    """The axes (dimension -> coordinate values) that ``gp``'s PyMC model (the protocol's
+    ``model``) declares for the hyperparameter ``name``, when they fit ``v``'s shape and none
+    is ``feature`` (which keeps the data's feature names); else ``None``."""
+    pm_model = getattr(gp, "model", None)
+    dims = tuple(getattr(pm_model, "named_vars_to_dims", {}).get(name) or ())
+    coords = getattr(pm_model, "coords", {})
+    if not dims or "feature" in dims or len(dims) != v.ndim:
+        return None
+    axes = {d: list(coords.get(d) or ()) for d in dims}
+    if tuple(len(c) for c in axes.values()) != v.shape:
+        return None
+    return axes
 
 
 def _own_dims(name: str, v: np.ndarray) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from bayes_gp import declared
 from bayes_gp.declared import Dataset, DeclaredModel, list_models, load_model, models_dir
 
 OURS = ("breast_cancer", "coal_mining", "diabetes_ard", "mauna_loa", "pima", "stars_cyg",
-        "uk_driver_deaths", "sleepstudy")
+        "uk_driver_deaths", "sleepstudy", "linnerud")
 
 GOOD = '''
 """A minimal declared model."""
@@ -147,3 +147,26 @@ def test_dataset_validation():
         Dataset(X, y, ["a", "b"], "t", "src", X_test=X)
     with pytest.raises(ValueError, match="X_test and y_test go together"):
         Dataset(X, y, ["a", "b"], "t", "src", y_test=y)
+
+
+def test_dataset_with_several_outputs():
+    """An (n, P) target names its P outputs (kept as a tuple); ``target_names`` is always the
+    list of names; the held-out target has the training target's layout."""
+    X, Y = np.zeros((5, 2)), np.arange(15.0).reshape(5, 3)
+    d = Dataset(X, Y, ["a", "b"], ["u", "v", "w"], "src", X_test=X[:2], y_test=Y[:2])
+    assert d.target_name == ("u", "v", "w") and d.target_names == ["u", "v", "w"]
+    assert Dataset(X, Y[:, 0], ["a", "b"], "t", "src").target_names == ["t"]  # 1-D unchanged
+    with pytest.raises(ValueError, match=r"y_train has 3 columns .* 3 distinct, non-empty output"):
+        Dataset(X, Y, ["a", "b"], "u,v,w", "src")  # one string is one name
+    with pytest.raises(ValueError, match="3 distinct"):
+        Dataset(X, Y, ["a", "b"], ["u", "v"], "src")
+    with pytest.raises(ValueError, match="3 distinct"):
+        Dataset(X, Y, ["a", "b"], ["u", "v", "u"], "src")
+    with pytest.raises(ValueError, match="y_train is 1-D: target_name must be one name"):
+        Dataset(X, Y[:, 0], ["a", "b"], ["u"], "src")
+    with pytest.raises(ValueError, match=r"y_train must be 1-D \(n,\) or 2-D"):
+        Dataset(X, np.zeros((5, 3, 1)), ["a", "b"], "t", "src")
+    with pytest.raises(ValueError, match=r"y_test must have shape \(2, 3\)"):
+        Dataset(X, Y, ["a", "b"], ["u", "v", "w"], "src", X_test=X[:2], y_test=Y[:2, :2])
+    with pytest.raises(ValueError, match=r"y_test must have shape \(2,\)"):
+        Dataset(X, Y[:, 0], ["a", "b"], "t", "src", X_test=X[:2], y_test=Y[:3, 0])

@@ -431,3 +431,53 @@ def test_jitter_preflight_on_both_paths(rng, monkeypatch):
         gp = MultiOutputGP(X, data, priors={"sigma": 1e-8}, jitter=0.0)
         choice = gp.check_jitter(random_seed=0)
         assert choice.raised and gp.jitter == choice.jitter > 0.0
+
+
+def test_held_out_predictive_is_the_gaussian_cdf_of_the_held_out_entries():
+    """At a MAP fit, the predictive CDF of each held-out entry (NaN entries skipped,
+    output-major) is Φ((y − mean)/sd_y) of ``predict(include_noise=True)``."""
+    from scipy import stats
+
+    rng = np.random.default_rng(8)
+    X = np.linspace(0, 6, 25)
+    f = np.sin(X)
+    Y = np.c_[f + 0.1 * rng.normal(size=25), 2 * f + 0.2 * rng.normal(size=25)]
+    gp = MultiOutputGP(X, Y, rank=1)
+    fit = gp.fit("map", n_restarts=1, random_seed=0)
+    Xt = np.array([0.5, 2.5, 4.5])
+    Yt = np.array([[0.4, np.nan], [0.7, 1.1], [np.nan, -2.0]])
+    pred = gp.held_out_predictive(Xt, Yt, fit)
+    p = gp.predict(Xt, fit, include_noise=True)
+    seen = ~np.isnan(Yt.T)
+    expected = stats.norm.cdf(Yt.T[seen], p.mean.T[seen], p.sd.T[seen])
+    np.testing.assert_allclose(pred.cdf_at, expected, rtol=1e-10)
+    assert pred.n == 4
+    with pytest.raises(ValueError, match=r"shape \(3, 2\)"):
+        gp.held_out_predictive(Xt, Yt[:, :1], fit)
+    with pytest.raises(ValueError, match="every entry is NaN"):
+        gp.held_out_predictive(Xt, np.full((3, 2), np.nan), fit)
+
+
+def test_lmc_of_kernel_objects_equals_the_catalogue_lmc(rng):
+    """An LMC whose terms are kernel objects (unit amplitude, priors by name) has the same
+    log marginal likelihood as the LMC of the catalogue names at the same values; the objects'
+    hyperparameters are prefixed by their position."""
+    import pymc as pm
+
+    from bayes_gp.kernels import ExpQuad, Matern52
+
+    X, Y = hetero(rng)
+    objs = [ExpQuad(1, ls=pm.LogNormal.dist(0.0, 1.0)), Matern52(1, ls=pm.LogNormal.dist(0.0, 1.0))]
+    gp = MultiOutputGP(X, Y, objs, rank=[1, 2])
+    names = MultiOutputGP(X, Y, ["expquad", "matern52"], rank=[1, 2])
+    coreg = ["W_diag", "W_offdiag", "kappa"]
+    assert gp.hyperparameters == [*(f"kernel1_{p}" for p in ["ls", *coreg]),
+                                  *(f"kernel2_{p}" for p in ["ls", *coreg]), "sigma"]  # fmt: skip
+    W1, W2 = np.array([[1.2], [-0.4], [0.3]]), np.array([[0.5, 0.0], [0.9, 1.1], [0.2, -0.3]])
+    k1, k2, sigma = np.array([0.1, 0.4, 0.2]), np.array([0.3, 0.2, 0.1]), np.array([0.3, 0.6, 0.2])
+    theta = {"ls": (0.9, 2.1), "W": (W1, W2), "kappa": (k1, k2)}
+    by_obj = {f"kernel{q + 1}_{p}": v[q] for p, v in theta.items() for q in range(2)}
+    by_name = {f"{k}_{p}": v[q] for p, v in theta.items()
+               for q, k in enumerate(["expquad", "matern52"])}  # fmt: skip
+    lml = gp.log_marginal_likelihood({**by_obj, "sigma": sigma})
+    assert lml == pytest.approx(names.log_marginal_likelihood({**by_name, "sigma": sigma}), abs=1e-10)

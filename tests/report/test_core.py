@@ -69,6 +69,7 @@ def test_nuts_report_summary_and_verdicts(nuts_report, nuts):
     assert set(v) == {
         "r̂", "bulk ESS", "tail ESS", "divergences", "E-BFMI", "tree-depth saturation",
         "Pareto k̂ (PSIS-LOO)", "jitter (Cholesky pre-flight)",
+        "prior predictive: mean of y", "prior predictive: sd of y",
     }  # fmt: skip
     assert v["jitter (Cholesky pre-flight)"].status == "ok"  # the default jitter sufficed
     assert v["r̂"].value == pytest.approx(rep.summary["r_hat"].max())
@@ -105,8 +106,8 @@ def test_nuts_report_embeds_every_figure(nuts_report):
     import matplotlib.pyplot as plt
 
     images = _images(nuts_report.html)
-    # trace, rank, pair, energy, prior vs posterior, predictive check, bands
-    assert len(images) == 7
+    # trace, rank, pair, energy, prior vs posterior, prior predictive, predictive check, bands
+    assert len(images) == 8
     assert all(src.startswith(H.DATA_URI_PREFIX) and len(src) > 2000 for src in images)
     assert not re.search(r'(src|href)="(?!data:)', nuts_report.html)
     assert "http" not in nuts_report.html
@@ -127,13 +128,15 @@ def test_map_report(gpr, map_fit):
         "restarts reaching the best optimum",
         "jitter (Cholesky pre-flight)",
         "point estimate inside its prior",
+        "prior predictive: mean of y",
+        "prior predictive: sd of y",
     ]
     assert "jitter on the diagonal" in rep.html
     assert list(rep.summary.index) == ["ls", "eta", "sigma"]
     assert rep.summary.loc["ls", "estimate"] == pytest.approx(float(map_fit.params["ls"]))
     elpd = point_loo(gpr, map_fit).elpd
     assert f"<td>{H.fmt_number(elpd)}</td>" in rep.html
-    assert len(_images(rep.html)) == 2  # predictive check and bands
+    assert len(_images(rep.html)) == 3  # prior and posterior predictive checks, bands
 
 
 def test_list_of_fits_compares_map_and_nuts(gpr, nuts, map_fit, tmp_path):
@@ -213,7 +216,8 @@ def test_classifier_point_fits():
     assert "Bernoulli, probit link; classes no, yes" in rep.html
     assert "az.plot_ppc_pava" in rep.html
     assert "Predictive mean and 94% bands (at the point estimate)" in rep.html
-    assert len(_images(rep.html)) == 4  # calibration and probability curve, per fit
+    # prior predictive check, calibration and probability curve, per fit
+    assert len(_images(rep.html)) == 6
     methods = rep.loo_table["method"].to_dict()
     assert methods["Laplace"].startswith("Laplace LA-LOO") and methods["EP"].startswith("cavity LOO of q(f) at EP")
 

@@ -148,8 +148,9 @@ def test_report_embeds_every_figure_and_noise_predictions(rep_h, hetero, idata_h
     import matplotlib.pyplot as plt
 
     images = IMG.findall(rep_h.html)
-    # trace, rank, pair (5 hyperparameters), energy, prior vs posterior, predictive check, bands
-    assert len(images) == 7
+    # trace, rank, pair (5 hyperparameters), energy, prior vs posterior, prior and posterior
+    # predictive checks, bands
+    assert len(images) == 8
     assert all(src.startswith(H.DATA_URI_PREFIX) and len(src) > 2000 for src in images)
     assert set(rep_h.timings) >= {"trace", "rank", "pair", "energy", "prior_posterior", "ppc",
                                   "bands"}  # fmt: skip
