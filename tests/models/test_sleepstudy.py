@@ -113,14 +113,18 @@ def test_nuts_report_and_loo_rank_partial_over_complete_pooling(decl, data, nuts
     assert cmp.index[0] == "partial"
     diff, dse = -float(cmp.loc["complete", "elpd_diff"]), float(cmp.loc["complete", "dse"])
     assert diff > 100 and diff > 4 * dse, cmp
-    # the highest Pareto k̂ are at the known jumps: subject 332 on days 5-7 (454 ms on day 6)
+    # the highest Pareto k̂ are at the known jumps: subject 332 on days 5-7 (454 ms on day 6),
+    # subject 308 on days 7-8; which of them top the list varies with the 400 draws (and so
+    # with the CPU's rounding): measured (7, 332), (6, 332), (5, 332) on one machine and
+    # (7, 308), (7, 332), (1, 330) on another
     import arviz as az
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         k = np.asarray(az.loo(idata, pointwise=True).pareto_k)
     worst = [tuple(data.X_train[i].astype(int)) for i in np.argsort(-k)[:3]]
-    assert (6, 332) in worst, worst  # measured: (7, 332), (6, 332), (5, 332)
+    jumps = {(5, 332), (6, 332), (7, 332), (7, 308), (8, 308)}
+    assert len(jumps & set(worst)) >= 2, worst
     assert np.sum(k > 0.7) <= 15  # measured 11 of 180
 
 
