@@ -22,6 +22,8 @@ def rows(results: Path = RESULTS) -> list[str]:
     ]
     for f in sorted(results.glob("*.json")):
         s = json.loads(f.read_text())
+        if "uniformity" not in s:  # not an SBC result (predictive_calibration.json)
+            continue
         first = True
         for name, u in s["uniformity"].items():
             head = (
