@@ -245,14 +245,11 @@ class GPClassifier(LatentGP):
 
     def scores(self, y, columns) -> dict[str, float]:
         """Accuracy, log loss and Brier score of ``p_positive`` for the labels ``y``."""
-        t = (np.asarray(y) == self.classes_[1]).astype(float)
-        return binary_scores(t, columns["p_positive"])
+        return binary_scores(self._positive_indicator(y), columns["p_positive"])
 
-    def held_out_predictive(self, X_new, y, fit, *, size=None) -> HeldOutPredictive:
-        """The predicted probability of the positive class :attr:`classes_` ``[1]`` at
-        ``X_new`` (:meth:`predict_proba`) beside the held-out labels ``y``."""
-        if size is not None:
-            raise ValueError("a binary classifier has no exposure or trials (`size`)")
+    def _positive_indicator(self, y) -> np.ndarray:
+        """Held-out labels ``y`` as 1.0 for the positive class :attr:`classes_` ``[1]`` and 0.0
+        for the other; a label not seen in training is a ``ValueError``."""
         labels = np.asarray(getattr(y, "to_numpy", lambda: y)()).ravel()
         unknown = ~np.isin(labels, self.classes_)
         if unknown.any():
@@ -260,8 +257,15 @@ class GPClassifier(LatentGP):
                 f"held-out labels {sorted(set(labels[unknown].tolist()))[:5]} are not among the "
                 f"training classes {list(self.classes_)}"
             )
+        return (labels == self.classes_[1]).astype(float)
+
+    def held_out_predictive(self, X_new, y, fit, *, size=None) -> HeldOutPredictive:
+        """The predicted probability of the positive class :attr:`classes_` ``[1]`` at
+        ``X_new`` (:meth:`predict_proba`) beside the held-out labels ``y``."""
+        if size is not None:
+            raise ValueError("a binary classifier has no exposure or trials (`size`)")
+        t = self._positive_indicator(y)
         p = self.predict_proba(X_new, fit)
-        if p.shape[0] != labels.shape[0]:
-            raise ValueError(f"`X_new` has {p.shape[0]} rows but held-out `y` has {labels.size}")
-        t = (labels == self.classes_[1]).astype(float)
+        if p.shape[0] != t.shape[0]:
+            raise ValueError(f"`X_new` has {p.shape[0]} rows but held-out `y` has {t.size}")
         return HeldOutPredictive("probability", probability=p, outcome=t)
