@@ -52,6 +52,7 @@ __all__ = [
     "ApproximationCheck",
     "HeldOutPredictive",
     "is_nuts",
+    "declared_axes",
     "CHECK_STATUSES",
 ]
 
@@ -60,6 +61,30 @@ def is_nuts(fit: Any) -> bool:
     """Whether ``fit`` is the ArviZ data of a NUTS run (a ``DataTree`` with a ``posterior``)."""
     children = getattr(fit, "children", None)
     return children is not None and "posterior" in children
+
+
+def declared_axes(gp: Any, name: str, shape: tuple[int, ...]) -> dict[str, list] | None:
+    """The axes (dimension -> coordinate values) that ``gp``'s PyMC model (the protocol's
+    ``model``) declares for the hyperparameter ``name``, when they fit ``shape``; else ``None``
+    (no declared dims, a shape that does not match, or a model that cannot build its PyMC
+    model). A ``feature`` axis without coordinates takes ``gp.feature_names``."""
+    try:
+        pm_model = getattr(gp, "model", None)
+    except Exception:  # a model without a PyMC model has no declared axes
+        return None
+    dims = tuple(getattr(pm_model, "named_vars_to_dims", {}).get(name) or ())
+    if not dims or len(dims) != len(shape):
+        return None
+    coords = getattr(pm_model, "coords", {}) or {}
+    axes = {}
+    for d in dims:
+        values = coords.get(d)
+        if values is None and d == "feature":
+            values = getattr(gp, "feature_names", None)
+        axes[d] = list(values if values is not None else ())
+    if tuple(len(c) for c in axes.values()) != tuple(shape):
+        return None
+    return axes
 
 
 class PointFit:

@@ -9,7 +9,8 @@ kernels), fitted by NUTS or type-II, on complete or heterotopic data (``NaN`` = 
 :math:`\operatorname{cov}(f_p(x), f_q(x')) = B_{pq} k(x, x')` with
 :math:`B = W W^T + \operatorname{diag}(\kappa)`; on complete data its likelihood goes through the
 Kronecker eigendecomposition (:mod:`bayes_gp.multioutput.kronecker`). ``lmc_marginal`` and
-``predict_terms``: the same for a sum of such terms, with given matrices.
+``predict_terms``: the same for a sum of such terms, with given matrices. ``linear_mean``: the
+linear mean :math:`m_p(x) = c_p + x^T \beta_p` of every output (``mean="linear"``).
 """
 
 from bayes_gp.multioutput.icm import (
@@ -20,6 +21,7 @@ from bayes_gp.multioutput.icm import (
     icm_logp,
     icm_marginal,
     icm_predict,
+    linear_mean,
     lmc_marginal,
     predict_terms,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "icm_marginal",
     "icm_predict",
     "kronecker_icm_logp",
+    "linear_mean",
     "lmc_marginal",
     "predict_terms",
 ]

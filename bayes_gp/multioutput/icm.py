@@ -8,9 +8,11 @@ Lawrence 2012, §4.2):
    \operatorname{cov}(f_p(x), f_q(x')) = B_{pq}\, k(x, x'), \qquad
    B = W W^T + \operatorname{diag}(\kappa), \quad W \in \mathbb{R}^{P \times r},\ \kappa \ge 0,
 
-   y_p(x) = m_p + f_p(x) + \varepsilon_p, \qquad \varepsilon_p \sim N(0, \sigma_p^2).
+   y_p(x) = m_p(x) + f_p(x) + \varepsilon_p, \qquad \varepsilon_p \sim N(0, \sigma_p^2),
 
-``Y`` is an :math:`n \times P` array (row :math:`i` = input :math:`x_i`, column :math:`p` = output
+with a constant mean :math:`m_p(x) = c_p` or a linear one :math:`m_p(x) = c_p + x^T \beta_p`
+(``slope=``, :math:`\beta` of shape :math:`P \times D`; R&W §2.7). ``Y`` is an
+:math:`n \times P` array (row :math:`i` = input :math:`x_i`, column :math:`p` = output
 :math:`p`); ``NaN`` marks an output not observed at an input (heterotopic data). The outputs are
 stacked output-major, :math:`\operatorname{vec}(Y) = (y_1(x_1), \dots, y_1(x_n), y_2(x_1),
 \dots)`, and the covariance of the stacked noisy outputs is
@@ -28,11 +30,13 @@ Predictions (:func:`icm_predict`) are R&W eqs. 2.25–2.26 on the stacked system
 :math:`x_*` with :math:`k_* = k(X, x_*)`,
 
 .. math::
-   \bar f(x_*) = m + (B \otimes k_*^T)\, C^{-1} (\operatorname{vec}(Y) - m \otimes 1_n),
+   \bar f(x_*) = m(x_*) + (B \otimes k_*^T)\, C^{-1} (\operatorname{vec}(Y) - \operatorname{vec}(M)),
    \qquad
    \operatorname{cov}(f(x_*)) = B\,k(x_*, x_*) - (B \otimes k_*^T)\, C^{-1} (B \otimes k_*),
 
-a :math:`P \times P` cross-covariance between the outputs at each new point.
+a :math:`P \times P` cross-covariance between the outputs at each new point, where
+:math:`M_{ip} = m_p(x_i)` is the mean at the training inputs (the mean changes the residuals
+only, never the covariance, so the Kronecker structure is unchanged).
 
 References
 ----------
@@ -74,6 +78,7 @@ __all__ = [
     "icm_logp",
     "icm_marginal",
     "icm_predict",
+    "linear_mean",
     "lmc_marginal",
     "predict_terms",
 ]
@@ -213,8 +218,8 @@ def coregionalisation(W: Any, kappa: Any) -> pt.TensorVariable:
     return pt.dot(W, W.T) + pt.diag(kappa * pt.ones(W.shape[0]))
 
 
-def _parameters(data: ICMData, W, kappa, sigma, mean, jitter):
-    P = data.P
+def _parameters(data: ICMData, W, kappa, sigma, mean, slope, jitter):
+    P, D = data.P, data.X.shape[1]
     _check_shape("W", W, (P, None), "one row per output")
     check_nonnegative("kappa", kappa)
     check_positive("sigma", sigma)
@@ -222,12 +227,49 @@ def _parameters(data: ICMData, W, kappa, sigma, mean, jitter):
     B = coregionalisation(W, _vector("kappa", kappa, P))
     s2 = _vector("sigma", sigma, P) ** 2 + jitter * data.scale2
     m = pt.zeros(P) if mean is None else _vector("mean", mean, P)
+    if slope is not None:
+        m = linear_mean(data.X, m, _slope(slope, P, D))
     return B, s2, m
 
 
-def _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, jitter):
+def _slope(value: Any, P: int, D: int) -> pt.TensorVariable:
+    r"""The slopes :math:`\beta` as a :math:`P \times D` tensor (one row per output)."""
+    v = as_parameter(value)
+    if v.type.ndim != 2:
+        raise ValueError(
+            f"`slope` must have shape ({P}, {D}) (one row per output, one column per input "
+            f"dimension), got a {v.type.ndim}-D value"
+        )
+    _check_shape("slope", value, (P, D), "one row per output, one column per input dimension")
+    return v
+
+
+def linear_mean(X: Any, intercept: Any, slope: Any) -> pt.TensorVariable:
+    r"""The linear mean of every output at the inputs ``X`` (PyTensor), an :math:`n \times P`
+    matrix laid out like ``Y``:
+
+    .. math::
+       M_{ip} = m_p(x_i) = c_p + x_i^T \beta_p
+
+    (R&W §2.7, eq. 2.39's :math:`h(x)^T \beta` with :math:`h(x) = (1, x)`, one coefficient
+    vector per output).
+
+    Parameters
+    ----------
+    X : array_like or TensorVariable (n, D)
+        Inputs.
+    intercept : TensorVariable (P,)
+        Intercepts :math:`c_p`.
+    slope : TensorVariable (P, D)
+        Slopes :math:`\beta_p` (row :math:`p`).
+    """
+    X = pt.as_tensor_variable(X)
+    return pt.as_tensor_variable(intercept)[None, :] + pt.dot(X, pt.as_tensor_variable(slope).T)
+
+
+def _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, slope, jitter):
     data = icm_data(X, Y)
-    B, s2, m = _parameters(data, W, kappa, sigma, mean, jitter)
+    B, s2, m = _parameters(data, W, kappa, sigma, mean, slope, jitter)
     K = kernel(pt.as_tensor_variable(data.X))
     return data, B, K, s2, m
 
@@ -241,6 +283,7 @@ def icm_logp(
     sigma: Any,
     mean: Any = None,
     *,
+    slope: Any = None,
     jitter: float = DEFAULT_JITTER,
 ) -> pt.TensorVariable:
     r"""The ICM log marginal likelihood :math:`\log p(Y \mid W, \kappa, \sigma, m, \theta)` as a
@@ -265,14 +308,18 @@ def icm_logp(
     sigma : array_like or TensorVariable (P,) or scalar
         Noise standard deviations :math:`\sigma_p > 0`.
     mean : array_like or TensorVariable (P,) or scalar, optional
-        Constant means :math:`m_p` (default 0).
+        Constant means (intercepts) :math:`c_p` (default 0).
+    slope : array_like or TensorVariable (P, D), optional
+        Slopes of a linear mean, :math:`m_p(x) = c_p + x^T \beta_p` with :math:`\beta_p` row
+        :math:`p` (:func:`linear_mean`); default none (a constant mean). The mean only shifts
+        the residuals: the Kronecker path whitens :math:`\operatorname{vec}(Y - M)`.
     jitter : float
         Added to every noise variance relative to the output's variance,
         :math:`s_p^2 = \sigma_p^2 + \text{jitter} \operatorname{var}(y_p)`.
     """
-    data, B, K, s2, m = _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, jitter)
+    data, B, K, s2, m = _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, slope, jitter)
     if data.complete:
-        R = pt.as_tensor_variable(data.Y.T) - m[:, None]
+        R = pt.as_tensor_variable(data.Y.T) - (m.T if m.type.ndim == 2 else m[:, None])
         return kronecker_icm_logp(B, K, s2, R)
     C, mu = _dense_C_terms(data, [B], [K], s2, m)
     return gp_logp(C, pt.as_tensor_variable(data.y_obs) - mu)
@@ -295,6 +342,7 @@ def icm_marginal(
     sigma: Any,
     mean: Any = None,
     *,
+    slope: Any = None,
     jitter: float = DEFAULT_JITTER,
     dims: str | None = None,
 ):
@@ -304,7 +352,8 @@ def icm_marginal(
     The observed value is the vector of observed entries of ``Y`` in output-major order
     (:math:`\operatorname{vec}(Y)` when ``Y`` is complete; ``ICMData.y_obs`` in general), so
     ``pm.compute_log_likelihood`` gives one joint log-likelihood term. Parameters as in
-    :func:`icm_logp`; ``W``, ``kappa``, ``sigma`` and ``mean`` may be PyMC random variables.
+    :func:`icm_logp`; ``W``, ``kappa``, ``sigma``, ``mean`` and ``slope`` may be PyMC random
+    variables.
 
     Returns
     -------
@@ -322,7 +371,7 @@ def icm_marginal(
     ...     sigma = pm.HalfNormal("sigma", 0.5, shape=P)
     ...     icm_marginal("y", X, Y, Matern52(1, ls=ell), W, kappa, sigma)
     """
-    data, B, K, s2, m = _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, jitter)
+    data, B, K, s2, m = _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, slope, jitter)
     return lmc_marginal(name, data, [B], [K], s2, m, dims=dims)
 
 
@@ -340,8 +389,8 @@ def lmc_marginal(
     current PyMC model: the observed entries of ``data`` (output-major, ``data.y_obs``) under
 
     .. math::
-       N\Big(m \otimes 1_n,\ \sum_q B_q \otimes K_q + \operatorname{diag}(s^2) \otimes I_n
-       \Big)
+       N\Big(\operatorname{vec}(M),\ \sum_q B_q \otimes K_q + \operatorname{diag}(s^2)
+       \otimes I_n\Big), \qquad M_{ip} = m_p(x_i)
 
     (Álvarez, Rosasco & Lawrence 2012, eq. 4.3), restricted to the observed entries.
 
@@ -359,12 +408,16 @@ def lmc_marginal(
         of the terms.
     s2 : TensorVariable (P,)
         Noise variances (jitter included).
-    m : TensorVariable (P,)
-        Constant means.
+    m : TensorVariable (P,) or (n, P)
+        Constant means :math:`m_p`, or the means :math:`M_{ip} = m_p(x_i)` at the inputs laid
+        out like ``data.Y`` (a linear mean, :func:`linear_mean`). The Kronecker density is that
+        of the residuals :math:`\operatorname{vec}(Y - M)`.
     """
     if len(Bs) != len(Ks) or not Bs:
         raise ValueError("`Bs` and `Ks` must be non-empty lists of the same length")
     m = pt.as_tensor_variable(m)
+    if m.type.ndim not in (1, 2):
+        raise ValueError(f"`m` must be (P,) or (n, P), got a {m.type.ndim}-D value")
     if len(Bs) > 1 or not data.complete:
         C, mu = _dense_C_terms(data, Bs, Ks, s2, m)
         return marginal_normal(name, mu, C, observed=data.y_obs, dims=dims)
@@ -373,7 +426,8 @@ def lmc_marginal(
 
     B, K = Bs[0], Ks[0]
     P, n = data.P, data.n
-    mu = pt.repeat(m, n)  # output-major: m_1 n times, then m_2 ...
+    # output-major: m_1(x_1) ... m_1(x_n), then m_2 ...
+    mu = pt.repeat(m, n) if m.type.ndim == 1 else pt.reshape(m.T, (P * n,))
 
     def logp(value, mu, B, K, s2):
         return kronecker_icm_logp(B, K, s2, pt.reshape(value - mu, (P, n)))
@@ -393,12 +447,13 @@ def lmc_marginal(
 
 
 def _dense_C_terms(data: ICMData, Bs, Ks, s2, m):
-    r""":math:`\sum_q B_q \otimes K_q` + noise on the observed entries, and their mean."""
+    r""":math:`\sum_q B_q \otimes K_q` + noise on the observed entries, and their mean
+    (``m`` constant (P,) or at the inputs (n, P))."""
     po, xo = data.output_index, data.input_index
     C = pt.diag(s2[po])
     for B, K in zip(Bs, Ks, strict=True):
         C = C + B[po][:, po] * K[xo][:, xo]
-    return C, m[po]
+    return C, (m[po] if m.type.ndim == 1 else m[xo, po])
 
 
 @dataclass(frozen=True)
@@ -420,7 +475,9 @@ class ICMPrediction:
     cov: np.ndarray
 
 
-def _numeric(name: str, value: Any, P: int, shape: tuple[int | None, ...]) -> np.ndarray:
+def _numeric(
+    name: str, value: Any, P: int, shape: tuple[int | None, ...], what: str = "(P, r)"
+) -> np.ndarray:
     arr = constant_value(value)
     if arr is None:
         raise ValueError(
@@ -430,7 +487,7 @@ def _numeric(name: str, value: Any, P: int, shape: tuple[int | None, ...]) -> np
     arr = np.asarray(arr, dtype=float)
     if arr.ndim == 0 and len(shape) == 1:
         arr = np.full(P, float(arr))
-    _check_shape(name, arr, shape, "one entry per output" if len(shape) == 1 else "(P, r)")
+    _check_shape(name, arr, shape, "one entry per output" if len(shape) == 1 else what)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"`{name}` must be finite, got {arr!r}")
     return arr
@@ -452,13 +509,14 @@ def icm_predict(
     sigma: Any,
     mean: Any = None,
     *,
+    slope: Any = None,
     jitter: float = DEFAULT_JITTER,
     include_noise: bool = False,
 ) -> ICMPrediction:
     r"""Predict every output at ``X_new`` given fixed hyperparameters (NumPy).
 
     .. math::
-       \bar f(x_*) = m + (B \otimes k_*^T)\,\alpha, \quad
+       \bar f(x_*) = m(x_*) + (B \otimes k_*^T)\,\alpha, \quad
        \operatorname{cov}(f(x_*)) = B\,k(x_*, x_*) - (B \otimes k_*^T)\, C^{-1} (B \otimes k_*)
 
     (R&W eqs. 2.25–2.26 on the stacked system; Bonilla, Chai & Williams 2008, eq. 3). With
@@ -469,7 +527,7 @@ def icm_predict(
 
     Parameters
     ----------
-    X, Y, kernel, W, kappa, sigma, mean, jitter
+    X, Y, kernel, W, kappa, sigma, mean, slope, jitter
         As in :func:`icm_logp`, with numeric hyperparameters (the kernel's too).
     X_new : array_like (m, D) or (m,)
         New inputs.
@@ -492,10 +550,15 @@ def icm_predict(
     kap = _numeric("kappa", kappa, P, (P,))
     sig = _numeric("sigma", sigma, P, (P,))
     m = np.zeros(P) if mean is None else _numeric("mean", mean, P, (P,))
+    m_new = None
+    if slope is not None:
+        D = data.X.shape[1]
+        beta = _numeric("slope", slope, P, (P, D), "one row per output, one column per input")
+        m, m_new = m + data.X @ beta.T, m + Xn @ beta.T
     B = Wv @ Wv.T + np.diag(kap)
     s2 = sig**2 + jitter * data.scale2
     K, Ks, kss = _gram(kernel, data.X, Xn)
-    mean_f, cov, _ = predict_terms(data, [(B, K, Ks, kss)], s2, m)
+    mean_f, cov, _ = predict_terms(data, [(B, K, Ks, kss)], s2, m, m_new)
     if include_noise:
         cov = cov + np.diag(sig**2)
     sd = np.sqrt(np.clip(np.einsum("jpp->jp", cov), 0.0, None))
@@ -503,13 +566,17 @@ def icm_predict(
 
 
 def predict_terms(
-    data: ICMData, terms: list, s2: np.ndarray, m: np.ndarray
+    data: ICMData,
+    terms: list,
+    s2: np.ndarray,
+    m: np.ndarray,
+    m_new: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Predictive mean and output cross-covariance of :math:`f` at new inputs, for numeric
     terms (NumPy; R&W eqs. 2.25–2.26 on the stacked system).
 
     .. math::
-       \bar f(x_*) = m + \sum_q (B_q \otimes k_{q*}^T)\, C^{-1} r, \quad
+       \bar f(x_*) = m(x_*) + \sum_q (B_q \otimes k_{q*}^T)\, C^{-1} r, \quad
        \operatorname{cov}(f(x_*)) = \sum_q B_q k_q(x_*, x_*)
        - \Big(\sum_q B_q \otimes k_{q*}^T\Big) C^{-1} \Big(\sum_q B_q \otimes k_{q*}\Big)
 
@@ -521,8 +588,12 @@ def predict_terms(
         the prior variances :math:`k_q(x_*, x_*)` (m,).
     s2 : ndarray (P,)
         Noise variances with jitter.
-    m : ndarray (P,)
-        Constant means.
+    m : ndarray (P,) or (n, P)
+        Constant means, or the means :math:`m_p(x_i)` at the training inputs (laid out like
+        ``data.Y``); :math:`r = \operatorname{vec}(Y - M)` on the observed entries.
+    m_new : ndarray (m, P), optional
+        The means :math:`m_p(x_*)` at the new inputs; needed when ``m`` is a matrix (by default
+        the constant ``m``).
 
     Returns
     -------
@@ -539,15 +610,29 @@ def predict_terms(
     (:mod:`~bayes_gp.multioutput.kronecker`); otherwise a Cholesky factor of the observed
     entries' covariance.
     """
+    m = np.asarray(m, dtype=float)
+    n_new = terms[0][2].shape[1]
+    if m.ndim == 1:
+        M = np.broadcast_to(m, data.Y.shape)
+        m_new = np.broadcast_to(m, (n_new, data.P)) if m_new is None else m_new
+    elif m.shape == data.Y.shape:
+        if m_new is None:
+            raise ValueError("`m_new` (the means at the new inputs) is needed when `m` is (n, P)")
+        M = m
+    else:
+        raise ValueError(f"`m` must have shape ({data.P},) or {data.Y.shape}, got {m.shape}")
+    m_new = np.asarray(m_new, dtype=float)
+    if m_new.shape != (n_new, data.P):
+        raise ValueError(f"`m_new` must have shape {(n_new, data.P)}, got {m_new.shape}")
     kss_sum = sum(kss[:, None, None] * B for B, _, _, kss in terms)
     added = 0.0
     if len(terms) == 1 and data.complete:
         B, K, Ks, _ = terms[0]
         s, _, U, _, V, w = kronecker_factors(B, K, s2)
-        R = (data.Y - m).T  # (P, n)
+        R = (data.Y - M).T  # (P, n): residuals from the mean, then the whitened solve
         Z = U.T @ (R / s[:, None]) @ V
         A = (U @ (Z * w) @ V.T) / s[:, None]  # alpha as a P x n matrix
-        mean_f = m + (B @ A @ Ks).T  # (m, P)
+        mean_f = m_new + (B @ A @ Ks).T  # (m, P)
         G = B @ (U / s[:, None])  # B S_P^{-1} U
         H = (V.T @ Ks) ** 2  # (n, m)
         T = w @ H  # (P, m): sum_k w_ak h_k^2
@@ -560,9 +645,9 @@ def predict_terms(
             C = C + B[np.ix_(po, po)] * K[np.ix_(xo, xo)]
             Kso = Kso + B[po][:, None, :] * Ks[xo][:, :, None]  # (N_obs, m, P)
         L, added = jittered_cholesky(C)
-        r = data.y_obs - m[po]
+        r = data.y_obs - M[xo, po]
         alpha = solve_triangular(L.T, solve_triangular(L, r, lower=True), lower=False)
-        mean_f = m + np.einsum("o,ojq->jq", alpha, Kso)
+        mean_f = m_new + np.einsum("o,ojq->jq", alpha, Kso)
         Vs = solve_triangular(L, Kso.reshape(po.size, -1), lower=True).reshape(Kso.shape)
         cov = kss_sum - np.einsum("ojp,ojq->jpq", Vs, Vs)
     cov = 0.5 * (cov + np.swapaxes(cov, 1, 2))

@@ -8,7 +8,7 @@ and 4.6; Bonilla, Chai & Williams 2008, eq. 1):
    \operatorname{cov}(f_p(x), f_{p'}(x')) = \sum_{q=1}^{Q} (B_q)_{pp'}\, k_q(x, x'),
    \qquad B_q = W_q W_q^T + \operatorname{diag}(\kappa_q),
 
-   y_p(x) = m_p + f_p(x) + \varepsilon_p, \qquad \varepsilon_p \sim N(0, \sigma_p^2),
+   y_p(x) = m_p(x) + f_p(x) + \varepsilon_p, \qquad \varepsilon_p \sim N(0, \sigma_p^2),
 
 with :math:`W_q \in \mathbb{R}^{P \times r_q}` and :math:`\kappa_q \ge 0`. One term
 (:math:`Q = 1`) is the ICM; several (``kernel=["expquad", "matern52"]``) the LMC. Each kernel
@@ -40,7 +40,13 @@ entries (as :class:`~bayes_gp.GPRegression` scales :math:`\eta` and :math:`\sigm
 :math:`\kappa_p \sim \mathrm{HalfNormal}(s_p^2)` (a variance), :math:`\sigma_p \sim
 \mathrm{HalfNormal}(s_p)`; the kernel's length-scales (and periods, ...) as in the catalogue
 (:mod:`bayes_gp.regression.catalogue`); the mean of output :math:`p` fixed at its sample mean
-(``mean=None``), zero, or :math:`c_p \sim N(\bar y_p, (2 s_p)^2)` (``mean="constant"``).
+(``mean=None``), zero, :math:`c_p \sim N(\bar y_p, (2 s_p)^2)` (``mean="constant"``), or linear
+(``mean="linear"``), :math:`m_p(x) = c_p + x^T \beta_p` with the intercept
+:math:`c_p \sim N(\bar y_p, (2 s_p)^2)` and the slopes :math:`\beta_{pd} \sim N(0, (2 s_p /
+s_{x_d})^2)` (``intercept`` (P,) and ``slope`` (P, D), named and scaled as
+:class:`~bayes_gp.GPRegression`'s linear mean, one per output; :math:`s_{x_d}` the standard
+deviation of input :math:`d`). A mean changes only the residuals :math:`\operatorname{vec}(Y -
+M)`, :math:`M_{ip} = m_p(x_i)`, never the covariance: the Kronecker path is unchanged.
 
 References
 ----------
@@ -86,7 +92,7 @@ from bayes_gp.inference.typeii import (
     optimize,
 )
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
-from bayes_gp.multioutput.icm import icm_data, lmc_marginal, predict_terms
+from bayes_gp.multioutput.icm import icm_data, linear_mean, lmc_marginal, predict_terms
 from bayes_gp.multioutput.kronecker import kronecker_factors
 from bayes_gp.predictive import factorize, gaussian_mixture_cdf, loo_log_density
 from bayes_gp.priors import resolve_prior
@@ -109,6 +115,8 @@ Z94 = 1.880793608151251
 PREFLIGHT_DRAWS_MAX = 3000
 #: Largest number of observed entries for which replicated data are drawn jointly.
 PPC_JOINT_MAX = 3000
+#: The ``mean=`` options besides ``None`` (each output's sample mean, fixed).
+MEANS = ("zero", "constant", "linear")
 
 
 @dataclass(frozen=True)
@@ -252,11 +260,12 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
     (module docstring).
 
     .. math::
-       \operatorname{vec}(Y)_\text{obs} \sim N\Big(m \otimes 1_n,\ \sum_q B_q \otimes K_q +
-       \operatorname{diag}(\sigma^2) \otimes I_n\Big)_\text{obs},
+       \operatorname{vec}(Y)_\text{obs} \sim N\Big(\operatorname{vec}(M),\ \sum_q B_q \otimes
+       K_q + \operatorname{diag}(\sigma^2) \otimes I_n\Big)_\text{obs},
        \qquad B_q = W_q W_q^T + \operatorname{diag}(\kappa_q)
 
-    (Álvarez, Rosasco & Lawrence 2012, eqs. 4.3, 4.6), :math:`f` integrated out.
+    (Álvarez, Rosasco & Lawrence 2012, eqs. 4.3, 4.6), :math:`f` integrated out, with
+    :math:`M_{ip} = m_p(x_i)` the mean of output :math:`p` at input :math:`x_i`.
 
     Parameters
     ----------
@@ -279,13 +288,15 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         The rank :math:`r` of :math:`WW^T` (per term for the LMC), :math:`1 \le r \le P`.
     ard : bool
         One length-scale per input dimension (catalogue kernels).
-    mean : None, "zero" or "constant"
+    mean : None, "zero", "constant" or "linear"
         ``None``: each output's sample mean, fixed; ``"zero"``; ``"constant"``: learned means
-        ``c`` (one per output).
+        ``c`` (one per output); ``"linear"``: :math:`m_p(x) = c_p + x^T \beta_p` with learned
+        ``intercept`` (P,) and ``slope`` (P, D) (module docstring).
     priors : dict, optional
         Overrides of the default priors by name (the forms of :mod:`bayes_gp.priors`): the
-        kernel's (``ls``, ...), ``W_diag``, ``W_offdiag``, ``kappa``, ``sigma``, ``c``. A number
-        fixes a hyperparameter (every entry of a vector one: ``priors={"W_offdiag": 0.0}``).
+        kernel's (``ls``, ...), ``W_diag``, ``W_offdiag``, ``kappa``, ``sigma``, ``c``,
+        ``intercept``, ``slope``. A number fixes a hyperparameter (every entry of a vector or
+        matrix one: ``priors={"W_offdiag": 0.0}``, ``priors={"slope": 0.0}``).
     jitter : float
         Added to output :math:`p`'s noise variance relative to its variance,
         :math:`\sigma_p^2 + \text{jitter} \cdot \operatorname{var}(y_p)` (default ``1e-10``, as
@@ -341,8 +352,8 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         self.terms = _terms(kernel, rank, P)
         for t in self.terms:
             check_kernel_ard(t.spec, ard)
-        if mean not in (None, "zero", "constant"):
-            raise ValueError(f"`mean` must be None, 'zero' or 'constant', got {mean!r}")
+        if not (mean is None or (isinstance(mean, str) and mean in MEANS)):
+            raise ValueError(f"`mean` must be None, 'zero', 'constant' or 'linear', got {mean!r}")
         check_jitter(jitter)
         self.data = data
         self.X, self.feature_names = data.X, names
@@ -376,6 +387,8 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         names.append("sigma")
         if self.mean == "constant":
             names.append("c")
+        elif self.mean == "linear":
+            names += ["intercept", "slope"]
         return names
 
     def _prior(self, name: str, default: Callable, ard: bool = False):
@@ -386,6 +399,58 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         """A prior's value as a vector of ``size`` (a fixed number is broadcast)."""
         v = pt.as_tensor_variable(value)
         return v * pt.ones(size) if v.type.ndim == 0 else v
+
+    @staticmethod
+    def _matrix(value, rows: int, cols: int):
+        """A prior's value as a ``rows`` x ``cols`` matrix (a fixed number is broadcast)."""
+        v = pt.as_tensor_variable(value)
+        return v if v.type.ndim == 2 else v * pt.ones((rows, cols))
+
+    def _mean_terms(self, P: int, D: int):
+        """The mean's PyTensor pieces in the current model: ``(m, mean_at)`` with ``m`` what
+        :func:`~bayes_gp.multioutput.icm.lmc_marginal` takes (a constant (P,), or the linear
+        mean at the training inputs (n, P)) and ``mean_at(Xv)`` the (rows, P) mean at inputs
+        ``Xv``."""
+        s = self.output_sd
+        if self.mean == "linear":
+            intercept = self._vector(
+                self._prior(
+                    "intercept",
+                    lambda n: pm.Normal(
+                        n, mu=f64(self.output_mean), sigma=f64(2 * s), dims="output"
+                    ),
+                ),
+                P,
+            )
+            slope_sd = 2 * s[:, None] / self.scale.x_sd[None, :]  # 2 s_p / s_{x_d}
+            slope = self._matrix(
+                self._prior(
+                    "slope",
+                    lambda n: pm.Normal(
+                        n, mu=f64(0.0), sigma=f64(slope_sd), dims=("output", "feature")
+                    ),
+                ),
+                P,
+                D,
+            )
+            return linear_mean(self.X, intercept, slope), lambda Xv: linear_mean(
+                Xv, intercept, slope
+            )
+        if self.mean is None:
+            m = pt.as_tensor_variable(f64(self.output_mean))
+        elif self.mean == "zero":
+            m = pt.zeros(P)
+        else:
+            m = self._vector(
+                self._prior(
+                    "c",
+                    lambda n: pm.Normal(
+                        n, mu=f64(self.output_mean), sigma=f64(2 * s), dims="output"
+                    ),
+                ),
+                P,
+            )
+        return m, lambda Xv: pt.ones((Xv.shape[0], 1)) * m[None, :]
 
     def _build(self) -> pm.Model:
         data, P, s = self.data, self.data.P, self.output_sd
@@ -448,20 +513,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             sigma = self._vector(
                 self._prior("sigma", lambda n: pm.HalfNormal(n, sigma=f64(s), dims="output")), P
             )
-            if self.mean is None:
-                m = pt.as_tensor_variable(f64(self.output_mean))
-            elif self.mean == "zero":
-                m = pt.zeros(P)
-            else:
-                m = self._vector(
-                    self._prior(
-                        "c",
-                        lambda n: pm.Normal(
-                            n, mu=f64(self.output_mean), sigma=f64(2 * s), dims="output"
-                        ),
-                    ),
-                    P,
-                )
+            m, mean_at = self._mean_terms(P, D)
             B_total = Bs[0] if len(Bs) == 1 else pt.add(*Bs)
             d = pt.sqrt(pt.diag(B_total))
             pm.Deterministic(
@@ -470,7 +522,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             Xt = pt.as_tensor_variable(self.X)
             s2 = sigma**2 + self.jitter_tensor * f64(data.scale2)
             lmc_marginal("y", data, Bs, [c(Xt) for c in covs], s2, m, dims="obs")
-        self._Bs, self._covs, self._sigma, self._m = Bs, covs, sigma, m
+        self._Bs, self._covs, self._sigma, self._mean_at = Bs, covs, sigma, mean_at
         return model
 
     @property
@@ -492,8 +544,9 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
 
     # --------------------------------------------------------- numeric graphs
     def _numeric(self, values: list[np.ndarray], Xn: np.ndarray):
-        """``(terms, sigma, m)`` at hyperparameter ``values``: per term ``(B, K, Ks, kss)``
-        (:func:`~bayes_gp.multioutput.icm.predict_terms`) with ``Ks = K(X, Xn)``."""
+        """``(terms, sigma, M, M_new)`` at hyperparameter ``values``: per term ``(B, K, Ks,
+        kss)`` (:func:`~bayes_gp.multioutput.icm.predict_terms`) with ``Ks = K(X, Xn)``, and the
+        means of every output at the training inputs ``M`` (n, P) and at ``Xn`` (m, P)."""
         if "terms" not in self._fns:
             Xt = pt.as_tensor_variable(self.X)
 
@@ -502,13 +555,13 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
                 for B, cov in zip(self._Bs, self._covs, strict=True):
                     kss = pt.as_tensor_variable(cov(Xv, diag=True)) * pt.ones(Xv.shape[0])
                     outs += [B, cov(Xt), cov(Xt, Xv), kss]
-                return [*outs, self._sigma, self._m * pt.ones(self.data.P)]
+                return [*outs, self._sigma, self._mean_at(Xt), self._mean_at(Xv)]
 
             self._fns["terms"] = function_of_values(self.model.free_RVs, build)
         out = [np.asarray(v, float) for v in self._fns["terms"](*values, Xn)]
         Q = len(self.terms)
         terms = [tuple(out[4 * q : 4 * q + 4]) for q in range(Q)]
-        return terms, out[4 * Q], out[4 * Q + 1]
+        return terms, out[4 * Q], out[4 * Q + 1], out[4 * Q + 2]
 
     def _s2(self, sigma: np.ndarray) -> np.ndarray:
         return sigma**2 + self.jitter * self.data.scale2
@@ -516,10 +569,10 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
     def _covariance(self, values) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(C_f, s2, r, sigma)``: the observed entries' signal covariance, the noise variances
         (with jitter), the residuals from the mean, and sigma."""
-        terms, sigma, m = self._numeric(values, self.X[:1])
+        terms, sigma, M, _ = self._numeric(values, self.X[:1])
         po, xo = self.data.output_index, self.data.input_index
         Cf = sum(B[np.ix_(po, po)] * K[np.ix_(xo, xo)] for B, K, _, _ in terms)
-        return Cf, self._s2(sigma), self.data.y_obs - m[po], sigma
+        return Cf, self._s2(sigma), self.data.y_obs - M[xo, po], sigma
 
     def _canonical(self, params: Mapping[str, Any]) -> dict:
         """``params`` with any given ``W`` (per term) turned into ``W_diag`` / ``W_offdiag``
@@ -607,7 +660,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         """Whether the Kronecker factorisation succeeds at ``values`` (finite eigenvalues of the
         whitened :math:`C^{-1}`)."""
         with np.errstate(all="ignore"):
-            terms, sigma, _ = self._numeric(values, self.X[:1])
+            terms, sigma, _, _ = self._numeric(values, self.X[:1])
             B, K, _, _ = terms[0]
             if not (np.all(np.isfinite(B)) and np.all(np.isfinite(K))):
                 return False
@@ -676,10 +729,11 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         )
 
     def _nuts_run(self, sampler, random_seed, *, log_likelihood: bool) -> NutsRun:
-        """:meth:`sample`: NUTS over ``W_diag``, ``W_offdiag``, ``kappa``, ``sigma`` and the
-        kernel's hyperparameters (the lower-trapezoidal ``W`` of the module docstring, so that
-        chains do not split between sign or rotation modes), after the jitter pre-flight. The
-        posterior holds the deterministics ``W`` and ``output_correlation``."""
+        """:meth:`sample`: NUTS over ``W_diag``, ``W_offdiag``, ``kappa``, ``sigma``, the
+        mean's (``c``, or ``intercept`` and ``slope``) and the kernel's hyperparameters (the
+        lower-trapezoidal ``W`` of the module docstring, so that chains do not split between
+        sign or rotation modes), after the jitter pre-flight. The posterior holds the
+        deterministics ``W`` and ``output_correlation``."""
         self._check_fittable()
         return NutsRun(self.model, attrs=self.check_jitter(random_seed).attrs())
 
@@ -725,8 +779,8 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
 
     # ------------------------------------------------------------- prediction
     def _predict_at(self, values, Xn, include_noise: bool):
-        terms, sigma, m = self._numeric(values, Xn)
-        mean, cov, added = predict_terms(self.data, terms, self._s2(sigma), m)
+        terms, sigma, M, M_new = self._numeric(values, Xn)
+        mean, cov, added = predict_terms(self.data, terms, self._s2(sigma), M, M_new)
         if include_noise:
             cov = cov + np.diag(sigma**2)
         return mean, cov, added
@@ -743,6 +797,32 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             added = max(added, a)
         return np.array(means), np.array(variances), added
 
+    def _held_out_matrix(self, y, m: int | None) -> np.ndarray:
+        """Held-out outputs ``y`` (array or DataFrame) as a float (m, P) matrix, ``NaN`` where
+        not held out, for :meth:`held_out_predictive` (``m`` the number of new inputs) and
+        :meth:`scores` (``m=None``: any number of rows).
+
+        Raises
+        ------
+        ValueError
+            If ``y`` is not numeric, not of that shape, or has no value (every entry ``NaN``).
+        """
+        try:
+            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"held-out `y` must be numeric: {exc}") from None
+        P = self.data.P
+        if m is None:
+            ok, want = y.ndim == 2 and y.shape[1] == P, f"(m, {P}) (one column per output)"
+        else:
+            ok = y.shape == (m, P)
+            want = f"({m}, {P}) (one row per input of `X_new`, one column per output)"
+        if not ok:
+            raise ValueError(f"held-out `y` must have shape {want}, got {y.shape}")
+        if np.isnan(y).all():
+            raise ValueError("held-out `y` has no value (every entry is NaN)")
+        return y
+
     @single_blas_thread
     def held_out_predictive(self, X_new, y, fit) -> HeldOutPredictive:
         """The predictive CDF of every held-out entry of ``y`` (m, P) (``NaN``: not held out),
@@ -750,18 +830,8 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         (at most 500) posterior draws for NUTS."""
         Xn = new_inputs(X_new, self.X.shape[1])
         self.check_fit(fit)
-        try:
-            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"held-out `y` must be numeric: {exc}") from None
-        if y.shape != (Xn.shape[0], self.data.P):
-            raise ValueError(
-                f"held-out `y` must have shape ({Xn.shape[0]}, {self.data.P}) (one row per input "
-                f"of `X_new`, one column per output), got {y.shape}"
-            )
+        y = self._held_out_matrix(y, Xn.shape[0])
         seen = ~np.isnan(y.T)  # output-major
-        if not seen.any():
-            raise ValueError("held-out `y` has no value (every entry is NaN)")
         means, variances, _ = self._components(Xn, fit, True)
         F = gaussian_mixture_cdf(y.T[seen], means.transpose(0, 2, 1)[:, seen],
                                  variances.transpose(0, 2, 1)[:, seen])  # fmt: skip
@@ -826,7 +896,9 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
              + ("Kronecker eigendecompositions (complete data, one term)" if self.kronecker
                 else "dense normal density of the observed entries")),
             ("mean function", {None: "each output's sample mean, fixed", "zero": "zero",
-                               "constant": "learned constant per output (c)"}[self.mean]),
+                               "constant": "learned constant per output (c)",
+                               "linear": "learned linear per output, m_p(x) = c_p + xᵀβ_p "
+                                         "(intercept, slope)"}[self.mean]),
             ("noise", "learned per output (σ)"),
             ("outputs P", f"{self.data.P}: " + ", ".join(self.outputs)),
             ("observations", f"{self.data.y_obs.size} of {self.data.n} x {self.data.P} entries"
@@ -835,7 +907,6 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             ("inputs", ", ".join(self.feature_names)),
         ]  # fmt: skip
         return rows
-
 
     def ppc_caption(self, n_draws: int) -> str:
         return (
@@ -910,14 +981,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         :meth:`prediction_columns`: over all held-out entries and per output, the RMSE, the
         mean log predictive density of :math:`N(\\text{mean}, \\text{sd}_y^2)` and the coverage
         of the 94% interval."""
-        try:
-            y = np.asarray(getattr(y, "to_numpy", lambda: y)(), dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"`y` must be numeric: {exc}") from None
-        if y.ndim != 2 or y.shape[1] != self.data.P:
-            raise ValueError(
-                f"`y` must have shape (m, {self.data.P}) (one column per output), got {y.shape}"
-            )
+        y = self._held_out_matrix(y, None)
         resid, lpd, inside = [], [], []
         out: dict[str, float] = {}
         for p, name in enumerate(self.outputs):
@@ -936,8 +1000,6 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
                 out[f"{name}_rmse"] = float(np.sqrt(np.mean(r**2)))
                 out[f"{name}_mean_log_predictive_density"] = float(np.mean(lp))
         r, lp, ins = (np.concatenate(a) for a in (resid, lpd, inside))
-        if r.size == 0:
-            raise ValueError("`y` has no held-out value (every entry is NaN)")
         out.update({
             "rmse": float(np.sqrt(np.mean(r**2))),
             "mean_log_predictive_density": float(np.mean(lp)),

@@ -3,10 +3,13 @@ of a NUTS run or a type-II fit, and its optimiser restarts."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+from bayes_gp.protocol import declared_axes
 
 __all__ = [
     "prior_text",
@@ -153,13 +156,25 @@ def jitter_text(attrs: dict) -> str:
     return f"{jitter:.3g} (the model's default)"
 
 
-def _flat(params: dict, feature_names: Sequence[str] | None = None) -> dict[str, float]:
-    """Scalar components by name: ``ls[x0]`` for a per-feature vector, else ``ls[0]``."""
+def _flat(params: dict, feature_names: Sequence[str] | None = None, model=None) -> dict[str, float]:
+    """Scalar components by name: on the axes ``model``'s PyMC model declares for the parameter
+    (``sigma[Pulse]``, ``slope[Pulse, Weight]``; :func:`bayes_gp.protocol.declared_axes`), else
+    ``ls[x0]`` for an undeclared vector with one entry per feature, else ``ls[0]``."""
     out = {}
     for k, v in params.items():
         arr = np.asarray(v, float)
         if arr.ndim == 0:
             out[k] = float(arr)
+            continue
+        axes = None if model is None else declared_axes(model, k, arr.shape)
+        if axes is not None:
+            labels = itertools.product(*axes.values())
+            out.update(
+                {
+                    f"{k}[{', '.join(map(str, lab))}]": float(x)
+                    for lab, x in zip(labels, arr.ravel(), strict=True)
+                }
+            )
         elif arr.ndim == 1 and feature_names is not None and arr.size == len(feature_names):
             out.update({f"{k}[{f}]": float(x) for f, x in zip(feature_names, arr, strict=True)})
         else:
@@ -167,12 +182,17 @@ def _flat(params: dict, feature_names: Sequence[str] | None = None) -> dict[str,
     return out
 
 
-def point_estimates(fit, feature_names: Sequence[str] | None = None) -> pd.DataFrame:
-    """The hyperparameters of a type-II fit, one row per scalar component."""
-    return pd.DataFrame({"estimate": pd.Series(_flat(fit.params, feature_names), dtype=float)})
+def point_estimates(fit, feature_names: Sequence[str] | None = None, model=None) -> pd.DataFrame:
+    """The hyperparameters of a type-II fit, one row per scalar component (labels:
+    :func:`_flat`)."""
+    return pd.DataFrame(
+        {"estimate": pd.Series(_flat(fit.params, feature_names, model), dtype=float)}
+    )
 
 
-def restarts_frame(fit, feature_names: Sequence[str] | None = None) -> pd.DataFrame | None:
+def restarts_frame(
+    fit, feature_names: Sequence[str] | None = None, model=None
+) -> pd.DataFrame | None:
     """One row per optimiser restart, best first: objective, convergence, iterations, optimum."""
     if not fit.restarts:
         return None
@@ -180,7 +200,7 @@ def restarts_frame(fit, feature_names: Sequence[str] | None = None) -> pd.DataFr
     for i, r in enumerate(fit.restarts):
         row = {"restart": i + 1, "objective": r.objective, "converged": r.converged,
                "iterations": r.n_iter}  # fmt: skip
-        row.update(_flat(r.params, feature_names))
+        row.update(_flat(r.params, feature_names, model))
         row["message"] = r.message
         rows.append(row)
     return pd.DataFrame(rows).set_index("restart")

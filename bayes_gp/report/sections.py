@@ -452,11 +452,11 @@ def point_part(entry: Entry, X_new, with_figures: bool, held_out=None) -> Part:
     t0 = time.perf_counter()
     _model_section(part, model)
     part.body.append(H.section("Inference", H.key_value_table(describe.point_fit_settings(fit)), 3))
-    part.summary = describe.point_estimates(fit, model.feature_names)
+    part.summary = describe.point_estimates(fit, model.feature_names, model)
     part.body.append(
         H.section("Point estimate", H.dataframe_table(part.summary, "parameter"), level=3)
     )
-    restarts = describe.restarts_frame(fit, model.feature_names)
+    restarts = describe.restarts_frame(fit, model.feature_names, model)
     if restarts is not None:
         part.body.append(
             H.section("Restarts (best first)", H.dataframe_table(restarts, "restart"), level=3)

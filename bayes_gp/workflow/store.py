@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_gp._version import __version__
+from bayes_gp.protocol import declared_axes
 from bayes_gp.workflow.fitting import FitResult, default_settings, fit_kind
 from bayes_gp.workflow.reporting import make_report
 from bayes_gp.workflow.spec import from_spec
@@ -82,18 +83,11 @@ _ARRAY = "array__"
 
 
 def _declared_axes(gp, name: str, v: np.ndarray) -> dict[str, list] | None:
-    """The axes (dimension -> coordinate values) that ``gp``'s PyMC model (the protocol's
-    ``model``) declares for the hyperparameter ``name``, when they fit ``v``'s shape and none
-    is ``feature`` (which keeps the data's feature names); else ``None``."""
-    pm_model = getattr(gp, "model", None)
-    dims = tuple(getattr(pm_model, "named_vars_to_dims", {}).get(name) or ())
-    coords = getattr(pm_model, "coords", {})
-    if not dims or "feature" in dims or len(dims) != v.ndim:
-        return None
-    axes = {d: list(coords.get(d) or ()) for d in dims}
-    if tuple(len(c) for c in axes.values()) != v.shape:
-        return None
-    return axes
+    """The axes ``gp``'s PyMC model declares for the hyperparameter ``name``
+    (:func:`bayes_gp.protocol.declared_axes`) unless one is ``feature`` (which keeps the data's
+    feature names); else ``None``."""
+    axes = declared_axes(gp, name, v.shape)
+    return None if axes is None or "feature" in axes else axes
 
 
 def _own_dims(name: str, v: np.ndarray) -> tuple[str, ...]:

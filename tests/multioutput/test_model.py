@@ -352,6 +352,29 @@ def test_protocol_methods(rng):
     assert "dense" in rows["likelihood"] and "heterotopic" in rows["observations"]
 
 
+def test_held_out_matrix_checks_both_callers(rng):
+    """``held_out_predictive`` and ``scores`` parse held-out ``y`` by one helper: a DataFrame is
+    read, a non-numeric, misshapen or all-NaN ``y`` is refused with the same message."""
+    X, Y = hetero(rng, n=12, P=2)
+    gp = MultiOutputGP(X, Y, priors={"W_offdiag": 0.0})
+    fit = map_fit(gp, {"ls": 1.0, "W_diag": [0.8], "kappa": [0.1, 0.3], "sigma": [0.2, 0.4]})
+    Xn = np.array([0.3, 2.5])
+    held = np.array([[0.1, np.nan], [0.4, 2.0]])
+    cols = gp.prediction_columns(Xn, fit)
+    frame = pd.DataFrame(held, columns=gp.outputs)
+    assert gp.scores(frame, cols) == gp.scores(held, cols)
+    np.testing.assert_array_equal(
+        gp.held_out_predictive(Xn, frame, fit).cdf_at, gp.held_out_predictive(Xn, held, fit).cdf_at
+    )
+    for call in (lambda y: gp.scores(y, cols), lambda y: gp.held_out_predictive(Xn, y, fit)):
+        with pytest.raises(ValueError, match="held-out `y` must be numeric"):
+            call(np.array([["a", "b"], ["c", "d"]]))
+        with pytest.raises(ValueError, match="every entry is NaN"):
+            call(np.full((2, 2), np.nan))
+        with pytest.raises(ValueError, match=r"held-out `y` must have shape \((m|2), 2\)"):
+            call(held[:, :1])
+
+
 # --------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     ("change", "match"),
@@ -381,7 +404,8 @@ def test_bad_data_raise(rng, change, match):
         ({"kernel": ["expquad + periodic"]}, "one catalogue name"),
         ({"kernel": "prml"}, "prml"),
         ({"priors": {"eta": 1.0}}, r"unknown names \['eta'\]"),
-        ({"mean": "linear"}, "`mean` must be"),
+        ({"mean": "quadratic"}, r"`mean` must be None, 'zero', 'constant' or 'linear'"),
+        ({"mean": ["linear"]}, r"`mean` must be None, 'zero', 'constant' or 'linear'"),
     ],
 )
 def test_bad_arguments_raise(rng, kwargs, match):

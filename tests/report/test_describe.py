@@ -55,3 +55,30 @@ def test_point_estimates_and_restarts_use_feature_names():
         "objective", "converged", "iterations", "ls[a]", "ls[b]", "eta", "message",
     ]  # fmt: skip
     assert describe.restarts_frame(MapFit(params=params, objective=0.0, prior=True)) is None
+
+
+def test_point_estimates_use_the_model_declared_axes():
+    """A multi-output model's per-output vectors are labelled by output even when there are as
+    many outputs as features (P = D = 2), and a (P, D) slope by both axes; an undeclared vector
+    of length D keeps the feature names."""
+    from bayes_gp import MultiOutputGP
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 5, (10, 2))
+    Y = np.column_stack([np.sin(X[:, 0]), np.cos(X[:, 1])]) + 0.1 * rng.standard_normal((10, 2))
+    gp = MultiOutputGP(X, Y, mean="linear")
+    f0, f1 = gp.feature_names
+    o0, o1 = gp.model.coords["output"]
+    params = {
+        "sigma": np.array([0.1, 0.2]),
+        "slope": np.array([[1.0, 2.0], [3.0, 4.0]]),
+        "ls": np.array([1.5, 2.5]),
+        "eta": np.array(0.5),
+    }
+    fit = MapFit(params=params, objective=-1.0, prior=True)
+    est = describe.point_estimates(fit, gp.feature_names, gp)["estimate"].to_dict()
+    assert est[f"sigma[{o0}]"] == 0.1 and est[f"sigma[{o1}]"] == 0.2
+    assert est[f"slope[{o1}, {f0}]"] == 3.0 and est[f"slope[{o0}, {f1}]"] == 2.0
+    assert f"sigma[{f0}]" not in est
+    # the isotropic kernel declares no axis for ls: a length-D vector is labelled by feature
+    assert est[f"ls[{f0}]"] == 1.5 and est[f"ls[{f1}]"] == 2.5
