@@ -17,16 +17,34 @@ Distances are computed from exact coordinate differences, not from the expansion
 :math:`|x|^2 - 2x^\top x' + |x'|^2`, so a kernel agrees with its formula to rounding error even at
 :math:`r \approx 0`. When the inputs are constants, the squared differences are constant-folded by
 PyTensor and never recomputed while sampling hyperparameters.
+
+That folded array has shape ``(n, m, D)``: :math:`8nmD` bytes, 8 GB at n = m = 10⁴, D = 10, held
+by the compiled function, and the reverse mode builds another. So when the inputs have more than
+:data:`FUSED_DISTANCE_MIN_ELEMENTS` coordinate differences, :class:`LengthScale` computes
+:math:`r^2` by the Op :class:`~bayes_gp.kernels.ard_distance.ARDSquareDist` instead: the same
+exact differences, summed dimension by dimension into the ``(n, m)`` result, recomputed at each
+evaluation (:math:`3nmD` flops, small beside the :math:`n^3/3` of a Cholesky factor), with a
+gradient in ``ls`` (and in the inputs) that needs no ``(n, m, D)`` array either. Smaller problems,
+and inputs whose sizes are unknown when the graph is built, keep the folded graph.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytensor.tensor as pt
 
 from bayes_gp._validation import as_parameter, check_positive, constant_value
 
-__all__ = ["Metric", "LengthScale", "FactorAnalysis"]
+__all__ = ["Metric", "LengthScale", "FactorAnalysis", "FUSED_DISTANCE_MIN_ELEMENTS"]
+
+#: :class:`LengthScale` computes :math:`r^2` with the Op
+#: :class:`~bayes_gp.kernels.ard_distance.ARDSquareDist` when ``n * m * D`` (the size of the
+#: coordinate-difference array a graph would fold) exceeds this: 2**22 differences, 32 MiB, e.g.
+#: from about n = m = 650 at D = 10, or n = m = 2049 at D = 1. Below it the folded constant is small and
+#: today's graph is kept (PyTensor fuses it with the kernel's elementwise expression).
+FUSED_DISTANCE_MIN_ELEMENTS = 2**22
 
 
 def pairwise_diff(X: pt.TensorVariable, Xs: pt.TensorVariable | None) -> pt.TensorVariable:
@@ -82,6 +100,19 @@ class LengthScale(Metric):
     @property
     def is_ard(self) -> bool:
         return self.ls.ndim == 1
+
+    def square_dist(self, X, Xs=None) -> pt.TensorVariable:
+        """:math:`r^2` by :class:`~bayes_gp.kernels.ard_distance.ARDSquareDist` when the inputs
+        have more than :data:`FUSED_DISTANCE_MIN_ELEMENTS` coordinate differences (module
+        docstring), else from the ``(n, m, D)`` differences."""
+        X = pt.as_tensor_variable(X)
+        Xs_t = X if Xs is None else pt.as_tensor_variable(Xs)
+        sizes = (X.type.shape[0], Xs_t.type.shape[0], X.type.shape[1])
+        if all(s is not None for s in sizes) and math.prod(sizes) > FUSED_DISTANCE_MIN_ELEMENTS:
+            from bayes_gp.kernels.ard_distance import ard_square_dist
+
+            return ard_square_dist(X, Xs_t, self.ls)
+        return super().square_dist(X, Xs)
 
     def square_dist_from_diff(self, diff):
         return pt.sum(pt.square(diff) / pt.square(self.ls), axis=-1)

@@ -24,10 +24,37 @@ predictions would otherwise repeat for every draw at every call (the workflow's 
 report's bands, its predictive checks and the saved predictions ask for the same draws). The
 factorisations are kept, least recently used first out, within :data:`FACTOR_CACHE_BYTES` per
 model, keyed by the hyperparameter values and the jitter in use.
+
+**Memory, checked before anything is allocated.** One evaluation of the log density and its
+gradient (what NUTS calls at every leapfrog step) holds :data:`DENSE_EVAL_MATRICES` ``n x n``
+float64 matrices at its peak, :math:`8n^2` bytes each (``benchmarks/memory.py`` measures it; the
+coordinate differences of a stationary kernel no longer add ``(n, n, D)`` arrays at large n, see
+:mod:`bayes_gp.kernels.ard_distance`). Counted on the compiled graph of a one-term stationary
+kernel (``GPRegression(X, y, "expquad", ard=True)``), at the peak, inside the gradient's
+:math:`C^{-1}`:
+
+1. the identity matrix of :math:`(\sigma^2 + \epsilon) I`, a constant held by the compiled
+   function;
+2. :math:`K` (more precisely :math:`\partial C / \partial r^2`), kept for the gradient (the
+   scaled distances :math:`r^2` and :math:`C` itself are dead once :math:`L` exists);
+3. the Cholesky factor :math:`L` (the factorisation briefly holds :math:`C`, a Fortran-ordered
+   and a C-ordered :math:`L`: three, at an earlier moment);
+4. to 7. :math:`C^{-1}`: ``potri`` on a Fortran-ordered copy of :math:`L`, then the
+   symmetrisation ``tril(A) + tril(A, -1).T`` (two triangles and their sum);
+
+after which the cotangent :math:`\tfrac12(\alpha\alpha^\top - C^{-1})\,\partial C/\partial r^2`
+is one matrix more while the temporaries are gone. Seven counted; measured
+(``benchmarks/memory.py``, numba, D = 10, a least-squares fit of the peak over n = 1000, 2000,
+4000): 7.4 matrices, 1.1 of them held between evaluations (the identity), so
+:data:`DENSE_EVAL_MATRICES` is 8. Sums and products of kernels keep one or two matrices more
+per term, which this count does not include. Above :data:`MAX_DENSE_BYTES` (or 3/4 of the
+machine's physical memory, if that is less) :class:`ExactLikelihood` refuses with a
+``MemoryError`` that names the approximations, as the compact-support likelihood does.
 """
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -44,11 +71,54 @@ from bayes_gp.predictive import (
 )
 from bayes_gp.regression.likelihood import marginal_normal
 
-__all__ = ["ExactLikelihood", "FACTOR_CACHE_BYTES"]
+__all__ = [
+    "ExactLikelihood",
+    "FACTOR_CACHE_BYTES",
+    "DENSE_EVAL_MATRICES",
+    "MAX_DENSE_BYTES",
+    "dense_memory_bytes",
+    "check_dense_memory",
+]
+
+#: ``n x n`` float64 matrices one log-density-and-gradient evaluation of the exact GP holds at
+#: its peak (module docstring: counted on the compiled graph, and measured)
+DENSE_EVAL_MATRICES = 8
+#: largest memory, in bytes, one exact evaluation may need before the model refuses with advice
+#: (16 GiB: n up to about 16,000); lowered to 3/4 of the physical memory where that is less
+MAX_DENSE_BYTES = 16 * 2**30
 
 #: Memory for the cached factorisations of one model (the Cholesky factors dominate:
 #: :math:`8n^2` bytes each); at least one is kept whatever ``n``.
 FACTOR_CACHE_BYTES = 256 * 2**20
+
+
+def dense_memory_bytes(n: int) -> int:
+    """Peak bytes of one exact log-density-and-gradient evaluation:
+    :math:`8n^2` times :data:`DENSE_EVAL_MATRICES`."""
+    return DENSE_EVAL_MATRICES * 8 * int(n) ** 2
+
+
+def _memory_limit() -> int:
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not POSIX: the documented limit only
+        return MAX_DENSE_BYTES
+    return min(MAX_DENSE_BYTES, int(0.75 * physical)) if physical > 0 else MAX_DENSE_BYTES
+
+
+def check_dense_memory(n: int) -> None:
+    """Raise ``MemoryError`` with advice when the exact GP at ``n`` inputs would need more than
+    the limit (module docstring), before anything ``n x n`` is allocated."""
+    need, limit = dense_memory_bytes(n), _memory_limit()
+    if need > limit:
+        raise MemoryError(
+            f"the exact GP at n = {n} inputs needs about {DENSE_EVAL_MATRICES} n x n matrices "
+            f"for one log-density gradient, {need / 2**30:.1f} GiB: more than the limit of "
+            f"{limit / 2**30:.1f} GiB (bayes_gp.regression.exact.MAX_DENSE_BYTES, or 3/4 of this "
+            "machine's memory). Use an approximation, approx='hsgp' (stationary kernels on few "
+            "input dimensions) or approx='vfe' (inducing points), a compactly supported kernel "
+            "('pp0' ... 'pp3', sparse), or fit a random subset of the data"
+        )
 
 
 class ExactLikelihood:
@@ -62,6 +132,7 @@ class ExactLikelihood:
         self.X, self.y = X, y
         self.cov, self.mean_func = cov, mean_func
         self.sigma, self.jitter = pt.as_tensor_variable(sigma), jitter
+        check_dense_memory(X.shape[0])  # before any n x n graph is built or folded
         Xt = pt.as_tensor_variable(X)
         marginal_normal(name, self._mean(Xt), self._C(Xt), observed=y, dims=dims)
         self.rvs = list(pm.modelcontext(None).free_RVs)
