@@ -75,11 +75,18 @@ from bayes_gp.inference.typeii import (
     observed_logp_and_grad,
     optimize,
 )
-from bayes_gp.linalg import EAGER_MODE, single_blas_thread
-from bayes_gp.predictive import Prediction, gaussian_columns, gaussian_scores
+from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
+from bayes_gp.predictive import (
+    Prediction,
+    gaussian_columns,
+    gaussian_mixture_cdf,
+    gaussian_scores,
+    held_out_vector,
+)
 from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import Bands, GPModel, is_nuts
+from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
+from bayes_gp.regression.gpr import PRIOR_PREDICTIVE_MAX_N
 from bayes_gp.regression.term import _mixture_quantiles
 
 __all__ = ["HierarchicalGP", "POOLINGS", "LIKELIHOODS"]
@@ -130,6 +137,18 @@ def _numeric(col: pd.Series, role: str) -> np.ndarray:
             "infinite value(s)"
         )
     return v
+
+
+def _cholesky_stack(M: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factors of a stack of matrices (..., k, k); any that fails gets the
+    growing jitter of :func:`~bayes_gp.linalg.jittered_cholesky`."""
+    try:
+        return np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        out = np.empty_like(M)
+        for i in np.ndindex(M.shape[:-2]):
+            out[i] = jittered_cholesky(M[i])[0]
+        return out
 
 
 def _as_names(value, role: str) -> list:
@@ -697,6 +716,25 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             var[at] = np.maximum(v, 0.0) + (row[-1] ** 2 if include_noise else 0.0)
         return mean, var, fac.jitter
 
+    def _components(self, Xn, Cn, codes, fit, include_noise: bool, max_draws: int, seed: int):
+        """Per posterior draw (one row for a MAP fit), the predictive means and variances at the
+        rows ``(Xn, Cn, codes)`` of :meth:`_new_rows`, ``(S, m)`` each, and the largest jitter
+        a factorisation needed. A new group's hyperparameters are the population location
+        (MAP) or one draw from the population distribution per posterior draw (NUTS, from
+        ``numpy.random.default_rng(seed)``)."""
+        if isinstance(fit, MapFit):
+            mean, var, jit = self._predict_at(self._values(fit.params), Xn, Cn, codes,
+                                              include_noise, None)  # fmt: skip
+            return mean[None], var[None], float(jit)
+        rng = np.random.default_rng(seed)
+        means, variances, jits = [], [], []
+        for values in self._draws(fit, max_draws, seed):
+            m_, v_, j_ = self._predict_at(values, Xn, Cn, codes, include_noise, rng)
+            means.append(m_)
+            variances.append(v_)
+            jits.append(j_)
+        return np.array(means), np.array(variances), float(max(jits, default=0.0))
+
     @single_blas_thread
     def predict(
         self, new_data, fit, include_noise: bool = False, *, max_draws: int = 500, seed: int = 0
@@ -731,27 +769,149 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
                 if not is_nuts(fit)
                 else "one draw from the population distribution per posterior draw"
             )
+        means, variances, jit = self._components(Xn, Cn, codes, fit, include_noise,
+                                                 max_draws, seed)  # fmt: skip
         if isinstance(fit, MapFit):
-            mean, var, jit = self._predict_at(self._values(fit.params), Xn, Cn, codes,
-                                              include_noise, None)  # fmt: skip
             z = 1.880793608151251  # 94% central interval
+            mean, var = means[0], variances[0]
             sd = np.sqrt(var)
             return Prediction(mean, var, None, mean - z * sd, mean + z * sd,
                               {"jitter": jit, **extra})  # fmt: skip
-        rng = np.random.default_rng(seed)
-        means, variances, jits = [], [], []
-        for values in self._draws(fit, max_draws, seed):
-            m_, v_, j_ = self._predict_at(values, Xn, Cn, codes, include_noise, rng)
-            means.append(m_)
-            variances.append(v_)
-            jits.append(j_)
-        means, variances = np.array(means), np.array(variances)
         mean = means.mean(axis=0)
         var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
         lower, upper = _mixture_quantiles(means, np.sqrt(variances), ((1 - PROB) / 2,
                                                                         (1 + PROB) / 2))  # fmt: skip
-        extra.update(n_draws=len(means), jitter=float(max(jits, default=0.0)))
+        extra.update(n_draws=len(means), jitter=jit)
         return Prediction(mean, var, None, lower, upper, extra)
+
+    @single_blas_thread
+    def held_out_predictive(
+        self, new_data, y, fit, *, max_draws: int = 500, seed: int = 0
+    ) -> HeldOutPredictive:
+        r"""The predictive CDF of each held-out observation :math:`y_i` (with the noise) at the
+        rows of ``new_data`` (a DataFrame as :meth:`predict` takes: the ``x`` columns, the
+        group column, any covariates; rows of known groups and of new groups alike), for the
+        report's predictive-calibration section and the workflow's coverage scores.
+
+        A MAP fit: the Gaussian CDF :math:`F_i(y_i) = \Phi((y_i - \mu_i) / \sqrt{v_i +
+        \sigma_g^2})` with :meth:`predict`'s mean and variance (R&W eqs. 2.25–2.26 on the
+        hierarchical covariance; a new group at the population location). A NUTS fit: the
+        equal-weight mixture over (at most ``max_draws``) posterior draws,
+        :math:`F_i(y_i) = \frac1S \sum_s \Phi((y_i - \mu_{si}) / \sqrt{v_{si}})`
+        (:func:`~bayes_gp.predictive.gaussian_mixture_cdf`), a new group's hyperparameters
+        drawn from the population distribution at each draw, as :meth:`predict` does with the
+        same ``seed``.
+
+        Raises
+        ------
+        ValueError
+            ``new_data`` not a DataFrame with the model's columns, or ``y`` not a finite numeric
+            vector with one value per row of ``new_data``.
+        """
+        self.check_fit(fit)
+        Xn, Cn, codes, _ = self._new_rows(new_data)
+        m = Xn.shape[0]
+        if np.ndim(y) != 1 or np.shape(y)[0] != m:
+            raise ValueError(
+                f"held-out `y` must be a vector of one value per row of `new_data` ({m}), got "
+                f"shape {np.shape(y)}"
+            )
+        y = held_out_vector(y, m)
+        means, variances, _ = self._components(Xn, Cn, codes, fit, True, max_draws, seed)
+        F = gaussian_mixture_cdf(y, means, variances)
+        return HeldOutPredictive("cdf", F, F)
+
+    @single_blas_thread
+    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+        r"""Data sets from the prior predictive distribution at the training rows,
+        ``(n_draws, n)``: every free hyperparameter from its prior (the population locations
+        and spreads and the standardised group effects :math:`z_g` of partial pooling, so each
+        draw has its own group hyperparameters; covariate effects :math:`\beta`, intercept sd
+        :math:`\tau_b`), then the data given them, drawn exactly,
+
+        .. math::
+           y = m + Z L_0 u_0 + (L_g u_g)_{g=1}^G, \qquad u_0, u_g \sim N(0, I),
+
+        with :math:`L_0 L_0^\top = K_0 + \epsilon I` (the population function at the distinct
+        inputs) and :math:`L_g L_g^\top = A_g = K_g + \tau_b^2 11^\top + (\sigma_g^2 + \epsilon)
+        I` (each group's deviation, intercept and noise), so that
+        :math:`\operatorname{cov}(y) = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top = C`, the
+        covariance of the model's likelihood (module docstring; Hensman et al. 2013, eq. 2),
+        without an :math:`n \times n` factorisation.
+
+        Raises
+        ------
+        ValueError
+            ``n_draws`` not a positive integer.
+        NotImplementedError
+            A group or the set of distinct inputs larger than
+            :data:`~bayes_gp.regression.gpr.PRIOR_PREDICTIVE_MAX_N` (one Cholesky factor of that
+            size per data set); the report then says the check is not available.
+        """
+        if isinstance(n_draws, bool) or not isinstance(n_draws, int | np.integer) or n_draws < 1:
+            raise ValueError(f"`n_draws` must be a positive integer, got {n_draws!r}")
+        n_max = max(idx.size for idx in self.rows)
+        m = self.U.shape[0] if self.shared else 0
+        if max(n_max, m) > PRIOR_PREDICTIVE_MAX_N:
+            raise NotImplementedError(
+                f"the prior predictive factorises each group's block and the population "
+                f"covariance at the distinct inputs, up to {PRIOR_PREDICTIVE_MAX_N} rows each; "
+                f"this model has a group of {n_max} rows and {m} distinct inputs"
+            )
+        n_draws = int(n_draws)
+        rng = np.random.default_rng(seed)
+        rvs = self.model.free_RVs
+        n, lay = self.X.shape[0], self.layout
+        fn = self._fn("prior_blocks", self._batched_blocks)
+        if not rvs:  # every hyperparameter fixed: one covariance for every data set
+            mu, A, *K0 = fn()
+            return self._draw_data(mu[None], A[None], K0[0][None] if K0 else None, n_draws, rng)
+        drawn = pm.draw(rvs, draws=n_draws, random_seed=rng, mode=EAGER_MODE)
+        if len(rvs) == 1:
+            drawn = [drawn]
+        drawn = [np.asarray(d, float) if n_draws > 1 else np.asarray(d, float)[None]
+                 for d in drawn]  # fmt: skip
+        # draws per compiled call: at most ~2e7 numbers of blocks at once
+        size = lay.mask.size * lay.mask.shape[1] + lay.m**2 + n
+        chunk = max(1, min(n_draws, int(2e7 // size)))
+        out = np.empty((n_draws, n))
+        for start in range(0, n_draws, chunk):
+            part = [d[start : start + chunk] for d in drawn]
+            mu, A, *K0 = fn(*part)  # those that depend on no free variable lack the draw axis
+            k = part[0].shape[0]
+            out[start : start + k] = self._draw_data(mu, A, K0[0] if K0 else None, k, rng)
+        return out
+
+    def _batched_blocks(self):
+        """Compiled ``(values of the free variables, each with a leading draw axis) -> (mu (S,
+        n), padded blocks A (S, G, n_max, n_max)[, K0 (S, m, m)])``: the likelihood's own
+        graphs (:meth:`_blocks`) vectorised over draws (``pytensor.graph.vectorize_graph``)."""
+        from pytensor.graph.replace import graph_replace, vectorize_graph
+
+        rvs = self.model.free_RVs
+        holders = [rv.type() for rv in rvs]
+        A, K0 = self._blocks(self._tg, self._ts)
+        outs = [self._mu, A, *([] if K0 is None else [K0])]
+        outs = graph_replace(outs, dict(zip(rvs, holders, strict=True)), strict=False)
+        batched = [pt.tensor(dtype=h.dtype, shape=(None, *h.type.shape)) for h in holders]
+        outs = vectorize_graph(outs, dict(zip(holders, batched, strict=True)))
+        return pytensor.function(batched, outs, mode=EAGER_MODE, on_unused_input="ignore")
+
+    def _draw_data(self, mu, A, K0, k: int, rng) -> np.ndarray:
+        r"""``k`` data sets :math:`m + Z L_0 u_0 + (L_g u_g)_g` from the means ``mu`` (S, n), the
+        padded blocks ``A`` (S, G, n_max, n_max) and ``K0`` (S, m, m) or ``None``, with S = k,
+        1 or absent (shared by all). A padded block's factor is :math:`\operatorname{blockdiag}(L_g,
+        I)`, so its padding entries are dropped."""
+        lay = self.layout
+        L = _cholesky_stack(A)
+        u = rng.standard_normal((k, *lay.mask.shape, 1))
+        e = (L @ u)[..., 0]  # (k, G, n_max)
+        y = np.broadcast_to(mu, (k, mu.shape[-1])).copy()
+        y[:, lay.index[lay.mask]] += e[:, lay.mask]
+        if K0 is not None:
+            L0 = _cholesky_stack(K0)
+            y += (L0 @ rng.standard_normal((k, K0.shape[-1], 1)))[:, self.u_index, 0]
+        return y
 
     # ----------------------------------------------------------- model protocol
     @property
