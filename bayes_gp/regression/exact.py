@@ -26,30 +26,37 @@ factorisations are kept, least recently used first out, within :data:`FACTOR_CAC
 model, keyed by the hyperparameter values and the jitter in use.
 
 **Memory, checked before anything is allocated.** One evaluation of the log density and its
-gradient (what NUTS calls at every leapfrog step) holds :data:`DENSE_EVAL_MATRICES` ``n x n``
-float64 matrices at its peak, :math:`8n^2` bytes each (``benchmarks/memory.py`` measures it; the
-coordinate differences of a stationary kernel no longer add ``(n, n, D)`` arrays at large n, see
-:mod:`bayes_gp.kernels.ard_distance`). Counted on the compiled graph of a one-term stationary
-kernel (``GPRegression(X, y, "expquad", ard=True)``), at the peak, inside the gradient's
-:math:`C^{-1}`:
+gradient (what NUTS calls at every leapfrog step) holds at most :data:`DENSE_EVAL_MATRICES`
+``n x n`` float64 matrices at its peak, :math:`8n^2` bytes each (``benchmarks/memory.py``
+measures it; the coordinate differences of a stationary kernel no longer add ``(n, n, D)``
+arrays at large n, see :mod:`bayes_gp.kernels.ard_distance`). Counted on the compiled graph of a
+one-term stationary kernel (``GPRegression(X, y, "expquad", ard=True)``), every ``n x n`` step
+after the first writes over a matrix that is dead afterwards (PyTensor's ``destroy_map``):
 
-1. the identity matrix of :math:`(\sigma^2 + \epsilon) I`, a constant held by the compiled
-   function;
-2. :math:`K` (more precisely :math:`\partial C / \partial r^2`), kept for the gradient (the
-   scaled distances :math:`r^2` and :math:`C` itself are dead once :math:`L` exists);
-3. the Cholesky factor :math:`L` (the factorisation briefly holds :math:`C`, a Fortran-ordered
-   and a C-ordered :math:`L`: three, at an earlier moment);
-4. to 7. :math:`C^{-1}`: ``potri`` on a Fortran-ordered copy of :math:`L`, then the
-   symmetrisation ``tril(A) + tril(A, -1).T`` (two triangles and their sum);
+1. the scaled distances :math:`r^2` (:class:`~bayes_gp.kernels.ard_distance.ARDSquareDist`);
+2. one fused elementwise step writes :math:`C` over :math:`r^2` and keeps :math:`K`
+   (:math:`\partial C / \partial r^2`) for the gradient: **two** matrices;
+3. :math:`\sigma^2 + \epsilon` is added to the diagonal in place (no identity matrix, nothing
+   held between evaluations), ``potrf`` writes :math:`L` over :math:`C`, ``potri`` writes
+   :math:`C^{-1}` over :math:`L` and its lower triangle is mirrored block by block
+   (:mod:`bayes_gp.regression.likelihood`): still two;
+4. the cotangent :math:`\tfrac12(\alpha\alpha^\top - C^{-1})` and its product with
+   :math:`\partial C / \partial r^2` are one fused elementwise step written over
+   :math:`C^{-1}` and :math:`K`: two with PyTensor's numba backend (``FAST_RUN``, nutpie), three
+   with its C backend (``CVM``), whose elementwise code cannot fuse the sum that gives the
+   amplitude's gradient and stores the summand as a third matrix;
 
-after which the cotangent :math:`\tfrac12(\alpha\alpha^\top - C^{-1})\,\partial C/\partial r^2`
-is one matrix more while the temporaries are gone. Seven counted; measured
-(``benchmarks/memory.py``, numba, D = 10, a least-squares fit of the peak over n = 1000, 2000,
-4000): 7.4 matrices, 1.1 of them held between evaluations (the identity), so
-:data:`DENSE_EVAL_MATRICES` is 8. Sums and products of kernels keep one or two matrices more
-per term, which this count does not include. Above :data:`MAX_DENSE_BYTES` (or 3/4 of the
-machine's physical memory, if that is less) :class:`ExactLikelihood` refuses with a
-``MemoryError`` that names the approximations, as the compact-support likelihood does.
+after which :class:`~bayes_gp.kernels.ard_distance.ARDSquareDistGrad` reduces the cotangent to
+``D`` numbers with no ``n x n`` temporary. Measured (``benchmarks/memory.py``, D = 10, a
+least-squares fit of the peak over n = 1000, 2000, 4000; ``benchmarks/README.md``, "Memory"):
+2.1 matrices with numba, 3.1 with the C backend (7.4 and 6.3 before the in-place Ops), none
+held between evaluations, so :data:`DENSE_EVAL_MATRICES` is 3 (2.4 GB at n = 10^4). Where
+:math:`C` or :math:`L` is needed elsewhere (a function output, a later use) PyTensor keeps the
+copying Ops and the count grows by one or two; sums and products of kernels keep one or two
+matrices more per term, which this count does not include either. Above
+:data:`MAX_DENSE_BYTES` (or 3/4 of the machine's physical memory, if that is less)
+:class:`ExactLikelihood` refuses with a ``MemoryError`` that names the approximations, as the
+compact-support likelihood does.
 """
 
 from __future__ import annotations
@@ -81,8 +88,9 @@ __all__ = [
 ]
 
 #: ``n x n`` float64 matrices one log-density-and-gradient evaluation of the exact GP holds at
-#: its peak (module docstring: counted on the compiled graph, and measured)
-DENSE_EVAL_MATRICES = 8
+#: its peak (module docstring: counted on the compiled graph, and measured: 2 with numba, 3
+#: with the C backend)
+DENSE_EVAL_MATRICES = 3
 #: largest memory, in bytes, one exact evaluation may need before the model refuses with advice
 #: (16 GiB: n up to about 16,000); lowered to 3/4 of the physical memory where that is less
 MAX_DENSE_BYTES = 16 * 2**30
@@ -144,8 +152,12 @@ class ExactLikelihood:
         return pt.as_tensor_variable(self.mean_func(X)) * pt.ones(X.shape[0])
 
     def _C(self, X):
+        """:math:`C = K + (\\sigma^2 + \\epsilon) I` as an increment of the diagonal of ``K``
+        (no identity matrix: ``(sigma^2 + eps) * eye(n)`` would be an ``n x n`` constant held
+        by the compiled function)."""
         n = self.X.shape[0]
-        return self.cov(X) + (pt.square(self.sigma) + self.jitter) * pt.eye(n)
+        i = pt.arange(n)
+        return pt.inc_subtensor(self.cov(X)[i, i], pt.square(self.sigma) + self.jitter)
 
     def _fn(self, key: str, build):
         if key not in self._fns:
