@@ -34,6 +34,12 @@ kernel block comes from one batched evaluation of :math:`k(|x - x'|/\ell_g)`, so
 graph does not grow with the number of groups. One log density and gradient costs
 :math:`O(G n_{\max}^3 + N m^2 + m^3)` for :math:`G` groups of at most :math:`n_{\max}` rows and
 :math:`m` distinct inputs.
+With ``approx="hsgp"`` (:mod:`bayes_gp.hierarchical.hsgp`) every :math:`f_g` and :math:`f_0`
+is a Hilbert-space basis expansion on one common box (Riutort-Mayol et al. 2022), the weights
+integrated out: :math:`O(Np + Gp^3 + m^3)` per gradient for :math:`p \approx m` basis
+functions, no :math:`n_g \times n_g` matrix, for groups with many points. Its predictions,
+LOO terms and jitter pre-flight use the same factorisation; its prior predictive draws from the
+exact GP it approximates (as :class:`~bayes_gp.GPRegression`'s approximations do).
 :meth:`HierarchicalGP.sample` runs NUTS over every hyperparameter, :meth:`HierarchicalGP.fit_map`
 the type-II MAP fit, and :meth:`HierarchicalGP.predict` predicts a known group's curve (its
 :math:`f_0 + f_g + b_g` given all the data) or a new group's (the population prediction with a
@@ -55,6 +61,15 @@ import pytensor.tensor as pt
 
 from bayes_gp import kernels as K
 from bayes_gp._validation import check_jitter, f64, hyperparameter_values, refuse_constant
+from bayes_gp.hierarchical.hsgp import (
+    MAX_DIMS,
+    HSGPBasis,
+    HSGPFactor,
+    HSGPStats,
+    hsgp_structured_logp,
+    hsgp_terms,
+    sqrt_spectral_densities,
+)
 from bayes_gp.hierarchical.structured import (
     PaddedLayout,
     StructuredFactor,
@@ -85,8 +100,10 @@ from bayes_gp.predictive import (
 )
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
+from bayes_gp.regression.approx_options import approx_spec
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import PRIOR_PREDICTIVE_MAX_N
+from bayes_gp.regression.hsgp import HSGP_MAX_DEFAULT_BASIS, hsgp_m_c
 from bayes_gp.regression.term import _mixture_quantiles
 
 __all__ = ["HierarchicalGP", "POOLINGS", "LIKELIHOODS"]
@@ -203,6 +220,17 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
     jitter : float
         Added to the diagonal of every block and of :math:`K_0`, relative to
         :math:`\\operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`).
+    approx : None or "hsgp"
+        ``"hsgp"``: each :math:`f_g` and :math:`f_0` as :math:`m` Hilbert-space basis functions
+        on one box, :math:`c` times the inputs' half-range (:mod:`bayes_gp.hierarchical.hsgp`):
+        one gradient costs :math:`O(Np + Gp^3 + m^3)` instead of :math:`O(G n_{\\max}^3)`.
+        Kernels: ``expquad``, ``matern12``/``exponential``, ``matern32``, ``matern52``,
+        ``ratquad`` (fixed ``alpha``) and sums of them; one or two input columns.
+    approx_options : dict, optional
+        As :class:`~bayes_gp.GPRegression`'s: ``m`` (basis functions per input dimension) and
+        ``c`` (boundary factor > 1); omitted ones by the Riutort-Mayol et al. (2022) rule
+        (:func:`~bayes_gp.regression.hsgp.hsgp_m_c`) over the central 95% of the group and
+        population length-scale priors (the largest ``c``, then the largest ``m``).
     """
 
     fit_methods: ClassVar[tuple[str, ...]] = ("nuts", "map")
@@ -223,6 +251,8 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         likelihood: str = "gaussian",
         priors: Mapping[str, Any] | None = None,
         jitter: float = 1e-10,
+        approx: str | None = None,
+        approx_options: Mapping[str, Any] | None = None,
     ):
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"`data` must be a pandas DataFrame, got {type(data).__name__}")
@@ -278,6 +308,19 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         self.layout = PaddedLayout.of(self.rows, self.u_index)
         self.kernel = kernel
         self.spec = kernel_spec(kernel)
+        self.approx = approx_spec(approx, approx_options, X)
+        if self.approx is not None and self.approx.name != "hsgp":
+            raise ValueError(
+                f"`approx`: HierarchicalGP supports None (exact) or 'hsgp', got {approx!r}"
+            )
+        self._hsgp_terms = None
+        if self.approx is not None:
+            if X.shape[1] > MAX_DIMS:
+                raise ValueError(
+                    f"approx='hsgp' supports 1 or 2 input columns (prod(m) basis functions), "
+                    f"got {X.shape[1]}: {self.x_names}"
+                )
+            self._hsgp_terms = hsgp_terms(self.spec)
         self.shared = bool(shared)
         self.random_intercept = bool(random_intercept)
         self.likelihood = likelihood
@@ -394,6 +437,7 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         s = self.scale
         with pm.Model(coords=coords) as model:
             columns, population = [], {}
+            self._fixed_kernel = {}  # shared kernel parameters given as numbers (alpha)
             for p in [*self.spec.params, "sigma"]:
                 if p in self.pooling:
                     v, pop = self._group_param(p)
@@ -402,6 +446,8 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
                         resolve_prior(self.priors, p, lambda n: default_prior(n, s, False))
                     )
                     pop = (pt.log(v), pt.as_tensor_variable(f64(0.0)))
+                    if isinstance(v, pt.TensorConstant) and v.data.size == 1:
+                        self._fixed_kernel[p] = float(v.data)
                     v = pt.ones(len(self.labels)) * v
                 columns.append(v)
                 population[p] = pop
@@ -426,11 +472,19 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
                 mu = mu + pt.dot(f64(self.Xc - self.c_mean), self._beta_t)
             theta_group = pt.stack([pt.cast(c, "float64") for c in columns], axis=1)
             theta_shared = pt.stack([pt.cast(pt.as_tensor_variable(v), "float64") for v in shared])
-            pm.CustomDist(
-                "y", mu, theta_group, theta_shared,
-                logp=lambda value, mu, tg, ts: padded_structured_logp(value - mu, *self._likelihood_args(tg, ts)),
-                signature="(n),(g,p),(q)->(n)", observed=self.y, dims="obs",
-            )  # fmt: skip
+            if self.approx is not None:
+                self._hsgp_setup(theta_group, theta_shared)
+
+                def logp(value, mu, tg, ts):
+                    return hsgp_structured_logp(value - mu, self.hsgp_stats,
+                                                *self._hsgp_weights(tg, ts))  # fmt: skip
+            else:
+
+                def logp(value, mu, tg, ts):
+                    return padded_structured_logp(value - mu, *self._likelihood_args(tg, ts))
+
+            pm.CustomDist("y", mu, theta_group, theta_shared, logp=logp,
+                          signature="(n),(g,p),(q)->(n)", observed=self.y, dims="obs")  # fmt: skip
         self._mu, self._tg, self._ts, self._population = mu, theta_group, theta_shared, population
         return model
 
@@ -474,6 +528,96 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             U = pt.as_tensor_variable(self.U)
             K0 = self._population_kernel(ts, U, U) + jitter * pt.eye(self.U.shape[0])
         return A, K0
+
+    # ------------------------------------------------------------------- HSGP
+    def _hsgp_setup(self, tg, ts) -> None:
+        """Choose ``m`` and ``c`` (given or by the default rule), build the common basis
+        (:attr:`hsgp_basis`) and the data's Gram matrices (:attr:`hsgp_stats`); refuse a
+        spectral density without a gradient (a learned ``ratquad`` ``alpha``)."""
+        spec, D = self.approx, self.X.shape[1]
+        if spec.m is not None and spec.c is not None:
+            m, c = spec.m, spec.c
+        else:  # the rule over the group kernel (first group: exchangeable) and f0's
+            covs = [self.spec.build(D, {p: tg[0, j] for j, p in enumerate(self.spec.params)})]
+            if self.shared:
+                covs.append(self.spec.build(D, {p: ts[j] for j, p in enumerate(self.spec.params)}))
+            rules = [hsgp_m_c(cov, self.X, c=spec.c) for cov in covs]
+            c = np.max([rc for _, rc in rules], axis=0)  # one box for every function
+            m_rule = np.max([rm if np.array_equal(rc, c) else hsgp_m_c(cov, self.X, c=c)[0]
+                             for cov, (rm, rc) in zip(covs, rules, strict=True)], axis=0)  # fmt: skip
+            m = m_rule if spec.m is None else spec.m
+            if spec.m is None and int(np.prod(m)) > HSGP_MAX_DEFAULT_BASIS:
+                raise ValueError(
+                    f"the default HSGP rule asks for m={[int(v) for v in m]} ({int(np.prod(m))} "
+                    f"basis functions, c={[round(float(v), 2) for v in c]}) to resolve the "
+                    f"central 95% of the length-scale priors; more than {HSGP_MAX_DEFAULT_BASIS}. "
+                    "Give approx_options={'m': ..., 'c': ...} (accepting a coarser approximation "
+                    "of short length-scales) or narrow the length-scale priors"
+                )
+        self.hsgp_basis = HSGPBasis.of(self.X, m, c)
+        self.hsgp_stats = HSGPStats.of(self.hsgp_basis, self.X, self.codes, len(self.labels),
+                                       self.random_intercept)  # fmt: skip
+        Dg, _, D0 = self._hsgp_weights(tg, ts)
+        wrt = list(pm.modelcontext(None).free_RVs)
+        if wrt:
+            try:
+                pytensor.grad(pt.sum(Dg) + (0.0 if D0 is None else pt.sum(D0)), wrt,
+                              disconnected_inputs="ignore")  # fmt: skip
+            except Exception as exc:  # NullTypeGradError and friends
+                raise ValueError(
+                    "approx='hsgp': the kernel's spectral density has no gradient in one of its "
+                    f"hyperparameters ({type(exc).__name__}); fix it (e.g. ratquad's alpha: "
+                    "priors={'alpha': 2.0}) or use the exact likelihood"
+                ) from None
+
+    def _hsgp_weights(self, tg, ts):
+        r"""``(D_g (G, p), s (G,), D_0 (M,) or None)`` of
+        :func:`~bayes_gp.hierarchical.hsgp.hsgp_structured_logp`: square roots of the spectral
+        densities at each group's (and :math:`f_0`'s) hyperparameters, :math:`\tau_b` for the intercept column, and
+        :math:`s_g = \sigma_g^2 + \epsilon`."""
+        P, D = len(self.spec.params), self.X.shape[1]
+        sq = self.hsgp_basis.sqrt_eig
+        Dg = sqrt_spectral_densities(self._hsgp_terms, list(self.spec.params), tg[:, :P], sq, D,
+                                     self._fixed_kernel)  # fmt: skip
+        if self.random_intercept:
+            tau = ts[P if self.shared else 0]
+            Dg = pt.concatenate([Dg, pt.ones((tg.shape[0], 1)) * tau], axis=1)
+        s = pt.square(tg[:, -1]) + ts[-1]
+        D0 = None
+        if self.shared:
+            D0 = sqrt_spectral_densities(self._hsgp_terms, list(self.spec.params),
+                                         ts[None, :P], sq, D, self._fixed_kernel)[0]  # fmt: skip
+        return Dg, s, D0
+
+    def _hsgp_psi(self, Xs: np.ndarray) -> np.ndarray:
+        r"""Rows :math:`\psi = [\phi(x), 1]` (the ones with intercepts) at ``Xs``; inputs
+        outside the box raise a ``ValueError``."""
+        Phi = self.hsgp_basis.phi(Xs)
+        return np.hstack([Phi, np.ones((Phi.shape[0], 1))]) if self.random_intercept else Phi
+
+    def _hsgp_row_sd(self, row, ts) -> np.ndarray:
+        """:math:`D` of a group with the hyperparameter row ``row`` (a new group's)."""
+
+        def build():
+            r, t = pt.dvector("row"), pt.dvector("ts")
+            Dg = self._hsgp_weights(r[None, :], t)[0][0]
+            return pytensor.function([r, t], Dg, mode=EAGER_MODE, on_unused_input="ignore")
+
+        return np.asarray(self._fn("hsgp_row", build)(np.asarray(row, float),
+                                                       np.asarray(ts, float)))  # fmt: skip
+
+    def _hsgp_factor_at(self, values):
+        """``(mu, tg, ts, Dg, s, D0)`` as NumPy arrays at ``values``."""
+
+        def build():
+            def outputs(_):
+                Dg, s, D0 = self._hsgp_weights(self._tg, self._ts)
+                return [self._mu, self._tg, self._ts, Dg, s, *([] if D0 is None else [D0])]
+
+            return function_of_values(self.model.free_RVs, outputs)
+
+        out = self._fn("hsgp_train", build)(*values, np.zeros((0, 1)))
+        return (*out[:5], out[5] if self.shared else None)
 
     def _likelihood_args(self, tg, ts):
         A, K0 = self._blocks(tg, ts)
@@ -534,16 +678,22 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         return mu, tg, ts, blocks, (out[4] if self.shared else None)
 
     def _factor(self, values):
-        """``(mu, tg, ts, StructuredFactor, alpha = C^{-1}(y - mu))``, cached."""
+        """``(mu, tg, ts, StructuredFactor, alpha = C^{-1}(y - mu))``, cached; with
+        ``approx="hsgp"`` ``(mu, tg, ts, HSGPFactor, None)``."""
         key = b"|".join([np.ascontiguousarray(v, float).tobytes() for v in values]
                         + [np.float64(self.jitter).tobytes()])  # fmt: skip
         hit = self._factors.get(key)
         if hit is not None:
             self._factors.move_to_end(key)
             return hit
-        mu, tg, ts, blocks, K0 = self._numeric_blocks(values)
-        fac = StructuredFactor.of(blocks, self.rows, K0, self.u_index)
-        hit = (mu, tg, ts, fac, fac.solve(self.y - mu))
+        if self.approx is not None:  # HSGP: the arrow factorisation, no n_g x n_g block
+            mu, tg, ts, Dg, s, D0 = self._hsgp_factor_at(values)
+            fac = HSGPFactor.of(self.hsgp_stats, Dg, s, D0, self.y - mu)
+            hit = (mu, tg, ts, fac, None)
+        else:
+            mu, tg, ts, blocks, K0 = self._numeric_blocks(values)
+            fac = StructuredFactor.of(blocks, self.rows, K0, self.u_index)
+            hit = (mu, tg, ts, fac, fac.solve(self.y - mu))
         self._factors[key] = hit
         while len(self._factors) > MAX_FACTORS:
             self._factors.popitem(last=False)
@@ -555,6 +705,8 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         block :math:`A_g` and of :math:`K_0` at the initial point and at prior draws; raises the
         jitter until all factorise and sets the model's jitter to it."""
         points = check_points(self.model, self.model.free_RVs, N_PRIOR_DRAWS, random_seed)
+        if self.approx is not None:
+            return self._hsgp_check_jitter(points)
         current = self.jitter
         matrices, skipped = [], 0
         for i, values in enumerate(points):
@@ -576,10 +728,53 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         self.set_jitter(choice.jitter)
         return choice
 
+    def _hsgp_check_jitter(self, points) -> JitterChoice:
+        r"""The pre-flight check of the HSGP likelihood: it factorises :math:`M_g = I +
+        D_g\Psi_g^\top\Psi_g D_g/s_g` and the Schur complement :math:`B` (identity plus
+        positive semi-definite matrices), which fail only when :math:`s_g = \sigma_g^2 +
+        \epsilon` is so small that rounding breaks them: the jitter :math:`\epsilon` grows
+        tenfold (up to ``MAX_RELATIVE_JITTER`` times var(y)) until every point factorises."""
+        from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER
+
+        current = start = self.jitter
+        top = MAX_RELATIVE_JITTER * self.scale.y_sd**2
+        jitter = max(start, 1e-12 * self.scale.y_sd**2)
+        terms, skipped = [], 0
+        for i, values in enumerate(points):
+            with np.errstate(all="ignore"):
+                mu, _, _, Dg, s, D0 = self._hsgp_factor_at(values)
+            arrays = [mu, Dg, s, *([] if D0 is None else [D0])]
+            if not all(np.all(np.isfinite(a)) for a in arrays):
+                if i == 0:
+                    raise ValueError(
+                        "the kernel's spectral density gives NaN or infinite values at the "
+                        "model's initial point; rescale the inputs or check the priors"
+                    )
+                skipped += 1
+                continue
+            terms.append((mu, Dg, s - current, D0))
+        jitter = start
+        while True:
+            try:
+                for mu, Dg, s0, D0 in terms:
+                    HSGPFactor.of(self.hsgp_stats, Dg, s0 + jitter, D0, self.y - mu)
+                break
+            except np.linalg.LinAlgError:
+                if jitter >= top:
+                    raise ValueError(
+                        f"the HSGP likelihood does not factorise at prior draws even with jitter "
+                        f"{jitter:.3g}: the noise sigma is too small against the kernel "
+                        "amplitude; give sigma a prior away from 0"
+                    ) from None
+                jitter = max(10.0 * jitter, 1e-12 * self.scale.y_sd**2)
+        self.set_jitter(jitter)
+        return JitterChoice(float(jitter), float(self.default_jitter), len(terms), skipped)
+
     @single_blas_thread
     def log_marginal_likelihood(self, params: Mapping[str, Any], *, eval_gradient: bool = False):
-        r"""Exact :math:`\log p(y \mid \theta)` with :math:`f_0`, the :math:`f_g` and the random
-        intercepts integrated out (structured, :mod:`bayes_gp.hierarchical.structured`), at
+        r"""Exact (with ``approx="hsgp"``: the HSGP model's) :math:`\log p(y \mid \theta)`
+        with :math:`f_0`, the :math:`f_g` and the random intercepts integrated out (structured,
+        :mod:`bayes_gp.hierarchical.structured`, :mod:`bayes_gp.hierarchical.hsgp`), at
         ``params`` (every free variable by name, on its own scale: ``ls_mu``, ``ls_z``, ...);
         with ``eval_gradient`` also its gradient, a dict by name."""
         values = self._values(params)
@@ -590,6 +785,8 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
                      for n, g in zip(self.hyperparameters, out[1:], strict=True)}  # fmt: skip
             return float(out[0]), grads
         mu, _, _, fac, _ = self._factor(values)
+        if self.approx is not None:
+            return fac.logp
         return fac.log_density(self.y - mu)
 
     # ------------------------------------------------------------------ fitting
@@ -691,6 +888,8 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
 
     def _predict_at(self, values, Xn, Cn, codes, include_noise, rng):
         """Mean and variance of :math:`f_*` (or :math:`y_*`) at one hyperparameter value."""
+        if self.approx is not None:
+            return self._hsgp_predict_at(values, Xn, Cn, codes, include_noise, rng)
         _, tg, ts, fac, alpha = self._factor(values)
         kern = self._kernels()
         beta = self._beta(values)
@@ -715,6 +914,29 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             v = kg_diag + k0_diag - np.sum(Kx * fac.solve(Kx), axis=0)
             var[at] = np.maximum(v, 0.0) + (row[-1] ** 2 if include_noise else 0.0)
         return mean, var, fac.jitter
+
+    def _hsgp_predict_at(self, values, Xn, Cn, codes, include_noise, rng):
+        r""":meth:`_predict_at` for the HSGP model: the posterior of the whitened weights
+        (:meth:`~bayes_gp.hierarchical.hsgp.HSGPFactor.predict`); a new group adds its
+        deviation's HSGP prior variance :math:`\sum_j \psi_j(x_*)^2 S_{\theta_*}(\sqrt{\lambda_j})`
+        (with :math:`\tau_b^2`) to :math:`f_0`'s posterior."""
+        _, tg, ts, fac, _ = self._factor(values)
+        beta = self._beta(values)
+        mean = np.full(Xn.shape[0], self.scale.y_mean) + (Cn @ beta if beta.size else 0.0)
+        var = np.empty(Xn.shape[0])
+        for g in np.unique(codes):
+            at = np.flatnonzero(codes == g)
+            Psi = self._hsgp_psi(Xn[at])
+            if g >= 0:
+                row = tg[g]
+                m_, v_ = fac.predict(int(g), Psi)
+            else:
+                row = self._new_group_row(values, tg, rng)
+                m_, v_ = fac.predict(None, Psi)
+                v_ = v_ + np.sum(np.square(Psi * self._hsgp_row_sd(row, ts)), axis=1)
+            mean[at] += m_
+            var[at] = np.maximum(v_, 0.0) + (row[-1] ** 2 if include_noise else 0.0)
+        return mean, var, 0.0
 
     def _components(self, Xn, Cn, codes, fit, include_noise: bool, max_draws: int, seed: int):
         """Per posterior draw (one row for a MAP fit), the predictive means and variances at the
@@ -935,7 +1157,10 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             ("pooling", pooling),
             ("random intercepts", "yes (integrated out)" if self.random_intercept else "no"),
             ("covariates", ", ".join(map(str, self.covariates)) or "none"),
-            ("likelihood", "Gaussian, f0, f_g integrated out (block + Woodbury)"),
+            ("likelihood", "Gaussian, f0, f_g integrated out (block + Woodbury)"
+             if self.approx is None else
+             f"Gaussian, HSGP f0, f_g (m={list(self.hsgp_basis.m)}, "
+             f"c={[round(v, 2) for v in self.hsgp_basis.c]}), weights integrated out"),
             ("groups", len(self.labels)),
             ("observations n", self.X.shape[0]),
             ("distinct inputs m", self.U.shape[0]),
@@ -1013,4 +1238,5 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
 
     def __repr__(self) -> str:
         return (f"HierarchicalGP(n={self.X.shape[0]}, groups={len(self.labels)}, "
-                f"kernel={self.spec.name!r}, shared={self.shared})")  # fmt: skip
+                f"kernel={self.spec.name!r}, shared={self.shared}"
+                f"{'' if self.approx is None else ', approx=' + repr(self.approx.name)})")  # fmt: skip
