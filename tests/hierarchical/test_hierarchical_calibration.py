@@ -16,6 +16,7 @@ from scipy.special import ndtr
 from bayes_gp.hierarchical import HierarchicalGP
 from bayes_gp.inference.typeii import MapFit
 from bayes_gp.validate.predictive import predictive_calibration
+from tests.hierarchical.test_model import _frame  # groups at subsets of 8 common times
 
 JIT = 1e-10  # the models' default relative jitter
 
@@ -26,18 +27,6 @@ def _se(a, b, ls, eta):
 
 def _fit(params):
     return MapFit(params=params, objective=0.0, prior=True)
-
-
-def _frame(seed=0, sizes=(6, 4, 7)):
-    """Groups observed at subsets of 8 common times, a covariate, rows interleaved."""
-    rng = np.random.default_rng(seed)
-    times = np.linspace(0.0, 7.0, 8)
-    rows = []
-    for g, n in enumerate(sizes):
-        for t in np.sort(rng.choice(times, n, replace=False)):
-            rows.append((t, f"s{g}", np.sin(t) + 0.5 * g + 0.2 * rng.normal(), rng.normal()))
-    df = pd.DataFrame(rows, columns=["t", "subject", "y", "c"])
-    return df.sample(frac=1.0, random_state=1).reset_index(drop=True)
 
 
 def _posterior(draws: list[dict]) -> xr.DataTree:
