@@ -281,7 +281,10 @@ def test_nuts_mixes_and_reports_output_correlation():
         r = np.asarray(rhat(post[name]))
         assert np.all(r < 1.05), (name, r)
     assert idata["log_likelihood"]["y"].shape == (2, 200, Y.size)
-    assert int(idata["sample_stats"]["diverging"].sum()) == 0
+    # at most 2 divergences in 400 (0.5%): the seeded run gave 0 in a serial pytest process
+    # and 1 in a pytest-xdist worker on the same machine (the path follows the process's
+    # rounding); a sampler stuck in a sign mode or a funnel diverges far more often
+    assert int(idata["sample_stats"]["diverging"].sum()) <= 2
     pred = gp.predict(np.array([1.0, 9.0]), idata)
     assert pred.cov is None and pred.mean.shape == (2, 2) and np.all(pred.upper > pred.lower)
     assert gp.replicate(idata, 4).shape == (4, Y.size)
