@@ -92,10 +92,7 @@ Priors
 
 Methods
     ``"map"`` (type-II MAP with these priors, :meth:`GPRegression.fit_map`) and ``"nuts"`` (all 12
-    hyperparameters by NUTS, f integrated out) at target acceptance :data:`TARGET_ACCEPT` = 0.95:
-    at 0.9 the main job's seeded run (fast data, 2 x 2000 draws) gave bulk/tail ESS 274/157 for
-    :math:`\sigma` and 4 divergences in 4000 on one machine (the short-term/white-noise
-    trade-off above; 1239/971 and none on another), at 0.95 1205/902 and 1 divergence.
+    hyperparameters by NUTS, f integrated out).
 """
 
 from __future__ import annotations
@@ -121,9 +118,6 @@ SETTINGS = {
 KERNEL = "expquad + expquad * periodic + ratquad + expquad"
 FAST_FROM = 1990.0
 FORECAST_YEARS = 20
-#: NUTS's target acceptance rate (the default is 0.9): the short-term and white-noise terms
-#: trade off in a narrow ridge where 0.9's step size diverged now and then (see the docstring).
-TARGET_ACCEPT = 0.95
 #: Unit of the period's unconstrained coordinate, ``u = log(p) / PERIOD_STEP``.
 PERIOD_STEP = 1e-3
 
@@ -204,6 +198,4 @@ def build(data: Dataset, method: str = "map") -> GPRegression:
     if method not in METHODS:
         raise ValueError(f"mauna_loa supports methods {METHODS}, not {method!r}")
     X = pd.DataFrame(data.X_train, columns=data.feature_names)  # inputs named "year", not x0
-    gp = GPRegression(X, data.y_train, KERNEL, mean=None, priors=PRIORS)
-    gp.default_target_accept = TARGET_ACCEPT
-    return gp
+    return GPRegression(X, data.y_train, KERNEL, mean=None, priors=PRIORS)
