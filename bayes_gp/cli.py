@@ -92,6 +92,17 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _acceptance(text: str) -> float:
+    """Argparse ``type`` accepting a NUTS target acceptance rate in [0.5, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.5 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0.5, 1), got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the ``bayes-gp`` argument parser, one subparser per subcommand.
 
@@ -146,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", "nutpie", "pymc", "numpyro"),
         default="auto",
         help="NUTS backend (auto)",
+    )
+    p.add_argument(
+        "--target-accept",
+        type=_acceptance,
+        help="NUTS target acceptance rate in [0.5, 1) (the model's, 0.9 unless it sets one); "
+        "raise it (0.95-0.99) when the report counts divergences",
     )
     p.add_argument("--restarts", type=_int_in(1, 1000), help="type-II optimiser restarts")
     p.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0, help="random seed (0)")
@@ -417,6 +434,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             tune=args.tune,
             chains=args.chains,
             sampler=args.sampler,
+            target_accept=args.target_accept,
             n_restarts=args.restarts,
             seed=args.seed,
             progress=_progress,

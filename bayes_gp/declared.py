@@ -15,8 +15,9 @@ A declared model is a plain Python module that builds its model through the publ
     :class:`~bayes_gp.GPClassifier` ``"laplace"`` is the type-II Laplace fit and
     ``"nuts_laplace"`` NUTS with the Laplace-integrated GP).
 ``SETTINGS``
-    ``{"fast": {...}, "full": {...}}``: default ``draws``, ``tune``, ``chains``, ``n_restarts``
-    and any data-size options passed to ``load_data``.
+    ``{"fast": {...}, "full": {...}}``: default ``draws``, ``tune``, ``chains``, ``n_restarts``,
+    optionally NUTS's ``target_accept`` (0.9 if absent), and any data-size options passed to
+    ``load_data``.
 ``load_data(fast: bool) -> Dataset``
     The data (offline: shipped in an installed package).
 ``build(data: Dataset, method: str) -> model``

@@ -129,8 +129,46 @@ def test_method_errors_name_the_parameter(csv_file):
         clf.build(clf.load_data(), "map")
     with pytest.raises(ArgumentError, match="`draws` must be positive, got 0"):
         workflow.run(model, "nuts", draws=0)
+    with pytest.raises(ArgumentError, match=r"`target_accept` must be in \[0.5, 1\), got 1.0"):
+        workflow.run(model, "nuts", target_accept=1.0)
     with pytest.raises(ArgumentError, match="`x` needs at least one column name"):
         workflow.parse_columns(" , ")
+
+
+def test_target_accept_reaches_nuts_and_the_provenance(csv_file, monkeypatch):
+    """``target_accept`` (``--target-accept``) is a sampling setting: the model's default (0.9)
+    unless given, passed to NUTS, listed in the report's provenance when it is not the default."""
+    from bayes_gp.inference import nuts
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def run_nuts(model, **kwargs):
+        seen.append(kwargs["target_accept"])
+        raise Stop
+
+    monkeypatch.setattr(nuts, "run_nuts", run_nuts)
+    model = CSVModel(str(csv_file), ("x",), "y")
+    for given, used in ((None, 0.9), (0.97, 0.97)):
+        with pytest.raises(Stop):
+            workflow.run(model, "nuts", draws=5, tune=5, target_accept=given)
+        assert seen[-1] == used
+    parser = cli.build_parser()
+    fit = ["fit", "m", "--out", "o", "--target-accept"]
+    assert parser.parse_args([*fit, "0.95"]).target_accept == 0.95
+    for bad in ("1", "0.4", "x"):
+        with pytest.raises(cli.CLIError, match="--target-accept"):
+            parser.parse_args([*fit, bad])
+    defaults = workflow.default_settings(model, False)
+    assert defaults["target_accept"] == 0.9
+    res = workflow.FitResult("data", "regression", "nuts", None, model.load_data(), None,
+                             {**defaults, "target_accept": 0.95}, {}, defaults=defaults)  # fmt: skip
+    rows = dict(workflow.provenance(res))
+    assert rows["setting: target_accept"] == "0.95 (default 0.9)"
+    assert rows["non-default settings"] == "--target-accept 0.95"
+    assert "setting: n_restarts" not in rows
 
 
 def test_one_method_table():

@@ -18,17 +18,24 @@ import pandas as pd
 
 from bayes_gp._arguments import ArgumentError
 from bayes_gp.declared import Dataset, DeclaredModel, choose_method
+from bayes_gp.inference.sampling import NUTSSampling
 from bayes_gp.protocol import GPModel
 from bayes_gp.workflow.scoring import predict
 from bayes_gp.workflow.spec import DEFAULT_SETTINGS, CSVModel, resolve, spec_of
 
 __all__ = ["FitResult", "FIT_SETTINGS", "fit_kind", "default_settings", "run", "describe"]
 
-#: The settings each kind of fit takes: NUTS (a model's ``sampling_methods``) its draws, type-II
-#: fits (every other method) their optimiser restarts.
+#: The settings each kind of fit takes: NUTS (a model's ``sampling_methods``) its draws, tuning
+#: steps, chains, backend and target acceptance rate, type-II fits (every other method) their
+#: optimiser restarts.
 FIT_SETTINGS = MappingProxyType(
-    {"sampling": ("draws", "tune", "chains", "sampler"), "type-II": ("n_restarts",)}
+    {
+        "sampling": ("draws", "tune", "chains", "sampler", "target_accept"),
+        "type-II": ("n_restarts",),
+    }
 )
+#: The type of each setting that is not an integer.
+_CAST = MappingProxyType({"sampler": str, "target_accept": float})
 #: The lowest value of each integer setting.
 _LOWEST = MappingProxyType({"draws": 1, "tune": 0, "chains": 1, "n_restarts": 1})
 
@@ -107,7 +114,11 @@ def default_settings(decl: DeclaredModel | CSVModel, fast: bool) -> dict:
     -------
     dict
     """
-    out = {**DEFAULT_SETTINGS["fast" if fast else "full"], **decl.settings(fast)}
+    out = {
+        "target_accept": NUTSSampling.default_target_accept,
+        **DEFAULT_SETTINGS["fast" if fast else "full"],
+        **decl.settings(fast),
+    }
     out.update(sampler="auto", seed=0, fast=bool(fast))
     return out
 
@@ -121,6 +132,7 @@ def run(
     tune: int | None = None,
     chains: int | None = None,
     sampler: str = "auto",
+    target_accept: float | None = None,
     n_restarts: int | None = None,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
@@ -137,8 +149,9 @@ def run(
         :data:`bayes_gp.declared.METHOD_TABLE`); defaults to the model's first.
     fast : bool
         The model's fast settings (smaller data and fewer draws, for tests and demonstrations).
-    draws, tune, chains, sampler, n_restarts, seed
-        Override the model's settings.
+    draws, tune, chains, sampler, target_accept, n_restarts, seed
+        Override the model's settings (``target_accept``: NUTS's target acceptance rate, in
+        [0.5, 1); the model's default is 0.9 unless the declared model sets another).
     progress : callable, optional
         Called with a one-line message at each stage.
     progressbar : bool
@@ -168,12 +181,20 @@ def run(
             settings[key] = value
     if n_restarts is not None:
         settings["n_restarts"] = n_restarts
+    if target_accept is not None:
+        settings["target_accept"] = target_accept
     settings.update(sampler=sampler, seed=int(seed), fast=bool(fast))
     for key, lowest in _LOWEST.items():
         if int(settings[key]) < lowest:
             raise ArgumentError(
                 "{" + key + "} must be positive, got {value}", (key,), value=settings[key]
             )
+    if not 0.5 <= float(settings["target_accept"]) < 1.0:
+        raise ArgumentError(
+            "{target_accept} must be in [0.5, 1), got {value}",
+            ("target_accept",),
+            value=settings["target_accept"],
+        )
     seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
@@ -187,7 +208,7 @@ def run(
 
     t0 = time.perf_counter()
     kind = fit_kind(gp, method)
-    options = {k: settings[k] if k == "sampler" else int(settings[k]) for k in FIT_SETTINGS[kind]}
+    options = {k: _CAST.get(k, int)(settings[k]) for k in FIT_SETTINGS[kind]}
     if kind == "sampling":
         options["progressbar"] = progressbar
     fit = gp.fit(method, random_seed=int(seed), **options)
