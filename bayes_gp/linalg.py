@@ -30,6 +30,7 @@ __all__ = [
     "assert_psd",
     "default_psd_tol",
     "jittered_cholesky",
+    "plus_diagonal",
     "single_blas_thread",
 ]
 
@@ -194,6 +195,19 @@ class AssertPSD(Op):
 def assert_psd(K, what: str = "the Gram matrix") -> pt.TensorVariable:
     """Wrap ``K`` so that evaluating it raises :class:`NotPSDError` when it is not PSD."""
     return AssertPSD(what)(K)
+
+
+def plus_diagonal(A: pt.TensorVariable, d) -> pt.TensorVariable:
+    r""":math:`A + \operatorname{diag}(d)` for a square symbolic ``A`` and a scalar or vector
+    ``d``, as an increment of the diagonal.
+
+    ``A + d * pt.eye(n)`` (or ``+ pt.diag(d)``) builds an ``n x n`` matrix more, and for a
+    constant ``d`` the compiled function holds that identity between evaluations; the increment
+    touches the ``n`` diagonal entries only, and PyTensor does it in place where ``A`` is dead
+    afterwards (the memory count of :mod:`bayes_gp.regression.exact`).
+    """
+    i = pt.arange(A.shape[0])
+    return pt.inc_subtensor(A[i, i], d)
 
 
 def jittered_cholesky(

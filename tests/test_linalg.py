@@ -108,3 +108,27 @@ def test_check_psd_answers_for_the_sigmoid_kernel():
     assert res.min_eigenvalue < -1.0
     with pytest.raises(bayes_gp.NotPSDError):
         evaluate(k(X))
+
+
+def test_plus_diagonal_is_a_diagonal_increment():
+    """``plus_diagonal(A, d)`` = ``A + diag(d)`` for a scalar or a vector ``d``, values and
+    gradients, with no ``n x n`` identity in the compiled graph."""
+    import pytensor
+    from pytensor.tensor.basic import Eye
+
+    from bayes_gp.linalg import plus_diagonal
+
+    rng = np.random.default_rng(0)
+    A0, d0 = rng.normal(size=(5, 5)), rng.normal(size=5)
+    A, d, s = pt.matrix("A"), pt.vector("d"), pt.scalar("s")
+    out = pytensor.function([A, d, s], [plus_diagonal(A, d), plus_diagonal(A, s)])
+    vec, sca = out(A0, d0, 0.7)
+    np.testing.assert_allclose(vec, A0 + np.diag(d0), rtol=0, atol=0)
+    np.testing.assert_allclose(sca, A0 + 0.7 * np.eye(5), rtol=0, atol=0)
+    assert not any(isinstance(node.op, Eye) for node in out.maker.fgraph.apply_nodes)
+    W = rng.normal(size=(5, 5))
+    cost = pt.sum(pt.as_tensor_variable(W) * plus_diagonal(A, d) ** 2)
+    gA, gd = pytensor.function([A, d], pt.grad(cost, [A, d]))(A0, d0)
+    C = A0 + np.diag(d0)
+    np.testing.assert_allclose(gA, 2 * W * C, rtol=1e-12)
+    np.testing.assert_allclose(gd, np.diagonal(2 * W * C), rtol=1e-12)

@@ -66,7 +66,7 @@ from bayes_gp.inference import descent
 from bayes_gp.inference.jitter import SharedJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import Restart, function_of_values
-from bayes_gp.linalg import EAGER_MODE, single_blas_thread
+from bayes_gp.linalg import EAGER_MODE, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
     LOG_2PI,
     GaussianPredictions,
@@ -337,8 +337,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
     def _gp_terms(self, Z, hyper):
         """Covariance function and observation covariance on features ``Z``."""
         cov = self.spec.build(self.net.output_dim, {p: hyper[p] for p in self.spec.params})
-        n = self.X.shape[0]
-        C = cov(Z) + (pt.square(hyper["sigma"]) + self.jitter_tensor) * pt.eye(n)
+        C = plus_diagonal(cov(Z), pt.square(hyper["sigma"]) + self.jitter_tensor)
         return cov, C
 
     def _loss_graph(self, theta):
@@ -680,7 +679,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
             sigma = default_prior("sigma", scale, False)
             Z = self.net.forward(self._inputs(self.X), net)
             n = self.y.shape[0]
-            C = cov(Z) + (pt.square(sigma) + self.jitter_tensor) * pt.eye(n)
+            C = plus_diagonal(cov(Z), pt.square(sigma) + self.jitter_tensor)
             marginal_normal("y", f64(self.y_mean) * pt.ones(n), C, observed=self.y, dims="obs")
         return _Layer(model, net, cov, sigma, fit, sample_last_layer, sample_mixture)
 
@@ -796,8 +795,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         if key not in self._fns:
             rvs = layer.model.free_RVs
             Ztrain = self.net.forward(self._inputs(self.X), layer.net)
-            n = self.X.shape[0]
-            C = layer.cov(Ztrain) + (pt.square(layer.sigma) + self.jitter_tensor) * pt.eye(n)
+            C = plus_diagonal(layer.cov(Ztrain), pt.square(layer.sigma) + self.jitter_tensor)
 
             def build(Xv):
                 if what == "train":

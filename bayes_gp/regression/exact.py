@@ -69,6 +69,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayes_gp.inference.typeii import function_of_values
+from bayes_gp.linalg import plus_diagonal
 from bayes_gp.predictive import (
     GaussianFactor,
     factorize,
@@ -155,9 +156,7 @@ class ExactLikelihood:
         """:math:`C = K + (\\sigma^2 + \\epsilon) I` as an increment of the diagonal of ``K``
         (no identity matrix: ``(sigma^2 + eps) * eye(n)`` would be an ``n x n`` constant held
         by the compiled function)."""
-        n = self.X.shape[0]
-        i = pt.arange(n)
-        return pt.inc_subtensor(self.cov(X)[i, i], pt.square(self.sigma) + self.jitter)
+        return plus_diagonal(self.cov(X), pt.square(self.sigma) + self.jitter)
 
     def _fn(self, key: str, build):
         if key not in self._fns:

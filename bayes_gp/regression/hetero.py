@@ -67,7 +67,7 @@ from bayes_gp._validation import (
 from bayes_gp.inference.jitter import Jitter, JitterChoice, PreflightJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
-from bayes_gp.linalg import jittered_cholesky, single_blas_thread
+from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
     Prediction,
     factorize,
@@ -233,7 +233,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             g = pm.gp.Latent(mean_func=mean_g, cov_func=cov_g).prior(
                 "g", X=self.X, reparameterize=True, jitter=self.jitter_tensor, dims="obs"
             )
-            C = cov_f(X) + self.jitter_f * pt.eye(n) + pt.diag(pt.exp(2.0 * g))
+            C = plus_diagonal(cov_f(X), self.jitter_f + pt.exp(2.0 * g))
             marginal_normal("y", mean_f(X), C, observed=self.y, dims="obs")  # R&W eq. 5.9 gradient
         self._cov_f, self._cov_g = cov_f, cov_g
         self._mean_f, self._mean_g = mean_f, mean_g
@@ -331,7 +331,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
                     (self._cov_g, self._mean_g, self.jitter_tensor),
                 ):
                     out += [
-                        cov(X) + jit * pt.eye(n),
+                        plus_diagonal(cov(X), jit),
                         cov(X, Xv),
                         cov(Xv, diag=True),
                         pt.as_tensor_variable(mean(X)) * pt.ones(n),

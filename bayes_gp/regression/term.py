@@ -76,7 +76,7 @@ from bayes_gp._validation import (
 )
 from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
-from bayes_gp.linalg import jittered_cholesky, single_blas_thread
+from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import GaussianFactor, JitterWarning, predict
 from bayes_gp.regression.catalogue import DataScale
 from bayes_gp.regression.likelihood import marginal_normal
@@ -178,9 +178,8 @@ class MarginalTerm(PreflightJitter):
         r"""``[m(X), C, K(X, X_new), diag k(X_new, X_new), m(X_new), sigma^2]`` with
         :math:`C = K(X, X) + (\sigma^2 + \epsilon) I` (the symbolic graphs of the model)."""
         X = pt.as_tensor_variable(self.X)
-        n = self.X.shape[0]
         s2 = pt.square(self.sigma)
-        C = self.cov_func(X) + (s2 + self._jitter_var) * pt.eye(n)
+        C = plus_diagonal(self.cov_func(X), s2 + self._jitter_var)
         return [
             _mean(self.mean_func, X),
             C,
