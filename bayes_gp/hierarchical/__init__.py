@@ -1,9 +1,11 @@
 """Hierarchical GPs for grouped curves: a population function shared by all groups and a
 deviation per group, with pooled group hyperparameters (:class:`HierarchicalGP`), and the exact
 structured marginal likelihood that integrates the functions out
-(:mod:`bayes_gp.hierarchical.structured`)."""
+(:mod:`bayes_gp.hierarchical.structured`); with a non-Gaussian likelihood the latent model
+:class:`HierarchicalLatentGP` (:mod:`bayes_gp.hierarchical.latent`, Laplace)."""
 
+from bayes_gp.hierarchical.latent import HierarchicalLatentGP
 from bayes_gp.hierarchical.model import HierarchicalGP
 from bayes_gp.hierarchical.structured import StructuredFactor, structured_logp
 
-__all__ = ["HierarchicalGP", "StructuredFactor", "structured_logp"]
+__all__ = ["HierarchicalGP", "HierarchicalLatentGP", "StructuredFactor", "structured_logp"]

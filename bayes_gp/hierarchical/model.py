@@ -44,6 +44,15 @@ exact GP it approximates (as :class:`~bayes_gp.GPRegression`'s approximations do
 the type-II MAP fit, and :meth:`HierarchicalGP.predict` predicts a known group's curve (its
 :math:`f_0 + f_g + b_g` given all the data) or a new group's (the population prediction with a
 fresh deviation from the population distribution of the group hyperparameters).
+
+A non-Gaussian likelihood (``likelihood="poisson"``, ``"negative_binomial"``, ``"binomial"``,
+``"bernoulli"``, ``"student_t"``) puts the same hierarchy on the latent scale,
+:math:`y_{gi} \sim p(y \mid m(x_{gi}) + f_0(x_{gi}) + f_g(x_{gi}) + b_g)`: the constructor then
+returns the latent model :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` (Laplace
+with the dense latent covariance :math:`C - \operatorname{diag}(\sigma_g^2)`, at most
+:data:`~bayes_gp.hierarchical.latent.MAX_LATENT_ROWS` rows), with the same pooling choices,
+priors and variable names (:mod:`bayes_gp.hierarchical.latent`). Both share
+:class:`GroupedSpec`, the declaration of the hierarchy.
 """
 
 from __future__ import annotations
@@ -110,8 +119,12 @@ __all__ = ["HierarchicalGP", "POOLINGS", "LIKELIHOODS"]
 
 #: The pooling choices of a group hyperparameter (module docstring).
 POOLINGS = ("partial", "shared", "none")
-#: The observation models implemented.
-LIKELIHOODS = ("gaussian",)
+#: The observation models implemented: the Gaussian here (exact, structured); the others of
+#: :class:`~bayes_gp.LatentGP` by :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP`
+#: (Laplace, dense latent covariance), which ``HierarchicalGP(..., likelihood=...)`` builds.
+LIKELIHOODS = ("gaussian", "poisson", "negative_binomial", "binomial", "bernoulli", "student_t")
+#: The class that fits the non-Gaussian likelihoods (:func:`register_latent_model`).
+_LATENT_MODEL: list[type] = []
 #: The dimension of the per-group variables (``ls_group``, ``ls_z``, …), whose coordinates are
 #: the group labels (not ``"group"``: ArviZ's prior/posterior plots use that name themselves).
 GROUP_DIM = "group_label"
@@ -168,6 +181,15 @@ def _cholesky_stack(M: np.ndarray) -> np.ndarray:
         return out
 
 
+def check_likelihood(likelihood) -> None:
+    """A ``ValueError`` naming ``likelihood`` unless it is one of :data:`LIKELIHOODS`."""
+    if not isinstance(likelihood, str) or likelihood not in LIKELIHOODS:
+        raise ValueError(
+            f"`likelihood`: {likelihood!r} is not implemented for HierarchicalGP; supported: "
+            f"{list(LIKELIHOODS)}"
+        )
+
+
 def _as_names(value, role: str) -> list:
     names = [value] if isinstance(value, str) or not hasattr(value, "__iter__") else list(value)
     if not names:
@@ -175,102 +197,34 @@ def _as_names(value, role: str) -> list:
     return names
 
 
-class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
-    """A hierarchical GP on long-format data (module docstring for the model).
+@dataclasses.dataclass(frozen=True)
+class Hierarchy:
+    """The hierarchy's variables in a PyMC model (:meth:`GroupedSpec._declare_hierarchy`):
+    ``columns`` the group hyperparameters (each (G,), in the order of ``spec.params`` and the
+    noise parameters), ``population`` each one's (location, scale) on the log scale (``None``
+    without pooling), ``fixed_kernel`` the shared kernel parameters given as numbers,
+    ``shared`` :math:`f_0`'s hyperparameters and :math:`\\tau_b` (as present), ``beta`` the fixed
+    effects (or ``None``)."""
 
-    Parameters
-    ----------
-    data : pandas.DataFrame
-        One row per observation.
-    x : str or list of str
-        The input column(s) (numeric).
-    y : str
-        The outcome column (numeric).
-    group : str
-        The group column; every row needs a label.
-    kernel : str
-        A catalogue kernel name or a sum of products of them
-        (:func:`~bayes_gp.regression.kernel_spec`): the kernel of the deviations :math:`f_g`
-        and of the population function :math:`f_0`, each with its own hyperparameters
-        (:math:`f_0`'s are prefixed ``f0_``: ``f0_ls``, ``f0_eta``). Isotropic (one
-        length-scale for all inputs).
-    shared : bool
-        Include the population function :math:`f_0` (default ``True``); ``False``: the groups
-        are independent GPs tied only by their pooled hyperparameters.
-    pooling : None, str or dict
-        ``"partial"``, ``"shared"`` or ``"none"`` for every group hyperparameter (the kernel's
-        length-scales and amplitudes and ``sigma``), or a dict by name; unnamed ones get the
-        default: ``"partial"`` for length-scales and amplitudes, ``"shared"`` for ``sigma``.
-        Other kernel hyperparameters (``alpha``, ``period``) are shared.
-    covariates : list of str, optional
-        Numeric columns entering the mean linearly (fixed effects :math:`\\beta`, variable
-        ``beta`` with dimension ``covariate``), centred, with priors
-        :math:`\\beta_j \\sim N(0, (2 s_y / s_{c_j})^2)` scaled to the data as
-        :class:`~bayes_gp.GPRegression`'s linear mean.
-    random_intercept : bool
-        Add group random intercepts :math:`b_g \\sim N(0, \\tau_b^2)` (integrated out,
-        :math:`\\tau_b` is ``intercept_sd`` with prior :math:`\\text{HalfNormal}(s_y)`).
-    likelihood : str
-        ``"gaussian"`` (the only one implemented).
-    priors : dict, optional
-        Overrides of the default priors by variable name (the forms of
-        :mod:`bayes_gp.priors`): ``ls_mu``, ``ls_tau`` (partial pooling), ``ls`` (shared),
-        ``ls_group`` (none: a callable or a distribution with one value per group), ``f0_ls``,
-        ``sigma``, ``intercept_sd``, ``beta``, ...
-    jitter : float
-        Added to the diagonal of every block and of :math:`K_0`, relative to
-        :math:`\\operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`).
-    approx : None or "hsgp"
-        ``"hsgp"``: each :math:`f_g` and :math:`f_0` as :math:`m` Hilbert-space basis functions
-        on one box, :math:`c` times the inputs' half-range (:mod:`bayes_gp.hierarchical.hsgp`):
-        one gradient costs :math:`O(Np + Gp^3 + m^3)` instead of :math:`O(G n_{\\max}^3)`.
-        Kernels: ``expquad``, ``matern12``/``exponential``, ``matern32``, ``matern52``,
-        ``ratquad`` (fixed ``alpha``) and sums of them; one or two input columns.
-    approx_options : dict, optional
-        As :class:`~bayes_gp.GPRegression`'s: ``m`` (basis functions per input dimension) and
-        ``c`` (boundary factor > 1); omitted ones by the Riutort-Mayol et al. (2022) rule
-        (:func:`~bayes_gp.regression.hsgp.hsgp_m_c`) over the central 95% of the group and
-        population length-scale priors (the largest ``c``, then the largest ``m``).
-    """
+    columns: list
+    population: dict
+    fixed_kernel: dict
+    shared: list
+    beta: Any
 
-    fit_methods: ClassVar[tuple[str, ...]] = ("nuts", "map")
-    sample_options: ClassVar[dict[str, Any]] = {"log_likelihood": True}
 
-    def __init__(
-        self,
-        data,
-        x,
-        y,
-        group,
-        kernel: str = "expquad",
-        *,
-        shared: bool = True,
-        pooling: str | Mapping[str, str] | None = None,
-        covariates=None,
-        random_intercept: bool = False,
-        likelihood: str = "gaussian",
-        priors: Mapping[str, Any] | None = None,
-        jitter: float = 1e-10,
-        approx: str | None = None,
-        approx_options: Mapping[str, Any] | None = None,
-    ):
-        if not isinstance(data, pd.DataFrame):
-            raise TypeError(f"`data` must be a pandas DataFrame, got {type(data).__name__}")
-        if likelihood not in LIKELIHOODS:
-            raise ValueError(
-                f"`likelihood`: {likelihood!r} is not implemented for HierarchicalGP; supported: "
-                f"{list(LIKELIHOODS)} (LatentGP fits other likelihoods without groups)"
-            )
-        if not isinstance(kernel, str):
-            raise ValueError(
-                "`kernel` must be a catalogue name or expression (e.g. 'expquad', "
-                "'matern32 + expquad'): the group hyperparameters are pooled by name"
-            )
-        if shared not in (True, False) or random_intercept not in (True, False):
-            raise TypeError("`shared` and `random_intercept` must be True or False")
-        check_jitter(jitter)
-        if len(data) < 2:
-            raise ValueError("HierarchicalGP needs at least 2 rows of data")
+class GroupedSpec:
+    """The specification shared by the hierarchical models (:class:`HierarchicalGP` and the
+    latent :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP`): reading long-format
+    data, the pooling choices, the names and declaration of the group hyperparameters and their
+    population distributions, and a new group's hyperparameters."""
+
+    #: The likelihood's parameters that may differ between groups (pooled like the kernel's).
+    noise_params: ClassVar[tuple[str, ...]] = ("sigma",)
+
+    def _read_data(self, data: pd.DataFrame, x, y, group, covariates) -> np.ndarray:
+        """Read the x, group and covariate columns into the model's attributes (``X``,
+        ``labels``, ``codes``, ``rows``, ``Xc``, ...) and return the outcome column."""
         self.x_names = _as_names(x, "x")
         X = np.column_stack([_numeric(_column(data, c, "x"), "x") for c in self.x_names])
         yv = _numeric(_column(data, y, "y"), "y")
@@ -299,55 +253,21 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         self.group_name, self.y_name = group, y
         self.codes = pd.Categorical(gcol, categories=labels).codes.astype(np.int64)
         self.rows = [np.flatnonzero(self.codes == g) for g in range(len(labels))]
-        self.X, self.y, self.feature_names = X, yv, [str(c) for c in self.x_names]
+        self.X, self.feature_names = X, [str(c) for c in self.x_names]
         self.Xc = Xc
         self.c_mean = Xc.mean(axis=0)
         self.c_sd = Xc.std(axis=0) if Xc.shape[1] else np.zeros(0)
-        U, inv = np.unique(X, axis=0, return_inverse=True)
-        self.U, self.u_index = U, np.asarray(inv).ravel().astype(np.int64)
-        self.layout = PaddedLayout.of(self.rows, self.u_index)
-        self.kernel = kernel
-        self.spec = kernel_spec(kernel)
-        self.approx = approx_spec(approx, approx_options, X)
-        if self.approx is not None and self.approx.name != "hsgp":
-            raise ValueError(
-                f"`approx`: HierarchicalGP supports None (exact) or 'hsgp', got {approx!r}"
-            )
-        self._hsgp_terms = None
-        if self.approx is not None:
-            if X.shape[1] > MAX_DIMS:
-                raise ValueError(
-                    f"approx='hsgp' supports 1 or 2 input columns (prod(m) basis functions), "
-                    f"got {X.shape[1]}: {self.x_names}"
-                )
-            self._hsgp_terms = hsgp_terms(self.spec)
-        self.shared = bool(shared)
-        self.random_intercept = bool(random_intercept)
-        self.likelihood = likelihood
-        self.pooling = self._pooling(pooling)
-        self.scale = DataScale.of(X, yv)
-        self.priors = dict(priors or {})
-        unknown = set(self.priors) - set(self._prior_names())
-        if unknown:
-            raise ValueError(
-                f"`priors` has unknown names {sorted(unknown)}; this model's are "
-                f"{self._prior_names()}"
-            )
-        self._init_jitter(jitter, self.scale.y_sd**2, 1e-10)
-        self.model = self._build()
-        self._fns: dict = {}
-        self._factors: OrderedDict = OrderedDict()
+        return yv
 
-    # ------------------------------------------------------------ specification
     @property
     def group_params(self) -> list[str]:
         """The hyperparameters that may differ between groups: the kernel's length-scales and
-        amplitudes, and ``sigma``."""
-        return [p for p in self.spec.params if _base(p) in ("ls", "eta")] + ["sigma"]
+        amplitudes, and the likelihood's noise parameters :attr:`noise_params` (``sigma``)."""
+        return [p for p in self.spec.params if _base(p) in ("ls", "eta")] + list(self.noise_params)
 
     def _pooling(self, pooling) -> dict[str, str]:
         names = self.group_params
-        default = {p: ("shared" if p == "sigma" else "partial") for p in names}
+        default = {p: ("shared" if p in self.noise_params else "partial") for p in names}
         if pooling is None:
             return default
         if isinstance(pooling, str):
@@ -374,9 +294,9 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             names += {"partial": [f"{p}_mu", f"{p}_tau"], "shared": [p], "none": [f"{p}_group"]}[
                 mode
             ]
-        mode = self.pooling["sigma"]
-        names += {"partial": ["sigma_mu", "sigma_tau"], "shared": ["sigma"],
-                  "none": ["sigma_group"]}[mode]  # fmt: skip
+        for p in self.noise_params:
+            names += {"partial": [f"{p}_mu", f"{p}_tau"], "shared": [p],
+                      "none": [f"{p}_group"]}[self.pooling[p]]  # fmt: skip
         if self.shared:
             names += [f"f0_{p}" for p in self.spec.params]
         if self.random_intercept:
@@ -385,7 +305,6 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             names.append("beta")
         return names
 
-    # -------------------------------------------------------------------- model
     def _default(self, base: str, name: str, dims=None):
         """The data-scaled default prior of a parameter of kind ``base``, over ``dims``."""
         s = self.scale
@@ -429,6 +348,271 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         v = pm.Deterministic(f"{p}_group", pt.exp(mu + tau * z), dims=GROUP_DIM)
         return v, (pt.as_tensor_variable(mu), pt.as_tensor_variable(tau))
 
+
+    def _declare_hierarchy(self) -> Hierarchy:
+        """Declare the group hyperparameters (pooled as :attr:`pooling` says), the shared kernel
+        parameters, :math:`f_0`'s hyperparameters, :math:`\\tau_b` and :math:`\\beta` in the
+        current model, in that order, with the priors of the module docstring."""
+        s = self.scale
+        columns, population, fixed = [], {}, {}
+        for p in [*self.spec.params, *self.noise_params]:
+            if p in self.pooling:
+                v, pop = self._group_param(p)
+            else:  # alpha, period: shared by every group
+                v = pt.as_tensor_variable(
+                    resolve_prior(self.priors, p, lambda n: default_prior(n, s, False))
+                )
+                pop = (pt.log(v), pt.as_tensor_variable(f64(0.0)))
+                if isinstance(v, pt.TensorConstant) and v.data.size == 1:
+                    fixed[p] = float(v.data)
+                v = pt.ones(len(self.labels)) * v
+            columns.append(v)
+            population[p] = pop
+        shared = []
+        if self.shared:
+            shared += [pt.as_tensor_variable(
+                resolve_prior(self.priors, f"f0_{p}",
+                              lambda n: default_prior(n, s, False))) for p in self.spec.params]  # fmt: skip
+        if self.random_intercept:
+            shared.append(pt.as_tensor_variable(resolve_prior(
+                self.priors, "intercept_sd",
+                lambda n: pm.HalfNormal(n, sigma=f64(s.y_sd)))))  # fmt: skip
+        beta = None
+        if self.covariates:
+            b = resolve_prior(
+                self.priors, "beta",
+                lambda n: pm.Normal(n, f64(0.0), f64(2 * s.y_sd / self.c_sd), dims="covariate"),
+            )  # fmt: skip
+            beta = pt.as_tensor_variable(b) * pt.ones(len(self.covariates))
+        return Hierarchy(columns, population, fixed, shared, beta)
+
+    def _fn(self, key: str, build):
+        if key not in self._fns:
+            self._fns[key] = build()
+        return self._fns[key]
+
+
+    def _new_rows(self, new_data) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """``(X_new, covariates centred, group index or -1 for a new group, labels)``."""
+        if not isinstance(new_data, pd.DataFrame):
+            raise ValueError(
+                f"`new_data` must be a DataFrame with the columns {self.x_names} and "
+                f"{self.group_name!r}, got {type(new_data).__name__}"
+            )
+        Xn = np.column_stack([_numeric(_column(new_data, c, "x"), "x") for c in self.x_names])
+        gcol = _column(new_data, self.group_name, "group")
+        if gcol.isna().any():
+            raise ValueError(
+                f"`group`: column {self.group_name!r} of `new_data` has missing labels"
+            )
+        Cn = np.column_stack(
+            [_numeric(_column(new_data, c, "covariates"), "covariates") for c in self.covariates]
+        ) - self.c_mean if self.covariates else np.zeros((len(new_data), 0))  # fmt: skip
+        lookup = {lab: g for g, lab in enumerate(self.labels)}
+        codes = np.array([lookup.get(v, -1) for v in gcol], dtype=np.int64)
+        return Xn, Cn, codes, list(gcol)
+
+
+    def _new_group_row(self, values, tg, rng) -> np.ndarray:
+        """A new group's hyperparameter row: from the population distribution on the log scale
+        (``rng``: a draw; ``None``: its location)."""
+        names = [*self.spec.params, *self.noise_params]
+        none = [p for p in names if self._population[p] is None]
+        if none:
+            raise ValueError(
+                f"a new group needs a population distribution of {none}, which have "
+                "pooling='none'; use pooling 'partial' or 'shared' for them"
+            )
+
+        def build():
+            outs = [pt.stack([pt.cast(t, "float64") for p in names for t in self._population[p]])]
+            return function_of_values(self.model.free_RVs, lambda _: outs)
+
+        pop = np.asarray(self._fn("population", build)(*values, np.zeros((0, 1)))[0], float)
+        loc, scale = pop[0::2], pop[1::2]
+        z = np.zeros(loc.shape) if rng is None else rng.standard_normal(loc.shape)
+        return np.exp(loc + scale * z)
+
+
+
+class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
+    """A hierarchical GP on long-format data (module docstring for the model).
+
+    Parameters
+    ----------
+    data : pandas.DataFrame
+        One row per observation.
+    x : str or list of str
+        The input column(s) (numeric).
+    y : str
+        The outcome column (numeric).
+    group : str
+        The group column; every row needs a label.
+    kernel : str
+        A catalogue kernel name or a sum of products of them
+        (:func:`~bayes_gp.regression.kernel_spec`): the kernel of the deviations :math:`f_g`
+        and of the population function :math:`f_0`, each with its own hyperparameters
+        (:math:`f_0`'s are prefixed ``f0_``: ``f0_ls``, ``f0_eta``). Isotropic (one
+        length-scale for all inputs).
+    shared : bool
+        Include the population function :math:`f_0` (default ``True``); ``False``: the groups
+        are independent GPs tied only by their pooled hyperparameters.
+    pooling : None, str or dict
+        ``"partial"``, ``"shared"`` or ``"none"`` for every group hyperparameter (the kernel's
+        length-scales and amplitudes and ``sigma``), or a dict by name; unnamed ones get the
+        default: ``"partial"`` for length-scales and amplitudes, ``"shared"`` for ``sigma``.
+        Other kernel hyperparameters (``alpha``, ``period``) are shared.
+    covariates : list of str, optional
+        Numeric columns entering the mean linearly (fixed effects :math:`\\beta`, variable
+        ``beta`` with dimension ``covariate``), centred, with priors
+        :math:`\\beta_j \\sim N(0, (2 s_y / s_{c_j})^2)` scaled to the data as
+        :class:`~bayes_gp.GPRegression`'s linear mean.
+    random_intercept : bool
+        Add group random intercepts :math:`b_g \\sim N(0, \\tau_b^2)` (integrated out,
+        :math:`\\tau_b` is ``intercept_sd`` with prior :math:`\\text{HalfNormal}(s_y)`).
+    likelihood : str
+        ``"gaussian"`` (default): :math:`\\epsilon_{gi} \\sim N(0, \\sigma_g^2)`, the functions
+        integrated out exactly (module docstring). ``"poisson"``, ``"negative_binomial"``
+        (log link), ``"binomial"`` (logit), ``"bernoulli"`` (``link="logit"`` or
+        ``"probit"``), ``"student_t"``: :math:`y_{gi} \\sim p(y \\mid f_{gi}, \\phi)` with
+        the latent :math:`f_{gi} = m(x_{gi}) + f_0(x_{gi}) + f_g(x_{gi}) + b_g` integrated out
+        by the Laplace approximation with the dense :math:`N \\times N` latent covariance; the
+        constructor then returns a
+        :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` (an instance of this class
+        too, for ``isinstance``), with :class:`~bayes_gp.LatentGP`'s fits (``fit_map`` =
+        ``fit_laplace``, ``sample(method="laplace"|"latent")``, ``fit_vi``), the same pooling,
+        priors and group-variable names, no ``sigma`` (the likelihood's own parameters, e.g.
+        ``dispersion`` or ``nu``, are shared by all groups), at most
+        :data:`~bayes_gp.hierarchical.latent.MAX_LATENT_ROWS` rows and no ``approx``.
+    exposure, trials : str, optional
+        Column names: the exposure :math:`E_{gi}` of ``"poisson"`` / ``"negative_binomial"``
+        (rate times exposure, default 1) and the trials :math:`N_{gi}` of ``"binomial"``
+        (required there); refused for the other likelihoods.
+    link : str, optional
+        The link of ``"bernoulli"`` (``"logit"``, default, or ``"probit"``); the other
+        likelihoods have one link each.
+    priors : dict, optional
+        Overrides of the default priors by variable name (the forms of
+        :mod:`bayes_gp.priors`): ``ls_mu``, ``ls_tau`` (partial pooling), ``ls`` (shared),
+        ``ls_group`` (none: a callable or a distribution with one value per group), ``f0_ls``,
+        ``sigma``, ``intercept_sd``, ``beta``, ...
+    jitter : float, optional
+        Added to the diagonal of every block and of :math:`K_0`, relative to
+        :math:`\\operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`); ``None`` (default):
+        ``1e-10``. (A non-Gaussian likelihood: to the latent covariance, as
+        :class:`~bayes_gp.LatentGP`'s ``jitter``.)
+    approx : None or "hsgp"
+        ``"hsgp"``: each :math:`f_g` and :math:`f_0` as :math:`m` Hilbert-space basis functions
+        on one box, :math:`c` times the inputs' half-range (:mod:`bayes_gp.hierarchical.hsgp`):
+        one gradient costs :math:`O(Np + Gp^3 + m^3)` instead of :math:`O(G n_{\\max}^3)`.
+        Kernels: ``expquad``, ``matern12``/``exponential``, ``matern32``, ``matern52``,
+        ``ratquad`` (fixed ``alpha``) and sums of them; one or two input columns.
+    approx_options : dict, optional
+        As :class:`~bayes_gp.GPRegression`'s: ``m`` (basis functions per input dimension) and
+        ``c`` (boundary factor > 1); omitted ones by the Riutort-Mayol et al. (2022) rule
+        (:func:`~bayes_gp.regression.hsgp.hsgp_m_c`) over the central 95% of the group and
+        population length-scale priors (the largest ``c``, then the largest ``m``).
+    """
+
+    fit_methods: ClassVar[tuple[str, ...]] = ("nuts", "map")
+    sample_options: ClassVar[dict[str, Any]] = {"log_likelihood": True}
+
+    def __new__(cls, *args, likelihood: str = "gaussian", **kwargs):
+        """A non-Gaussian ``likelihood`` builds the latent hierarchical model
+        (:class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP`, registered as a virtual
+        subclass of this class) with the same arguments; ``"gaussian"`` this class. Unpickling
+        calls ``__new__`` without arguments: this class."""
+        if cls is HierarchicalGP and likelihood != "gaussian":
+            check_likelihood(likelihood)
+            # registered by bayes_gp.hierarchical.latent, which the package imports (this
+            # module does not: latent.py builds on it)
+            return _LATENT_MODEL[0](*args, likelihood=likelihood, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        data,
+        x,
+        y,
+        group,
+        kernel: str = "expquad",
+        *,
+        shared: bool = True,
+        pooling: str | Mapping[str, str] | None = None,
+        covariates=None,
+        random_intercept: bool = False,
+        likelihood: str = "gaussian",
+        priors: Mapping[str, Any] | None = None,
+        jitter: float | None = None,
+        approx: str | None = None,
+        approx_options: Mapping[str, Any] | None = None,
+        exposure: str | None = None,
+        trials: str | None = None,
+        link: str | None = None,
+    ):
+        if not isinstance(data, pd.DataFrame):
+            raise TypeError(f"`data` must be a pandas DataFrame, got {type(data).__name__}")
+        check_likelihood(likelihood)
+        if likelihood != "gaussian":  # only a subclass gets here (__new__ dispatches)
+            raise ValueError(
+                f"`likelihood`: {likelihood!r} is fitted by HierarchicalLatentGP, not by "
+                f"{type(self).__name__}"
+            )
+        for name, value in (("exposure", exposure), ("trials", trials), ("link", link)):
+            if value is not None:
+                raise ValueError(
+                    f"`{name}` applies to a non-Gaussian likelihood (exposure: poisson, "
+                    f"negative_binomial; trials: binomial; link: bernoulli), not to "
+                    f"likelihood='gaussian'"
+                )
+        if not isinstance(kernel, str):
+            raise ValueError(
+                "`kernel` must be a catalogue name or expression (e.g. 'expquad', "
+                "'matern32 + expquad'): the group hyperparameters are pooled by name"
+            )
+        if shared not in (True, False) or random_intercept not in (True, False):
+            raise TypeError("`shared` and `random_intercept` must be True or False")
+        if jitter is not None:
+            check_jitter(jitter)
+        if len(data) < 2:
+            raise ValueError("HierarchicalGP needs at least 2 rows of data")
+        yv = self._read_data(data, x, y, group, covariates)
+        X, self.y = self.X, yv
+        U, inv = np.unique(X, axis=0, return_inverse=True)
+        self.U, self.u_index = U, np.asarray(inv).ravel().astype(np.int64)
+        self.layout = PaddedLayout.of(self.rows, self.u_index)
+        self.kernel = kernel
+        self.spec = kernel_spec(kernel)
+        self.approx = approx_spec(approx, approx_options, X)
+        if self.approx is not None and self.approx.name != "hsgp":
+            raise ValueError(
+                f"`approx`: HierarchicalGP supports None (exact) or 'hsgp', got {approx!r}"
+            )
+        self._hsgp_terms = None
+        if self.approx is not None:
+            if X.shape[1] > MAX_DIMS:
+                raise ValueError(
+                    f"approx='hsgp' supports 1 or 2 input columns (prod(m) basis functions), "
+                    f"got {X.shape[1]}: {self.x_names}"
+                )
+            self._hsgp_terms = hsgp_terms(self.spec)
+        self.shared = bool(shared)
+        self.random_intercept = bool(random_intercept)
+        self.likelihood = likelihood
+        self.pooling = self._pooling(pooling)
+        self.scale = DataScale.of(X, yv)
+        self.priors = dict(priors or {})
+        unknown = set(self.priors) - set(self._prior_names())
+        if unknown:
+            raise ValueError(
+                f"`priors` has unknown names {sorted(unknown)}; this model's are "
+                f"{self._prior_names()}"
+            )
+        self._init_jitter(jitter, self.scale.y_sd**2, 1e-10)
+        self.model = self._build()
+        self._fns: dict = {}
+        self._factors: OrderedDict = OrderedDict()
+
     def _build(self) -> pm.Model:
         coords = {GROUP_DIM: self.labels, "obs": np.arange(self.X.shape[0]),
                   "feature": self.feature_names}  # fmt: skip
@@ -436,39 +620,13 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             coords["covariate"] = [str(c) for c in self.covariates]
         s = self.scale
         with pm.Model(coords=coords) as model:
-            columns, population = [], {}
-            self._fixed_kernel = {}  # shared kernel parameters given as numbers (alpha)
-            for p in [*self.spec.params, "sigma"]:
-                if p in self.pooling:
-                    v, pop = self._group_param(p)
-                else:  # alpha, period: shared by every group
-                    v = pt.as_tensor_variable(
-                        resolve_prior(self.priors, p, lambda n: default_prior(n, s, False))
-                    )
-                    pop = (pt.log(v), pt.as_tensor_variable(f64(0.0)))
-                    if isinstance(v, pt.TensorConstant) and v.data.size == 1:
-                        self._fixed_kernel[p] = float(v.data)
-                    v = pt.ones(len(self.labels)) * v
-                columns.append(v)
-                population[p] = pop
-            shared = []
-            if self.shared:
-                shared += [pt.as_tensor_variable(
-                    resolve_prior(self.priors, f"f0_{p}",
-                                  lambda n: default_prior(n, s, False))) for p in self.spec.params]  # fmt: skip
-            if self.random_intercept:
-                shared.append(pt.as_tensor_variable(resolve_prior(
-                    self.priors, "intercept_sd",
-                    lambda n: pm.HalfNormal(n, sigma=f64(s.y_sd)))))  # fmt: skip
+            h = self._declare_hierarchy()
+            columns, population, shared = h.columns, h.population, list(h.shared)
+            self._fixed_kernel = h.fixed_kernel
             shared.append(self.jitter_tensor)
             mu = pt.as_tensor_variable(f64(s.y_mean)) * pt.ones(self.X.shape[0])
-            self._beta_t = None
+            self._beta_t = h.beta
             if self.covariates:
-                beta = resolve_prior(
-                    self.priors, "beta",
-                    lambda n: pm.Normal(n, f64(0.0), f64(2 * s.y_sd / self.c_sd), dims="covariate"),
-                )  # fmt: skip
-                self._beta_t = pt.as_tensor_variable(beta) * pt.ones(len(self.covariates))
                 mu = mu + pt.dot(f64(self.Xc - self.c_mean), self._beta_t)
             theta_group = pt.stack([pt.cast(c, "float64") for c in columns], axis=1)
             theta_shared = pt.stack([pt.cast(pt.as_tensor_variable(v), "float64") for v in shared])
@@ -628,11 +786,6 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
     def hyperparameters(self) -> list[str]:
         """Names of the model's free random variables."""
         return [rv.name for rv in self.model.free_RVs]
-
-    def _fn(self, key: str, build):
-        if key not in self._fns:
-            self._fns[key] = build()
-        return self._fns[key]
 
     def _values(self, params: Mapping[str, Any]) -> list[np.ndarray]:
         return hyperparameter_values(self.model, self.model.free_RVs, params, self._fns)
@@ -838,26 +991,6 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
 
 
     # --------------------------------------------------------------- prediction
-    def _new_rows(self, new_data) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-        """``(X_new, covariates centred, group index or -1 for a new group, labels)``."""
-        if not isinstance(new_data, pd.DataFrame):
-            raise ValueError(
-                f"`new_data` must be a DataFrame with the columns {self.x_names} and "
-                f"{self.group_name!r}, got {type(new_data).__name__}"
-            )
-        Xn = np.column_stack([_numeric(_column(new_data, c, "x"), "x") for c in self.x_names])
-        gcol = _column(new_data, self.group_name, "group")
-        if gcol.isna().any():
-            raise ValueError(
-                f"`group`: column {self.group_name!r} of `new_data` has missing labels"
-            )
-        Cn = np.column_stack(
-            [_numeric(_column(new_data, c, "covariates"), "covariates") for c in self.covariates]
-        ) - self.c_mean if self.covariates else np.zeros((len(new_data), 0))  # fmt: skip
-        lookup = {lab: g for g, lab in enumerate(self.labels)}
-        codes = np.array([lookup.get(v, -1) for v in gcol], dtype=np.int64)
-        return Xn, Cn, codes, list(gcol)
-
     def _beta(self, values) -> np.ndarray:
         """The fixed effects at ``values`` (empty without covariates)."""
         if self._beta_t is None:
@@ -865,26 +998,6 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         fn = self._fn("beta", lambda: function_of_values(self.model.free_RVs,
                                                           lambda _: [self._beta_t]))  # fmt: skip
         return np.asarray(fn(*values, np.zeros((0, 1)))[0], float)
-
-    def _new_group_row(self, values, tg, rng) -> np.ndarray:
-        """A new group's hyperparameter row: from the population distribution on the log scale
-        (``rng``: a draw; ``None``: its location)."""
-        names = [*self.spec.params, "sigma"]
-        none = [p for p in names if self._population[p] is None]
-        if none:
-            raise ValueError(
-                f"a new group needs a population distribution of {none}, which have "
-                "pooling='none'; use pooling 'partial' or 'shared' for them"
-            )
-
-        def build():
-            outs = [pt.stack([pt.cast(t, "float64") for p in names for t in self._population[p]])]
-            return function_of_values(self.model.free_RVs, lambda _: outs)
-
-        pop = np.asarray(self._fn("population", build)(*values, np.zeros((0, 1)))[0], float)
-        loc, scale = pop[0::2], pop[1::2]
-        z = np.zeros(loc.shape) if rng is None else rng.standard_normal(loc.shape)
-        return np.exp(loc + scale * z)
 
     def _predict_at(self, values, Xn, Cn, codes, include_noise, rng):
         """Mean and variance of :math:`f_*` (or :math:`y_*`) at one hyperparameter value."""
@@ -1157,7 +1270,7 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
             ("pooling", pooling),
             ("random intercepts", "yes (integrated out)" if self.random_intercept else "no"),
             ("covariates", ", ".join(map(str, self.covariates)) or "none"),
-            ("likelihood", "Gaussian, f0, f_g integrated out (block + Woodbury)"
+            ("likelihood", "Gaussian, f0, f_g integrated out exactly (block + Woodbury)"
              if self.approx is None else
              f"Gaussian, HSGP f0, f_g (m={list(self.hsgp_basis.m)}, "
              f"c={[round(v, 2) for v in self.hsgp_basis.c]}), weights integrated out"),
@@ -1240,3 +1353,14 @@ class HierarchicalGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         return (f"HierarchicalGP(n={self.X.shape[0]}, groups={len(self.labels)}, "
                 f"kernel={self.spec.name!r}, shared={self.shared}"
                 f"{'' if self.approx is None else ', approx=' + repr(self.approx.name)})")  # fmt: skip
+
+
+def register_latent_model(cls: type) -> type:
+    """Class decorator: ``cls`` fits ``HierarchicalGP(..., likelihood=...)`` for every likelihood
+    but the Gaussian (``HierarchicalGP.__new__`` builds it) and is a virtual subclass of
+    :class:`HierarchicalGP` (``isinstance`` holds). :mod:`bayes_gp.hierarchical.latent`
+    registers :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` on import, so that
+    this module, which it builds on, does not import it."""
+    HierarchicalGP.register(cls)
+    _LATENT_MODEL[:] = [cls]
+    return cls

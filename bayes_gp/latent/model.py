@@ -289,26 +289,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     ):
         check_aligned(X, y)
         X, names = as_inputs(X)
-        if likelihood not in LIKELIHOODS:
-            raise ValueError(f"`likelihood` must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
-        cls, links = LIKELIHOODS[likelihood]
-        link = links[0] if link is None else link
-        if link not in links:
-            raise ValueError(f"the {likelihood} likelihood takes link {list(links)}, not {link!r}")
-        if exposure is not None and cls not in (Poisson, NegativeBinomial):
-            raise ValueError("`exposure` applies to the poisson and negative_binomial likelihoods")
-        if trials is not None and cls is not Binomial:
-            raise ValueError("`trials` applies to the binomial likelihood")
-        y = as_targets(y, X.shape[0], what="a latent GP", learned_noise=False)
-        size = _column("exposure", exposure) if exposure is not None else None
-        if cls is Bernoulli:
-            lik = Bernoulli(y, link=link)
-        elif cls is Binomial:
-            lik = Binomial(y, trials=_column("trials", trials) if trials is not None else None)
-        elif cls in (Poisson, NegativeBinomial):
-            lik = cls(y, exposure=size)
-        else:
-            lik = cls(y)
+        lik, link = make_likelihood(likelihood, link, y, X.shape[0], exposure, trials)
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
         self.spec = kernel_spec(kernel, exclude=self._kernel_exclude)
         check_kernel_ard(self.spec, ard)
@@ -370,14 +351,18 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             mean_func = pm.gp.mean.Zero()
         else:
             mean_func = mean_function(self.mean, self.scale, self._prior)
+        return cov, mean_func, self._likelihood_priors()
+
+    def _likelihood_priors(self) -> list:
+        """The likelihood parameters' variables (``dispersion``, ``nu``, ``sigma``; their
+        defaults in the class docstring) in the current model."""
         sd = float(np.std(self.y)) or 1.0
         defaults = {
             "dispersion": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
             "nu": lambda n: pm.Gamma(n, alpha=f64(2.0), beta=f64(0.1)),
             "sigma": lambda n: pm.HalfNormal(n, sigma=f64(sd)),
         }
-        phi = [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
-        return cov, mean_func, phi
+        return [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
 
     def _evidence_model(self, name: str, op: LaplaceLogp):
         """A model of the hyperparameters whose likelihood term is ``op(K, m, phi)``: the
@@ -387,7 +372,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         coords = {"feature": self.feature_names, "obs": np.arange(n)}
         with pm.Model(coords=coords) as model:
             cov, mean_func, phi = self._declare()
-            Xt = pt.as_tensor_variable(self.X)
+            Xt = pt.as_tensor_variable(self._kernel_inputs)
             K = cov(Xt) + self.jitter_tensor * pt.eye(n)
             m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
             phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
@@ -409,7 +394,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         with pm.Model(coords={"feature": self.feature_names, "obs": np.arange(n)}) as model:
             cov, mean_func, phi = self._declare()
             gp = pm.gp.Latent(mean_func=mean_func, cov_func=cov)
-            f = gp.prior("f", X=self.X, reparameterize=True, jitter=self.jitter_tensor, dims="obs")
+            f = gp.prior("f", X=self._kernel_inputs, reparameterize=True, jitter=self.jitter_tensor, dims="obs")
             if isinstance(lik, Bernoulli) and self.link == "logit":
                 pm.Bernoulli("y", logit_p=f, observed=lik.y, dims="obs")
             elif isinstance(lik, Bernoulli):
@@ -430,6 +415,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         return model
 
     @property
+    def _kernel_inputs(self) -> np.ndarray:
+        """The matrix the covariance and mean functions see at the training rows: ``X`` (a
+        subclass may augment it, e.g. with a group code)."""
+        return self.X
+
+    @property
     def hyperparameters(self) -> list[str]:
         return [rv.name for rv in self.model.free_RVs]
 
@@ -440,7 +431,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def _train(self, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(K + jitter I, m, phi)`` at hyperparameter values."""
-        Xt = pt.as_tensor_variable(self.X)
+        Xt = pt.as_tensor_variable(self._kernel_inputs)
         n = self.X.shape[0]
 
         def build(_Xn):
@@ -452,7 +443,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def _new(self, values, Xn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(K(X, X_new), diag K(X_new), m(X_new))``."""
-        Xt = pt.as_tensor_variable(self.X)
+        Xt = pt.as_tensor_variable(self._kernel_inputs)
 
         def build(Xv):
             mean = pt.as_tensor_variable(self._mean_func(Xv)) * pt.ones(Xv.shape[0])
@@ -1070,3 +1061,30 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 def _column(name: str, values) -> np.ndarray:
     a = np.asarray(getattr(values, "to_numpy", lambda: values)(), dtype=float)
     return a[:, 0] if a.ndim == 2 and a.shape[1] == 1 else a
+
+
+def make_likelihood(
+    likelihood: str, link: str | None, y, n: int, exposure=None, trials=None
+) -> tuple[LatentLikelihood, str]:
+    """The likelihood object of :class:`LatentGP`'s ``likelihood=``, ``link=``, ``exposure=`` and
+    ``trials=`` arguments for outcomes ``y`` (``n`` rows), and the link in use; a ``ValueError``
+    names a bad one."""
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"`likelihood` must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
+    cls, links = LIKELIHOODS[likelihood]
+    link = links[0] if link is None else link
+    if link not in links:
+        raise ValueError(f"the {likelihood} likelihood takes link {list(links)}, not {link!r}")
+    if exposure is not None and cls not in (Poisson, NegativeBinomial):
+        raise ValueError("`exposure` applies to the poisson and negative_binomial likelihoods")
+    if trials is not None and cls is not Binomial:
+        raise ValueError("`trials` applies to the binomial likelihood")
+    y = as_targets(y, n, what="a latent GP", learned_noise=False)
+    size = _column("exposure", exposure) if exposure is not None else None
+    if cls is Bernoulli:
+        return Bernoulli(y, link=link), link
+    if cls is Binomial:
+        return Binomial(y, trials=_column("trials", trials) if trials is not None else None), link
+    if cls in (Poisson, NegativeBinomial):
+        return cls(y, exposure=size), link
+    return cls(y), link

@@ -66,3 +66,29 @@ def test_probit_tails_stay_finite():
     out = lik.derivatives(np.array([-40.0, 40.0, -1e3, 1e3]))
     assert all(np.all(np.isfinite(o)) for o in out)
     assert out[1][0] == pytest.approx(40.0, rel=1e-2)  # d1 ~ -z for very negative z
+
+
+def test_count_draws_at_any_mean():
+    """Prior predictive draws reach log-scale latent values above 43 (means NumPy's Poisson
+    sampler refuses): the counts come from the normal approximation there (mean and variance
+    mu to its precision), NumPy's own stream below, ``inf`` at an infinite mean."""
+    from bayes_gp.latent.likelihoods import POISSON_NORMAL_ABOVE, poisson_draws
+
+    small = np.array([0.0, 0.5, 3.0, 40.0])
+    np.testing.assert_array_equal(
+        poisson_draws(np.random.default_rng(3), small), np.random.default_rng(3).poisson(small)
+    )
+    mu = np.full(4000, 1e18)
+    mu[:3] = [2.0, 1e13, np.inf]
+    d = poisson_draws(np.random.default_rng(0), mu)
+    assert d[0] == np.round(d[0]) and d[0] < 60 and abs(d[1] - 1e13) < 10 * np.sqrt(1e13)
+    assert np.isinf(d[2])
+    big = d[3:]
+    assert abs(big.mean() - 1e18) < 4 * 1e9 / np.sqrt(big.size)  # sd sqrt(mu) = 1e9
+    assert 0.9e18 < big.var() < 1.1e18
+    assert POISSON_NORMAL_ABOVE < 1e18
+    f = np.array([0.0, 50.0])
+    for lik, phi in ((Poisson(np.array([1.0, 2.0])), ()),
+                     (NegativeBinomial(np.array([1.0, 2.0])), (2.0,))):  # fmt: skip
+        out = lik.draw(f, phi, np.random.default_rng(1))
+        assert np.all(np.isfinite(out)) and out[1] > 1e15
