@@ -243,3 +243,88 @@ def test_joint_latent_model_likelihood(shared):
     assert logp == pytest.approx(expected, rel=1e-10)
     if not shared:  # one covariance per class: the blocks differ
         assert not np.allclose(K[0], K[1])
+
+
+#: Test inputs of the sampler-agreement check (and of ``benchmarks/multiclass.py --agreement``).
+AGREEMENT_X = np.array([[-2.0], [-1.0], [0.0], [1.0], [2.0]])
+#: The Laplace approximation's error on ``_three_classes(n=45)``, shared expquad, default priors:
+#: the posterior under the Laplace evidence minus the one under the exact evidence, both by
+#: quadrature on a 25 x 25 grid in (log ls, log eta), the exact evidence and predictive by
+#: importance sampling from the Laplace Gaussian (``python benchmarks/multiclass.py
+#: --agreement``; README "multiclass.py"). Posterior means of ls and eta:
+LAPLACE_SHIFT = {"ls": 0.047, "eta": -0.002}
+#: and the predictive probabilities at AGREEMENT_X (rows), classes high, low, mid (columns): the
+#: Laplace predictive is too flat, by up to 0.05.
+LAPLACE_ERROR_P = np.array([
+    [0.0195, -0.0523, 0.0328],
+    [0.0201, -0.0225, 0.0024],
+    [0.0177, 0.0229, -0.0406],
+    [-0.0162, 0.0156, 0.0007],
+    [-0.0458, 0.0178, 0.0280],
+])  # fmt: skip
+#: Allowance for the error of the references themselves (importance sampling, Monte Carlo in
+#: the predictive): two runs with different random numbers differed by up to 0.004 in the
+#: shifts and 0.003 in P.
+REF_ERROR = 0.01
+
+
+def _draw_probabilities(model, idata, Xs, n_samples=400):
+    """Each posterior draw's predictive probabilities, ``(chain, draw, m, C)``: the terms whose
+    mean is ``predict_proba``, so that their MCSE is the predictive's Monte Carlo error."""
+    from bayes_gp.classification.multiclass import softmax_average
+
+    post = idata["posterior"]
+    shape = (post.sizes["chain"], post.sizes["draw"])
+    moments = model._latent_moments(Xs, idata, shape[0] * shape[1])
+    P = np.array([softmax_average(m, c, n_samples, k) for k, (m, c) in enumerate(moments)])
+    return P.reshape(*shape, *P.shape[1:])
+
+
+def _sample_agreement_problem(method, draws=200, seed=1):
+    """One sampler on ``_three_classes(n=45)``: ``(idata, per-draw probabilities at
+    AGREEMENT_X)``."""
+    X, y = _three_classes(n=45)
+    model = MulticlassGPClassifier(X, y, "expquad")
+    idata = model.sample(draws=draws, tune=draws, chains=2, sampler="pymc", random_seed=seed,
+                         method=method, **FAST)  # fmt: skip
+    assert int(idata["sample_stats"]["diverging"].sum()) <= 2, method
+    return idata, _draw_probabilities(model, idata, AGREEMENT_X)
+
+
+def _disagreement(laplace_run, latent_run):
+    """The largest standardised disagreement ``|laplace - latent - Laplace error| / (4 mcse +
+    REF_ERROR)`` of the posterior means of ls and eta, and over the 15 predictive probabilities
+    (agreement: every ratio < 1); with the combined MCSE of P and the difference of P."""
+    import arviz as az
+
+    (la, Pa), (lat, Pb) = laplace_run, latent_run
+    ratios = {}
+    for p in ("ls", "eta"):
+        a, b = np.asarray(la["posterior"][p]), np.asarray(lat["posterior"][p])
+        mcse = np.hypot(float(az.mcse(a)), float(az.mcse(b)))
+        ratios[p] = float(abs(a.mean() - b.mean() - LAPLACE_SHIFT[p]) / (4 * mcse + REF_ERROR))
+    m, C = LAPLACE_ERROR_P.shape
+    mcse = np.hypot(*[np.array([[float(az.mcse(P[:, :, i, c])) for c in range(C)]
+                                for i in range(m)]) for P in (Pa, Pb)])  # fmt: skip
+    dP = Pa.mean(axis=(0, 1)) - Pb.mean(axis=(0, 1))
+    ratios["P"] = float(np.max(np.abs(dP - LAPLACE_ERROR_P) / (4 * mcse + REF_ERROR)))
+    return ratios, mcse, dP
+
+
+def test_laplace_and_joint_latent_samplers_agree():
+    """The two samplers of the same model target different posteriors only through the Laplace
+    approximation: the hyperparameter posterior means and the posterior predictive
+    probabilities at five inputs differ by the Laplace error measured by quadrature
+    (LAPLACE_SHIFT, LAPLACE_ERROR_P) to within 4 combined Monte Carlo standard errors (ArviZ
+    MCSE of the draws' means; each draw's predictive probabilities for P) plus the references'
+    own error. Measured: ratios 0.46 (ls), 0.15 (eta), 0.26 (worst P); MCSE of P <= 0.0077.
+    A wrong sampler fails (tried by monkeypatching, benchmarks/README.md): + sum_c 1/2 log|K_c|
+    in the Laplace evidence (a log-determinant term dropped) gave ratios 7.1 / 48.9 / 21.2;
+    ``logit_p = -f`` in the joint model 57.8 for P; f = L v / sqrt(2) 1.01 for ls (barely)."""
+    ratios, mcse, dP = _disagreement(_sample_agreement_problem("laplace"),
+                                     _sample_agreement_problem("latent"))
+    # the check has power: the Monte Carlo error is well below the Laplace error, and the
+    # samplers' difference is resolved from zero (an error of that size would fail the test)
+    assert mcse.max() < 0.012, mcse
+    assert np.max(np.abs(dP) / (4 * mcse + REF_ERROR)) > 1.0, np.round(dP, 4)
+    assert max(ratios.values()) < 1.0, (ratios, np.round(dP, 4))
