@@ -58,6 +58,7 @@ priors and variable names (:mod:`bayes_gp.hierarchical.latent`). Both share
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -115,7 +116,7 @@ from bayes_gp.regression.gpr import PRIOR_PREDICTIVE_MAX_N
 from bayes_gp.regression.hsgp import HSGP_MAX_DEFAULT_BASIS, hsgp_m_c
 from bayes_gp.regression.term import _mixture_quantiles
 
-__all__ = ["HierarchicalGP", "POOLINGS", "LIKELIHOODS"]
+__all__ = ["HierarchicalGP", "HSGPCostWarning", "POOLINGS", "LIKELIHOODS"]
 
 #: The pooling choices of a group hyperparameter (module docstring).
 POOLINGS = ("partial", "shared", "none")
@@ -123,6 +124,13 @@ POOLINGS = ("partial", "shared", "none")
 #: :class:`~bayes_gp.LatentGP` by :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP`
 #: (Laplace, dense latent covariance), which ``HierarchicalGP(..., likelihood=...)`` builds.
 LIKELIHOODS = ("gaussian", "poisson", "negative_binomial", "binomial", "bernoulli", "student_t")
+
+
+class HSGPCostWarning(UserWarning):
+    """``approx="hsgp"`` with at least as many basis functions as the largest group has rows:
+    slower than the exact structured likelihood it approximates."""
+
+
 #: The class that fits the non-Gaussian likelihoods (:func:`register_latent_model`).
 _LATENT_MODEL: list[type] = []
 #: The dimension of the per-group variables (``ls_group``, ``ls_z``, …), whose coordinates are
@@ -712,6 +720,16 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                     "Give approx_options={'m': ..., 'c': ...} (accepting a coarser approximation "
                     "of short length-scales) or narrow the length-scale priors"
                 )
+        n_max, p = max(idx.size for idx in self.rows), int(np.prod(m))
+        if p >= n_max:
+            warnings.warn(
+                f"approx='hsgp' with {p} basis functions per group (m={[int(v) for v in m]}) "
+                f"costs more than the exact structured likelihood, whose largest group has "
+                f"{n_max} rows (per gradient O(G m^3) against O(G n_max^3)): the basis pays "
+                "off for groups of many points; use approx=None here",
+                HSGPCostWarning,
+                stacklevel=4,
+            )
         self.hsgp_basis = HSGPBasis.of(self.X, m, c)
         self.hsgp_stats = HSGPStats.of(self.hsgp_basis, self.X, self.codes, len(self.labels),
                                        self.random_intercept)  # fmt: skip

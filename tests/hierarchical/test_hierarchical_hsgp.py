@@ -333,3 +333,18 @@ def test_default_rule_and_jitter_preflight():
     assert m == int(np.floor(1.75 * c / (3.0 / S)))
     choice = h.check_jitter(random_seed=0)
     assert choice.n_points == 9 and choice.jitter == h.jitter
+
+
+def test_a_basis_larger_than_the_groups_warns():
+    """m basis functions cost O(G m^3) per gradient against the exact path's O(G n_max^3): with
+    m >= the largest group's rows the approximation is the slower one, and the model says so."""
+    import warnings
+
+    from bayes_gp.hierarchical.model import HSGPCostWarning
+
+    df = _panel(sizes=[12, 15])
+    with pytest.warns(HSGPCostWarning, match=r"15 basis functions .* 15 rows"):
+        HierarchicalGP(df, "t", "y", "subject", approx="hsgp", approx_options={"m": 15, "c": 2.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HSGPCostWarning)
+        HierarchicalGP(df, "t", "y", "subject", approx="hsgp", approx_options={"m": 14, "c": 2.0})
