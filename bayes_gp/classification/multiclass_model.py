@@ -75,7 +75,7 @@ from bayes_gp.inference.jitter import (
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.latent.model import DEFAULT_ABSOLUTE_JITTER, ETA_WARN, LINK_SCALE
-from bayes_gp.linalg import jittered_cholesky, single_blas_thread
+from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import (
@@ -267,12 +267,10 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
                 "class": [str(c) for c in self.classes_]}  # fmt: skip
 
     def _stack(self, covs, Xt) -> pt.TensorVariable:
-        n = self.X.shape[0]
-        eye = self.jitter_tensor * pt.eye(n)
         if self.shared:
-            K = covs[0](Xt) + eye
+            K = plus_diagonal(covs[0](Xt), self.jitter_tensor)
             return pt.stack([K] * self.n_classes)
-        return pt.stack([cov(Xt) + eye for cov in covs])
+        return pt.stack([plus_diagonal(cov(Xt), self.jitter_tensor) for cov in covs])
 
     def _build(self) -> pm.Model:
         self._op = SoftmaxLaplaceLogp(self.Y)

@@ -69,7 +69,7 @@ from bayes_gp.latent.predictive import (
     predictive_cdf,
 )
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan, site_precision
-from bayes_gp.linalg import jittered_cholesky, single_blas_thread
+from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import held_out_vector
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, PointFit, is_nuts
@@ -373,7 +373,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         with pm.Model(coords=coords) as model:
             cov, mean_func, phi = self._declare()
             Xt = pt.as_tensor_variable(self._kernel_inputs)
-            K = cov(Xt) + self.jitter_tensor * pt.eye(n)
+            K = plus_diagonal(cov(Xt), self.jitter_tensor)
             m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
             phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
             pm.Potential(name, op(K, m, phi_t)[0])
@@ -394,7 +394,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         with pm.Model(coords={"feature": self.feature_names, "obs": np.arange(n)}) as model:
             cov, mean_func, phi = self._declare()
             gp = pm.gp.Latent(mean_func=mean_func, cov_func=cov)
-            f = gp.prior("f", X=self._kernel_inputs, reparameterize=True, jitter=self.jitter_tensor, dims="obs")
+            f = gp.prior("f", X=self._kernel_inputs, reparameterize=True,
+                         jitter=self.jitter_tensor, dims="obs")  # fmt: skip
             if isinstance(lik, Bernoulli) and self.link == "logit":
                 pm.Bernoulli("y", logit_p=f, observed=lik.y, dims="obs")
             elif isinstance(lik, Bernoulli):
@@ -435,7 +436,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         n = self.X.shape[0]
 
         def build(_Xn):
-            K = self._cov(Xt) + self.jitter_tensor * pt.eye(n)
+            K = plus_diagonal(self._cov(Xt), self.jitter_tensor)
             return [K, pt.as_tensor_variable(self._mean_func(Xt)) * pt.ones(n), self._phi]
 
         K, m, phi = self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))
