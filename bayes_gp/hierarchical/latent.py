@@ -54,7 +54,7 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 
-from bayes_gp._validation import check_jitter, f64, new_inputs
+from bayes_gp._validation import f64, new_inputs
 from bayes_gp.hierarchical.model import (
     _BATCHED,
     GROUP_DIM,
@@ -275,18 +275,8 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
                 "covariance (the HSGP option integrates its weights out in closed form, which "
                 "only the Gaussian likelihood allows); use approx=None"
             )
-        if not isinstance(kernel, str):
-            raise ValueError(
-                "`kernel` must be a catalogue name or expression (e.g. 'expquad', "
-                "'matern32 + expquad'): the group hyperparameters are pooled by name"
-            )
-        if shared not in (True, False) or random_intercept not in (True, False):
-            raise TypeError("`shared` and `random_intercept` must be True or False")
-        if jitter is not None:
-            check_jitter(jitter)
+        self._check_arguments(kernel, shared, random_intercept, jitter, data)
         n = len(data)
-        if n < 2:
-            raise ValueError("HierarchicalGP needs at least 2 rows of data")
         if n > MAX_LATENT_ROWS:
             raise ValueError(
                 f"`data` has {n} rows; a hierarchical GP with likelihood={likelihood!r} factorises "

@@ -230,6 +230,22 @@ class GroupedSpec:
     #: The likelihood's parameters that may differ between groups (pooled like the kernel's).
     noise_params: ClassVar[tuple[str, ...]] = ("sigma",)
 
+    @staticmethod
+    def _check_arguments(kernel, shared, random_intercept, jitter, data) -> None:
+        """The checks both hierarchical models make of these arguments (``data`` a DataFrame,
+        checked first in the constructors)."""
+        if not isinstance(kernel, str):
+            raise ValueError(
+                "`kernel` must be a catalogue name or expression (e.g. 'expquad', "
+                "'matern32 + expquad'): the group hyperparameters are pooled by name"
+            )
+        if shared not in (True, False) or random_intercept not in (True, False):
+            raise TypeError("`shared` and `random_intercept` must be True or False")
+        if jitter is not None:
+            check_jitter(jitter)
+        if len(data) < 2:
+            raise ValueError("HierarchicalGP needs at least 2 rows of data")
+
     def _read_data(self, data: pd.DataFrame, x, y, group, covariates) -> np.ndarray:
         """Read the x, group and covariate columns into the model's attributes (``X``,
         ``labels``, ``codes``, ``rows``, ``Xc``, ...) and return the outcome column."""
@@ -297,14 +313,9 @@ class GroupedSpec:
 
     def _prior_names(self) -> list[str]:
         names = []
-        for p in self.spec.params:
-            mode = self.pooling.get(p, "shared")
-            names += {"partial": [f"{p}_mu", f"{p}_tau"], "shared": [p], "none": [f"{p}_group"]}[
-                mode
-            ]
-        for p in self.noise_params:
+        for p in [*self.spec.params, *self.noise_params]:  # alpha, period: shared
             names += {"partial": [f"{p}_mu", f"{p}_tau"], "shared": [p],
-                      "none": [f"{p}_group"]}[self.pooling[p]]  # fmt: skip
+                      "none": [f"{p}_group"]}[self.pooling.get(p, "shared")]  # fmt: skip
         if self.shared:
             names += [f"f0_{p}" for p in self.spec.params]
         if self.random_intercept:
@@ -356,7 +367,6 @@ class GroupedSpec:
         v = pm.Deterministic(f"{p}_group", pt.exp(mu + tau * z), dims=GROUP_DIM)
         return v, (pt.as_tensor_variable(mu), pt.as_tensor_variable(tau))
 
-
     def _declare_hierarchy(self) -> Hierarchy:
         """Declare the group hyperparameters (pooled as :attr:`pooling` says), the shared kernel
         parameters, :math:`f_0`'s hyperparameters, :math:`\\tau_b` and :math:`\\beta` in the
@@ -399,7 +409,6 @@ class GroupedSpec:
             self._fns[key] = build()
         return self._fns[key]
 
-
     def _new_rows(self, new_data) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
         """``(X_new, covariates centred, group index or -1 for a new group, labels)``."""
         if not isinstance(new_data, pd.DataFrame):
@@ -420,7 +429,6 @@ class GroupedSpec:
         codes = np.array([lookup.get(v, -1) for v in gcol], dtype=np.int64)
         return Xn, Cn, codes, list(gcol)
 
-
     def _new_group_row(self, values, tg, rng) -> np.ndarray:
         """A new group's hyperparameter row: from the population distribution on the log scale
         (``rng``: a draw; ``None``: its location)."""
@@ -440,7 +448,6 @@ class GroupedSpec:
         loc, scale = pop[0::2], pop[1::2]
         z = np.zeros(loc.shape) if rng is None else rng.standard_normal(loc.shape)
         return np.exp(loc + scale * z)
-
 
 
 class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
@@ -573,17 +580,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                     f"negative_binomial; trials: binomial; link: bernoulli), not to "
                     f"likelihood='gaussian'"
                 )
-        if not isinstance(kernel, str):
-            raise ValueError(
-                "`kernel` must be a catalogue name or expression (e.g. 'expquad', "
-                "'matern32 + expquad'): the group hyperparameters are pooled by name"
-            )
-        if shared not in (True, False) or random_intercept not in (True, False):
-            raise TypeError("`shared` and `random_intercept` must be True or False")
-        if jitter is not None:
-            check_jitter(jitter)
-        if len(data) < 2:
-            raise ValueError("HierarchicalGP needs at least 2 rows of data")
+        self._check_arguments(kernel, shared, random_intercept, jitter, data)
         yv = self._read_data(data, x, y, group, covariates)
         X, self.y = self.X, yv
         U, inv = np.unique(X, axis=0, return_inverse=True)
