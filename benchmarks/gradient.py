@@ -18,8 +18,15 @@ For N = 100 ... 2000 (1-D inputs, squared-exponential kernel, three hyperparamet
 All with one BLAS thread. Each time is the minimum over repeated calls after a warm-up call.
 Prints milliseconds and ratios to the floor, and the largest difference between the gradients.
 
+``--in-nutpie`` (issue 19) then times the same gradient where NUTS runs it: nutpie's compiled
+model of ``GPRegression`` called from nutpie's Rust side (``CompiledModel.benchmark_logp``, the
+median per evaluation, one thread alone and two threads at once) and inside a real run (2 chains
+in parallel on 2 cores, ``--nutpie-iters`` tuning + kept draws: sampling wall time divided by
+the leapfrog steps of the longer chain, tuning included), against the standalone numba figure.
+
     python benchmarks/gradient.py                 # N in 100 300 1000 2000
     python benchmarks/gradient.py --sizes 100 300 # a subset
+    python benchmarks/gradient.py --sizes 300 1000 --in-nutpie
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import time
 from datetime import date
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -71,10 +79,43 @@ def jax_value_and_grad(X, y, jitter):
     return lambda: jax.block_until_ready(vg(x))
 
 
+def in_nutpie(n: int, standalone: float, iters: int) -> str:
+    """One row of the ``--in-nutpie`` table (module docstring); ``standalone`` in ms."""
+    import nutpie
+
+    X, y = data(n)
+    model = bayes_gp.GPRegression(X, y, "expquad", mean="zero").model
+    compiled = nutpie.compile_pymc_model(model)
+    names = compiled.shape_info[0][: compiled.n_dim]  # the unconstrained parameters, in order
+    point = np.array([np.log(THETA[name.removesuffix("_log__")]) for name in names])
+    evals = max(50, int(20000 / n))
+    bench = compiled.benchmark_logp(point, evals, [1, 2])
+    per = bench.median(axis=1)  # seconds per evaluation, per (thread, concurrent_cores)
+    one = 1e3 * float(per.xs(1, level="concurrent_cores").median())
+    two = 1e3 * float(per.xs(2, level="concurrent_cores").median())
+    t0 = time.perf_counter()
+    idata = nutpie.sample(
+        compiled, draws=iters, tune=iters, chains=2, cores=2, seed=1, save_warmup=True,
+        progress_bar=False,
+    )  # fmt: skip
+    wall = time.perf_counter() - t0
+    steps = np.asarray(idata["sample_stats"]["n_steps"]).sum(axis=1) + np.asarray(
+        idata["warmup_sample_stats"]["n_steps"]
+    ).sum(axis=1)
+    run = 1e3 * wall / float(steps.max())
+    return (
+        f"{n:5d} | {standalone:10.3f} {one:10.3f} {two:10.3f} {run:10.3f} | "
+        f"{one / standalone:6.2f} {two / standalone:6.2f} {run / standalone:6.2f} | "
+        f"{int(steps.max()):6d} {wall:7.1f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 300, 1000, 2000])
     ap.add_argument("--modes", nargs="+", default=["NUMBA", "FAST_RUN"])
+    ap.add_argument("--in-nutpie", action="store_true", help="also time it inside nutpie")
+    ap.add_argument("--nutpie-iters", type=int, default=300, help="tuning = kept draws per chain")
     args = ap.parse_args()
     threadpool_limits(limits=1, user_api="blas")
     print(f"gradient  {date.today()}  {platform.platform()}")
@@ -88,6 +129,7 @@ def main() -> None:
         + "".join(f" {c:>12}" for c in cols)
         + " | bg/floor  pm/bg  jax/bg | grad diff"
     )
+    standalone: dict[int, float] = {}
     for n in args.sizes:
         X, y = data(n)
         ours = bayes_gp.GPRegression(X, y, "expquad", mean="zero")
@@ -118,6 +160,7 @@ def main() -> None:
         # the value variables are (ls, eta, sigma) in this order in both models
         gdiff = max(float(np.max(np.abs(g - grads[1]))) for g in grads)
         bg = times[f"bg {args.modes[0]}"]
+        standalone[n] = times["bg NUMBA"] if "bg NUMBA" in times else bg
         print(
             f"{n:5d} |"
             + "".join(f" {times[c]:12.3f}" for c in cols)
@@ -130,6 +173,21 @@ def main() -> None:
         "\npm = the same model through pm.gp.Marginal; ratios use the first mode; > 1 in pm/bg and"
         "\njax/bg: bayes_gp faster. floor = dpotrf + dpotrs + dpotri alone (no kernel evaluation)."
     )
+    if args.in_nutpie:
+        print(f"\nIn nutpie (load average {os.getloadavg()[0]:.1f}):\n")
+        print(
+            f"{'N':>5} | {'alone ms':>10} {'nutpie 1':>10} {'nutpie 2':>10} {'in run':>10} | "
+            f"{'1/alone':>6} {'2/alone':>6} {'run/al':>6} | {'steps':>6} {'wall s':>7}"
+        )
+        for n in args.sizes:
+            print(in_nutpie(n, standalone[n], args.nutpie_iters), flush=True)
+        print(
+            "\nalone = bg NUMBA above (PyTensor function, minimum); nutpie 1 / 2 = median ms per"
+            " evaluation of nutpie's\ncompiled density and gradient from Rust, one thread alone /"
+            " two threads at once; in run = sampling\nwall time / leapfrog steps of the longer of"
+            f" 2 parallel chains ({args.nutpie_iters} + {args.nutpie_iters} each, tuning included)."
+            f"\nload average at end {os.getloadavg()[0]:.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Two parts, on the same simulated data (fixed seed):
 * ``nuts``: :meth:`bayes_gp.GPRegression.sample` (squared-exponential kernel, ``mean="zero"``)
   with ``sampler="nutpie"``, ``"pymc"`` and ``"numpyro"`` against a hand-written numpyro model of
   the same GP (plain JAX Gram matrix, ``MultivariateNormal`` likelihood, the same priors and
-  jitter, ``MCMC(NUTS)`` with ``chain_method="sequential"``). Reported: wall time (model
+  jitter, ``MCMC(NUTS)``). Equal conditions on every side: chains in parallel, one thread per
+  chain (nutpie's threads with one BLAS thread; one XLA host device per chain with one XLA
+  thread: ``--hand-chains`` and ``--xla-threads`` change that). Reported: wall time (model
   construction, compilation, sampling and, for bayes_gp, the per-draw leave-one-out
   ``log_likelihood`` group that ``sample`` always adds) and the minimum bulk ESS over
   ``(ls, eta, sigma)`` per second of wall time.
@@ -26,12 +28,33 @@ import argparse
 import logging
 import os
 import platform
+import sys
 import time
 import traceback
 import warnings
 from datetime import date
 
-import jax
+
+# Equal conditions (issue 19): one thread per chain on every side, chains in parallel on every
+# side. nutpie runs its chains in threads with BLAS pinned to one thread; XLA gets one thread
+# per computation and one host device per chain, so numpyro's chains run in parallel (pmap).
+# ``--xla-threads default`` (read here, before JAX starts) keeps XLA's own thread pool.
+def _xla_flags(argv: list[str]) -> str:
+    threads = "1"
+    for i, arg in enumerate(argv):
+        if arg == "--xla-threads" and i + 1 < len(argv):
+            threads = argv[i + 1]
+        elif arg.startswith("--xla-threads="):
+            threads = arg.split("=", 1)[1]
+    flags = "--xla_force_host_platform_device_count=2"
+    if threads == "1":
+        flags += " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    return flags
+
+
+os.environ.setdefault("XLA_FLAGS", _xla_flags(sys.argv[1:]))
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # before any JAX array exists; PyMC's path needs it too
 
@@ -59,6 +82,7 @@ BACKENDS = ("nutpie", "pymc", "numpyro", "hand")  # "hand": the hand-written num
 TRUE_1D = {"ls": 1.2, "eta": 1.0, "sigma": 0.3}
 TRUE_ARD_LS = (1.5, 2.5)  # of the two relevant inputs; the other three are ignored
 ARD_DIM = 5
+CHAIN_METHOD = ["parallel"]  # the hand-written model's chains (``--hand-chains``)
 
 
 # ---------------------------------------------------------------------------------------- data
@@ -150,7 +174,7 @@ def run_hand(x, y, tune: int, draws: int, chains: int, seed: int) -> dict:
         num_warmup=tune,
         num_samples=draws,
         num_chains=chains,
-        chain_method="sequential",
+        chain_method=CHAIN_METHOD[0],
         progress_bar=False,
     )
     mcmc.run(
@@ -342,6 +366,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="from this N on, NUTS runs --large-iters tuning and --large-iters kept draws",
     )
     p.add_argument("--large-iters", type=int, default=50)
+    p.add_argument(
+        "--hand-chains",
+        choices=("parallel", "sequential"),
+        default="parallel",
+        help="the hand-written numpyro model's chain_method (parallel: one host device each)",
+    )
+    p.add_argument(
+        "--xla-threads",
+        choices=("1", "default"),
+        default="1",
+        help="XLA's threads per computation (read before JAX starts; default: its own pool)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke run with tiny sizes and chains")
     p.add_argument(
@@ -360,6 +396,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Run the selected parts and print the header and tables."""
     args = parse_args(argv)
+    CHAIN_METHOD[0] = args.hand_chains
     pytensor.config.numba__cache = args.numba_cache
     logging.getLogger("pymc").setLevel(logging.WARNING)  # no per-run "Sampling ..." lines
     numpyro.set_platform("cpu")
@@ -376,7 +413,9 @@ def main(argv: list[str] | None = None) -> None:
     t_start = time.perf_counter()
     print(f"regression benchmark  {date.today().isoformat()}  {platform.platform()}")
     print(
-        f"CPU: {os.cpu_count()} logical CPUs; BLAS pinned to 1 thread ({libs}); XLA threads: default"
+        f"CPU: {os.cpu_count()} logical CPUs; BLAS pinned to 1 thread ({libs}); "
+        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}; JAX devices {len(jax.devices())}; "
+        f"hand-written chains {args.hand_chains}"
     )
     print(
         f"numpy {np.__version__}, pymc {pm.__version__}, pytensor {pytensor.__version__} "

@@ -44,6 +44,7 @@ import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from bayes_gp import op_backends
+from bayes_gp.inference import compiled
 from bayes_gp.linalg import single_blas_thread
 
 __all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood"]
@@ -53,6 +54,8 @@ SAMPLERS = ("pymc", "nutpie", "numpyro")
 
 #: ``sampler="auto"``: the backends tried in order, by model kind (module docstring)
 AUTO = {"marginal": ("nutpie", "pymc"), "latent": ("pymc",)}
+#: ``pm.sample`` arguments the cached nutpie path (:func:`compiled.sample_nutpie`) takes too
+_REUSE_KWARGS = {"cores", "discard_tuned_samples"}
 
 
 def resolve_sampler(sampler: str, latent: bool = False) -> str:
@@ -116,16 +119,32 @@ def run_nuts(
     # oversubscribe them (measured: nutpie 25x faster at N=40 on 2 cores, and 2.6x at
     # N=300).
     with model, threadpool_limits(limits=1, user_api="blas"):
-        idata = pm.sample(
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            nuts_sampler=backend,
-            random_seed=random_seed,
-            progressbar=progressbar,
-            nuts=nuts,
-            **kwargs,
-        )
+        idata = None
+        if backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS:
+            # Through the cache of compiled models (``bayes_gp.inference.compiled``): a model
+            # of a structure compiled before samples without compiling; ``None``: reuse is off
+            # or the model is not reusable, and ``pm.sample`` compiles it.
+            idata = compiled.sample_nutpie(
+                model,
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                random_seed=random_seed,
+                progressbar=progressbar,
+                nuts=nuts,
+                **kwargs,
+            )
+        if idata is None:
+            idata = pm.sample(
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                nuts_sampler=backend,
+                random_seed=random_seed,
+                progressbar=progressbar,
+                nuts=nuts,
+                **kwargs,
+            )
     idata["posterior"].attrs["bayes_gp_sampler"] = backend
     if backend == "numpyro":
         import jax

@@ -125,4 +125,6 @@ def test_measured_peak_is_within_the_count():
     unit = 8.0 * n * n
     assert np.isfinite(float(out[0]))
     blocks = 6 * 8 * ard_distance.BLOCK_ELEMENTS
-    assert 2 * unit < peak < DENSE_EVAL_MATRICES * unit + blocks, peak / unit
+    # the lower bound only shows that the measurement sees the evaluation's matrices (1.995
+    # matrices were measured once in a worker of the parallel test run, 2-3 alone)
+    assert 1.5 * unit < peak < DENSE_EVAL_MATRICES * unit + blocks, peak / unit

@@ -1,0 +1,431 @@
+"""Compiled models reused: a second model of the same structure samples without recompiling.
+
+Compiling a model for nutpie (PyTensor's rewrites, then numba compiling the log density, its
+gradient and the deterministics) costs seconds: about 7 s for ``GPRegression`` at n = 300
+(``benchmarks/first_draw.py``), many times the sampling itself for small data. A second model
+that differs only in its *data* — the next group of :func:`bayes_gp.fit_many`, a
+cross-validation fold, a new data set of the same size in a notebook — needs the same machine
+code with other numbers in it. So:
+
+1. :func:`lift` copies the model with its data turned into named shared variables: every
+   floating-point array constant (inputs, outputs, ...), every floating-point scalar that is a
+   parameter of a random variable (the data-scaled priors) and every shared variable that is not
+   a random generator. Everything else (integer constants such as index vectors and shapes, the
+   graph's own scalars) stays a constant.
+2. It fingerprints the lifted graph: every Op with its parameters, the graph's wiring, the types
+   and static shapes of all variables, the constants left, the model's names, dims, transforms
+   and coordinates. What cannot be described exactly — an Op without ``__props__`` (it compares
+   by identity, e.g. the Laplace Ops that hold their data), a log density closing over
+   something other than plain values — makes the model :class:`Unreusable`, and it is compiled
+   as before.
+3. :func:`sample_nutpie` keeps nutpie's compiled models by fingerprint (the last
+   :data:`MAX_ENTRIES`) and, on a hit, swaps the new data in with nutpie's ``with_data`` (and in
+   the initial-point function), which copies arrays into the compiled model's data table.
+
+The result equals a fresh compilation of the same model (``tests/inference/test_compiled.py``:
+identical draws with the same seed). ``BAYES_GP_REUSE_COMPILED=0`` in the environment, or
+:func:`set_enabled`, turns reuse off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import sys
+import threading
+import time
+import types
+from collections import OrderedDict
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import pymc as pm
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Constant, Variable
+from pytensor.graph.op import Op
+from pytensor.tensor.random.op import RandomVariable
+from pytensor.tensor.random.type import RandomType
+
+__all__ = [
+    "MAX_DATA_BYTES",
+    "MAX_ENTRIES",
+    "LiftedModel",
+    "Unreusable",
+    "cache_info",
+    "clear_cache",
+    "lift",
+    "sample_nutpie",
+    "set_enabled",
+]
+
+#: Compiled models kept (least recently used dropped first).
+MAX_ENTRIES = 16
+#: Models with more data than this (bytes, after folding) are compiled afresh: each cache
+#: entry keeps two copies of its data, and beside their sampling the compilation is cheap.
+MAX_DATA_BYTES = 64 * 2**20
+_PREFIX = "bayes_gp_data_"
+
+
+class Unreusable(Exception):
+    """The model's graph holds something that cannot be fingerprinted exactly."""
+
+
+@dataclass(frozen=True)
+class LiftedModel:
+    """A model with its data as named shared variables (:func:`lift`).
+
+    Attributes
+    ----------
+    model : pm.Model
+        The copy to compile; its shared data variables are named ``bayes_gp_data_<i>``.
+    data : dict of str to ndarray
+        Their values, in the order the fingerprint met them.
+    key : str
+        The fingerprint (SHA-256): equal keys mean one compiled model serves both.
+    """
+
+    model: pm.Model
+    data: dict[str, np.ndarray]
+    key: str
+
+
+# ----------------------------------------------------------------------------- description
+def _importable(obj) -> bool:
+    """Whether ``obj`` (a class or function) is what its module exposes under its name."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    target = module
+    for part in getattr(obj, "__qualname__", "<").split("."):
+        target = getattr(target, part, None)
+    return target is obj
+
+
+def _registered(cls: type) -> tuple:
+    """The log density, log CDF and support point functions PyMC dispatches on ``cls`` itself
+    (dynamically created distribution classes, e.g. ``pm.CustomDist``, keep them there)."""
+    from pymc.distributions.distribution import _support_point
+    from pymc.logprob.abstract import _logcdf, _logprob
+
+    return tuple(
+        _describe(d.registry[cls]) if cls in d.registry else None
+        for d in (_logprob, _logcdf, _support_point)
+    )
+
+
+def _describe_class(cls: type) -> tuple:
+    if _importable(cls):
+        return ("class", cls.__module__, cls.__qualname__)
+    attrs = {
+        k: v
+        for k, v in vars(cls).items()
+        if not (k.startswith("__") and k.endswith("__")) and k != "_abc_impl"
+    }
+    return (
+        "dynamic class",
+        cls.__qualname__,
+        tuple(_describe_class(b) for b in cls.__bases__),
+        _describe(attrs),
+        _registered(cls),
+    )
+
+
+def _describe_code(code: types.CodeType) -> tuple:
+    return (
+        "code",
+        code.co_code,
+        tuple(_describe(c) for c in code.co_consts),
+        code.co_names,
+        code.co_varnames,
+        code.co_freevars,
+    )
+
+
+def _describe_function(fn: types.FunctionType) -> tuple:
+    if _importable(fn) and fn.__closure__ is None:
+        return ("function", fn.__module__, fn.__qualname__)
+    cells = tuple(_describe(c.cell_contents) for c in fn.__closure__ or ())
+    return (
+        "closure",
+        fn.__module__,
+        _describe_code(fn.__code__),
+        cells,
+        _describe(fn.__defaults__),
+        _describe(fn.__kwdefaults__),
+    )
+
+
+def _describe(obj: Any) -> Any:
+    """A hashable, exact description of ``obj`` that does not depend on object identity."""
+    if obj is None or isinstance(obj, bool | int | str | bytes):
+        return obj
+    if isinstance(obj, float):
+        return ("float", obj.hex())
+    if isinstance(obj, np.ndarray | np.generic):
+        arr = np.ascontiguousarray(obj)
+        digest = hashlib.sha256(arr.tobytes()).hexdigest() if arr.dtype != object else None
+        if digest is None:
+            raise Unreusable("an object array")
+        return ("ndarray", arr.dtype.str, arr.shape, digest)
+    if isinstance(obj, np.dtype):
+        return ("dtype", obj.str)
+    if isinstance(obj, tuple | list):
+        return (type(obj).__name__, tuple(_describe(o) for o in obj))
+    if isinstance(obj, dict):
+        return ("dict", tuple(sorted((_describe(k), _describe(v)) for k, v in obj.items())))
+    if isinstance(obj, frozenset | set):
+        return ("set", tuple(sorted(_describe(o) for o in obj)))
+    if isinstance(obj, slice):
+        return ("slice", _describe(obj.start), _describe(obj.stop), _describe(obj.step))
+    if isinstance(obj, Enum):
+        return ("enum", _describe_class(type(obj)), obj.name)
+    if isinstance(obj, type):
+        return _describe_class(obj)
+    if isinstance(obj, types.FunctionType):
+        return _describe_function(obj)
+    if isinstance(obj, types.BuiltinFunctionType | np.ufunc):
+        return ("builtin", getattr(obj, "__module__", None), obj.__name__)
+    if isinstance(obj, types.CodeType):
+        return _describe_code(obj)
+    if isinstance(obj, Variable):
+        raise Unreusable(f"a graph variable held outside the graph ({obj})")
+    props = getattr(type(obj), "__props__", None)
+    if props is not None:  # Ops, scalar Ops and other objects that compare by their props
+        return ("props", _describe_class(type(obj)), tuple(_describe(getattr(obj, p)) for p in props))
+    from pytensor.scalar.basic import ScalarOp
+
+    if isinstance(obj, Op) and not isinstance(obj, ScalarOp):
+        raise Unreusable(f"the Op {type(obj).__name__} compares by identity (no __props__)")
+    # Scalar Ops without props (they compare by class and output type rule), transforms and
+    # other plain objects: their class's code and their attributes.
+    if hasattr(obj, "__dict__") and _importable(type(obj)):
+        return ("object", _describe_class(type(obj)), _describe(vars(obj)))
+    raise Unreusable(f"cannot describe a {type(obj).__module__}.{type(obj).__qualname__}")
+
+
+# ----------------------------------------------------------------------------------- lift
+def _is_float(var: Variable) -> bool:
+    return getattr(var.type, "dtype", "").startswith("float")
+
+
+def _lifted_value(var: Variable, node) -> np.ndarray | None:
+    """The value ``var`` (a graph input) contributes as data, or ``None`` to keep it."""
+    if isinstance(var, SharedVariable):
+        if isinstance(var.type, RandomType):
+            return None
+        return np.asarray(var.get_value(borrow=True))
+    if isinstance(var, Constant) and _is_float(var):
+        if var.type.ndim > 0 or isinstance(node.op, RandomVariable):
+            return np.asarray(var.data)
+    return None
+
+
+def lift(model: pm.Model) -> LiftedModel:
+    """``model`` with its data as named shared variables, and its fingerprint (module docstring).
+
+    Raises
+    ------
+    Unreusable
+        If the graph holds something that cannot be described exactly.
+    """
+    import pytensor
+    from pymc.model.fgraph import fgraph_from_model, model_from_fgraph
+    from pytensor.tensor.rewriting.basic import topo_constant_folding
+
+    try:
+        fgraph, _ = fgraph_from_model(model, inlined_views=True)
+    except (NotImplementedError, ValueError) as exc:  # custom initial values, sub-models
+        raise Unreusable(str(exc)) from exc
+    # Fold what depends on the data alone first (distances of constant inputs, HSGP basis
+    # functions, data-scaled prior parameters), as compiling the model itself would: the
+    # folded values become the lifted data, and the sampler does not recompute them.
+    topo_constant_folding.rewrite(fgraph)
+    ids: dict[Variable, int] = {}
+    data: dict[str, np.ndarray] = {}
+    replacements: list[tuple[Variable, Variable]] = []
+    rows: list = []
+
+    def ref(var: Variable, node) -> int:
+        if var not in ids:
+            ids[var] = len(ids)
+            if var.owner is None:
+                value = _lifted_value(var, node)
+                if value is not None:
+                    name = f"{_PREFIX}{len(data)}"
+                    data[name] = value
+                    shared = pytensor.shared(value, name=name, shape=value.shape)
+                    replacements.append((var, shared))
+                    rows.append(("data", str(var.type), value.dtype.str, value.shape))
+                elif isinstance(var, Constant):
+                    rows.append(("constant", str(var.type), _describe(var.data)))
+                elif isinstance(var, SharedVariable):  # random generators
+                    rows.append(("rng", str(var.type)))
+                else:  # value variables
+                    rows.append(("input", str(var.type), var.name))
+        return ids[var]
+
+    for node in fgraph.toposort():
+        inputs = tuple(ref(v, node) for v in node.inputs)
+        rows.append(("node", _describe(node.op), inputs))
+        for out in node.outputs:
+            ids[out] = len(ids)
+            rows.append(("out", str(out.type), out.name))
+    size = sum(v.nbytes for v in data.values())
+    if size > MAX_DATA_BYTES:
+        raise Unreusable(f"{size / 2**20:.0f} MiB of data is more than the cache keeps")
+    rows.append(("outputs", tuple(ids[v] for v in fgraph.outputs)))
+    rows.append(("coords", _describe({k: v for k, v in (fgraph._coords or {}).items()})))
+    rows.append(("dims", _describe({k: _dim_length(v) for k, v in fgraph._dim_lengths.items()})))
+    key = hashlib.sha256(repr(rows).encode()).hexdigest()
+    if replacements:
+        fgraph.replace_all(replacements, import_missing=True)
+    lifted = model_from_fgraph(fgraph, mutate_fgraph=True)
+    # The graph's order is not the model's: keep the user's order of variables (it is the order
+    # of the sampler's parameter vector and of the posterior's variables).
+    for attr in ("free_RVs", "observed_RVs", "deterministics", "potentials"):
+        rank = {v.name: i for i, v in enumerate(getattr(model, attr))}
+        getattr(lifted, attr).sort(key=lambda v: rank.get(v.name, len(rank)))
+    return LiftedModel(lifted, data, key)
+
+
+def _dim_length(length) -> Any:
+    if isinstance(length, SharedVariable):
+        return ("shared", int(length.get_value()))
+    if isinstance(length, Constant):
+        return ("constant", int(length.data))
+    raise Unreusable("a dimension whose length is computed in the graph")
+
+
+# --------------------------------------------------------------------------------- cache
+@dataclass
+class _Entry:
+    compiled: Any
+    shared: dict[str, SharedVariable]
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+_CACHE: OrderedDict[str, _Entry] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_STATS = {"hits": 0, "misses": 0, "unreusable": 0}
+_ENABLED = os.environ.get("BAYES_GP_REUSE_COMPILED", "1").strip().lower() not in ("0", "false")
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn the reuse of compiled models on or off (off: every model compiles afresh)."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
+
+
+def clear_cache() -> None:
+    """Forget every compiled model and reset :func:`cache_info`'s counts."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _STATS.update(hits=0, misses=0, unreusable=0)
+
+
+def cache_info() -> dict[str, int]:
+    """``hits``, ``misses``, ``unreusable`` (models compiled without the cache) and ``size``."""
+    with _CACHE_LOCK:
+        return {**_STATS, "size": len(_CACHE)}
+
+
+def _compiled_for(model: pm.Model):
+    """nutpie's compiled model for ``model``, from the cache when one of the same structure was
+    compiled before; ``None`` when the model is :class:`Unreusable` (the caller compiles it)."""
+    import nutpie
+
+    try:
+        lifted = lift(model)
+    except Unreusable:
+        with _CACHE_LOCK:
+            _STATS["unreusable"] += 1
+        return None
+    with _CACHE_LOCK:
+        entry = _CACHE.get(lifted.key)
+        if entry is not None:
+            _CACHE.move_to_end(lifted.key)
+        _STATS["hits" if entry is not None else "misses"] += 1
+    if entry is None:
+        compiled = nutpie.compile_pymc_model(lifted.model, backend="numba")
+        entry = _Entry(compiled, _shared_by_name(lifted.model, lifted.data))
+        with _CACHE_LOCK:
+            _CACHE[lifted.key] = entry
+            while len(_CACHE) > MAX_ENTRIES:
+                _CACHE.popitem(last=False)
+    in_logp = {v.name for v in entry.compiled.shared_var_keys}
+    compiled = entry.compiled.with_data(**{k: v for k, v in lifted.data.items() if k in in_logp})
+    initial = entry.compiled.initial_point_func
+
+    def initial_point(seed, _data=lifted.data, _entry=entry):
+        # The initial-point function reads the cached model's shared variables: set them to
+        # this model's data for the call (under the entry's lock: chains start in threads).
+        with _entry.lock:
+            for name, var in _entry.shared.items():
+                var.set_value(_data[name])
+            return initial(seed)
+
+    return dataclasses.replace(compiled, initial_point_func=initial_point)
+
+
+def _shared_by_name(model: pm.Model, data: dict[str, np.ndarray]) -> dict[str, SharedVariable]:
+    """The lifted model's shared data variables by name (found in its graph)."""
+    from pytensor.graph.traversal import graph_inputs
+
+    roots = [*model.basic_RVs, *model.potentials, *model.deterministics]
+    found = {
+        v.name: v
+        for v in graph_inputs(roots)
+        if isinstance(v, SharedVariable) and v.name in data
+    }
+    return found
+
+
+def sample_nutpie(
+    model: pm.Model,
+    *,
+    draws: int,
+    tune: int,
+    chains: int,
+    random_seed,
+    progressbar: bool,
+    nuts: dict,
+    cores: int | None = None,
+    discard_tuned_samples: bool = True,
+):
+    """NUTS with nutpie on ``model`` through the cache of compiled models, as ``pm.sample(...,
+    nuts_sampler="nutpie")`` runs it (the same seeds per chain, cores, tuning and ArviZ groups).
+
+    Returns ``None`` when reuse is off or the model is :class:`Unreusable`: the caller then
+    samples with ``pm.sample``.
+    """
+    if not _ENABLED:
+        return None
+    import nutpie
+    from pymc.backends.arviz import patch_nutpie_idata
+    from pymc.util import get_random_generator
+
+    compiled = _compiled_for(model)
+    if compiled is None:
+        return None
+    nuts = dict(nuts)
+    if "max_treedepth" in nuts:
+        nuts["maxdepth"] = nuts.pop("max_treedepth")
+    rngs = get_random_generator(random_seed).spawn(chains)
+    seed = int(rngs[0].integers(2**30))  # pm.sample's seed for nutpie
+    if cores is None:
+        cores = min(4, os.cpu_count() or 1)
+    t0 = time.time()
+    idata = nutpie.sample(
+        compiled,
+        draws=draws,
+        tune=max(tune, 1),  # nuts-rs needs a tuning step (as pm.sample)
+        chains=chains,
+        cores=min(cores, chains),
+        seed=seed,
+        save_warmup=not discard_tuned_samples,
+        progress_bar=bool(progressbar),
+        **nuts,
+    )
+    patch_nutpie_idata(idata, model, sampling_time=time.time() - t0)
+    return idata
