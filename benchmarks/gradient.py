@@ -19,10 +19,9 @@ All with one BLAS thread. Each time is the minimum over repeated calls after a w
 Prints milliseconds and ratios to the floor, and the largest difference between the gradients.
 
 ``--in-nutpie`` (issue 19) then times the same gradient where NUTS runs it: nutpie's compiled
-model of ``GPRegression`` called from nutpie's Rust side (``CompiledModel.benchmark_logp``, the
-median per evaluation, one thread alone and two threads at once) and inside a real run (2 chains
-in parallel on 2 cores, ``--nutpie-iters`` tuning + kept draws: sampling wall time divided by
-the leapfrog steps of the longer chain, tuning included), against the standalone numba figure.
+model of ``GPRegression`` in a real run (``--nutpie-iters`` tuning + kept draws; sampling wall
+time divided by the leapfrog steps of the longer chain, tuning included), one chain alone and
+two chains in parallel on 2 cores, against the standalone numba figure.
 
     python benchmarks/gradient.py                 # N in 100 300 1000 2000
     python benchmarks/gradient.py --sizes 100 300 # a subset
@@ -79,34 +78,35 @@ def jax_value_and_grad(X, y, jitter):
     return lambda: jax.block_until_ready(vg(x))
 
 
-def in_nutpie(n: int, standalone: float, iters: int) -> str:
-    """One row of the ``--in-nutpie`` table (module docstring); ``standalone`` in ms."""
+def _run_ms_per_gradient(compiled, chains: int, iters: int) -> tuple[float, int, float]:
+    """``(ms per gradient, leapfrog steps of the longer chain, wall s)`` of one nutpie run."""
     import nutpie
 
-    X, y = data(n)
-    model = bayes_gp.GPRegression(X, y, "expquad", mean="zero").model
-    compiled = nutpie.compile_pymc_model(model)
-    names = compiled.shape_info[0][: compiled.n_dim]  # the unconstrained parameters, in order
-    point = np.array([np.log(THETA[name.removesuffix("_log__")]) for name in names])
-    evals = max(50, int(20000 / n))
-    bench = compiled.benchmark_logp(point, evals, [1, 2])
-    per = bench.median(axis=1)  # seconds per evaluation, per (thread, concurrent_cores)
-    one = 1e3 * float(per.xs(1, level="concurrent_cores").median())
-    two = 1e3 * float(per.xs(2, level="concurrent_cores").median())
     t0 = time.perf_counter()
     idata = nutpie.sample(
-        compiled, draws=iters, tune=iters, chains=2, cores=2, seed=1, save_warmup=True,
-        progress_bar=False,
+        compiled, draws=iters, tune=iters, chains=chains, cores=chains, seed=1,
+        save_warmup=True, progress_bar=False,
     )  # fmt: skip
     wall = time.perf_counter() - t0
     steps = np.asarray(idata["sample_stats"]["n_steps"]).sum(axis=1) + np.asarray(
         idata["warmup_sample_stats"]["n_steps"]
     ).sum(axis=1)
-    run = 1e3 * wall / float(steps.max())
+    return 1e3 * wall / float(steps.max()), int(steps.max()), wall
+
+
+def in_nutpie(n: int, standalone: float, iters: int) -> str:
+    """One row of the ``--in-nutpie`` table (module docstring); ``standalone`` in ms."""
+    import nutpie
+
+    X, y = data(n)
+    compiled = nutpie.compile_pymc_model(
+        bayes_gp.GPRegression(X, y, "expquad", mean="zero").model
+    )
+    one, _, _ = _run_ms_per_gradient(compiled, 1, iters)
+    two, steps, wall = _run_ms_per_gradient(compiled, 2, iters)
     return (
-        f"{n:5d} | {standalone:10.3f} {one:10.3f} {two:10.3f} {run:10.3f} | "
-        f"{one / standalone:6.2f} {two / standalone:6.2f} {run / standalone:6.2f} | "
-        f"{int(steps.max()):6d} {wall:7.1f}"
+        f"{n:5d} | {standalone:10.3f} {one:10.3f} {two:10.3f} | "
+        f"{one / standalone:6.2f} {two / standalone:6.2f} | {steps:6d} {wall:7.1f}"
     )
 
 
@@ -176,16 +176,16 @@ def main() -> None:
     if args.in_nutpie:
         print(f"\nIn nutpie (load average {os.getloadavg()[0]:.1f}):\n")
         print(
-            f"{'N':>5} | {'alone ms':>10} {'nutpie 1':>10} {'nutpie 2':>10} {'in run':>10} | "
-            f"{'1/alone':>6} {'2/alone':>6} {'run/al':>6} | {'steps':>6} {'wall s':>7}"
+            f"{'N':>5} | {'alone ms':>10} {'1 chain':>10} {'2 chains':>10} | "
+            f"{'1/alone':>6} {'2/alone':>6} | {'steps':>6} {'wall s':>7}"
         )
         for n in args.sizes:
             print(in_nutpie(n, standalone[n], args.nutpie_iters), flush=True)
         print(
-            "\nalone = bg NUMBA above (PyTensor function, minimum); nutpie 1 / 2 = median ms per"
-            " evaluation of nutpie's\ncompiled density and gradient from Rust, one thread alone /"
-            " two threads at once; in run = sampling\nwall time / leapfrog steps of the longer of"
-            f" 2 parallel chains ({args.nutpie_iters} + {args.nutpie_iters} each, tuning included)."
+            "\nalone = bg NUMBA above (PyTensor function, minimum); 1 chain / 2 chains = nutpie's"
+            " sampling wall time\n(compiled beforehand) / leapfrog steps of the longer chain,"
+            f" {args.nutpie_iters} tuning + {args.nutpie_iters} draws per chain, one chain alone /"
+            " two in parallel\non 2 cores; steps and wall s of the two-chain run."
             f"\nload average at end {os.getloadavg()[0]:.1f}"
         )
 
