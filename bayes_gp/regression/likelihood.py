@@ -289,14 +289,20 @@ def _register_numba() -> None:
     import numba
     from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
 
+    from bayes_gp.regression._numba_lapack import build
+
+    native = build()  # LAPACK from nopython code; None: PyTensor's bindings are not importable
+
     @numba_funcify.register(GPLogp)
     def _numba_gp_logp(op, node=None, **kwargs):
+        overwrite = op.inplace
+        if native is not None:  # no objmode: chains in nutpie's threads do not wait for the GIL
+            return native[0](overwrite)
         f64 = numba.types.float64
         # PyTensor's numba backend passes scalars as 0-d arrays
         ret_sig = numba.types.Tuple(
             [numba.types.Array(f64, 0, "C"), numba.types.Array(f64, 1, "C"), f64[:, ::1]]
         )
-        overwrite = op.inplace
 
         @numba_njit
         def gp_logp_numba(C, r):
@@ -311,8 +317,10 @@ def _register_numba() -> None:
 
     @numba_funcify.register(CholeskyInverse)
     def _numba_chol_inverse(op, node=None, **kwargs):
-        ret_sig = numba.types.float64[:, ::1]
         overwrite = op.inplace
+        if native is not None:
+            return native[1](overwrite)
+        ret_sig = numba.types.float64[:, ::1]
 
         @numba_njit
         def chol_inverse_numba(L):

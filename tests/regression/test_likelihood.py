@@ -98,3 +98,33 @@ def test_marginal_normal_draws_have_the_declared_covariance():
     # and its log density is the normal's
     value = pm.logp(model["y"], np.zeros(3)).eval()
     np.testing.assert_allclose(value, stats.multivariate_normal(mu3, C3).logpdf(np.zeros(3)))
+
+
+def test_native_numba_ops_equal_numpy_and_hold_no_gil():
+    """The numba implementations call LAPACK from nopython code (no ``objmode``, which takes the
+    GIL and made nutpie's parallel chains wait for each other): same results as the NumPy
+    versions, in place and not, and the not-positive-definite contract."""
+    from bayes_gp.regression import _numba_lapack
+    from bayes_gp.regression.likelihood import CholeskyInverse, GPLogp, _inverse_numpy, _logp_numpy
+
+    assert _numba_lapack.build() is not None  # PyTensor's bindings importable: native path used
+    C, r = pt.dmatrix("C"), pt.dvector("r")
+    lp, alpha, L = GPLogp()(C, r)
+    f = pytensor.function([C, r], [lp, alpha, L, CholeskyInverse()(L), pytensor.grad(lp, C)],
+                          mode="NUMBA")  # fmt: skip
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 120):
+        A = rng.normal(size=(n, n))
+        Cv, rv = A @ A.T + n * np.eye(n), rng.normal(size=n)
+        out = f(Cv, rv)
+        ref = _logp_numpy(Cv, rv)
+        assert float(out[0]) == pytest.approx(ref[0], rel=1e-13)
+        np.testing.assert_array_equal(out[1], ref[1])
+        np.testing.assert_array_equal(out[2], ref[2])
+        np.testing.assert_array_equal(out[3], _inverse_numpy(ref[2]))
+        np.testing.assert_allclose(out[3], np.linalg.inv(Cv), atol=1e-12)
+    out = f(-np.eye(3), np.ones(3))
+    assert float(out[0]) == -np.inf and np.isnan(out[1]).all() and np.isnan(out[2]).all()
+    bad = np.eye(3)
+    bad[1, 1] = np.nan
+    assert float(f(bad, np.ones(3))[0]) == -np.inf
