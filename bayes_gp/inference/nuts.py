@@ -118,33 +118,17 @@ def run_nuts(
     # One BLAS thread per chain: the chains already occupy the cores, and nested BLAS threads
     # oversubscribe them (measured: nutpie 25x faster at N=40 on 2 cores, and 2.6x at
     # N=300).
+    options = dict(draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+                   progressbar=progressbar, nuts=nuts, **kwargs)  # fmt: skip
     with model, threadpool_limits(limits=1, user_api="blas"):
         idata = None
         if backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS:
             # Through the cache of compiled models (``bayes_gp.inference.compiled``): a model
             # of a structure compiled before samples without compiling; ``None``: reuse is off
             # or the model is not reusable, and ``pm.sample`` compiles it.
-            idata = compiled.sample_nutpie(
-                model,
-                draws=draws,
-                tune=tune,
-                chains=chains,
-                random_seed=random_seed,
-                progressbar=progressbar,
-                nuts=nuts,
-                **kwargs,
-            )
+            idata = compiled.sample_nutpie(model, **options)
         if idata is None:
-            idata = pm.sample(
-                draws=draws,
-                tune=tune,
-                chains=chains,
-                nuts_sampler=backend,
-                random_seed=random_seed,
-                progressbar=progressbar,
-                nuts=nuts,
-                **kwargs,
-            )
+            idata = pm.sample(nuts_sampler=backend, **options)
     idata["posterior"].attrs["bayes_gp_sampler"] = backend
     if backend == "numpyro":
         import jax
