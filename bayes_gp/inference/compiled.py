@@ -7,11 +7,12 @@ that differs only in its *data* — the next group of :func:`bayes_gp.fit_many`,
 cross-validation fold, a new data set of the same size in a notebook — needs the same machine
 code with other numbers in it. So:
 
-1. :func:`lift` copies the model with its data turned into named shared variables: every
-   floating-point array constant (inputs, outputs, ...), every floating-point scalar that is a
-   parameter of a random variable (the data-scaled priors) and every shared variable that is not
-   a random generator. Everything else (integer constants such as index vectors and shapes, the
-   graph's own scalars) stays a constant.
+1. :func:`lift` copies the model, folds what depends on the data alone (distances between
+   constant inputs, basis functions), and turns its data into views of one shared vector per
+   dtype: every floating-point array constant (inputs, outputs, folded values), every
+   floating-point scalar that is a parameter of a random variable (the data-scaled priors) and
+   every shared variable that is not a random generator. Everything else (integer constants such
+   as index vectors and shapes, the graph's own scalars) stays a constant.
 2. It fingerprints the lifted graph: every Op with its parameters, the graph's wiring, the types
    and static shapes of all variables, the constants left, the model's names, dims, transforms
    and coordinates. What cannot be described exactly — an Op without ``__props__`` (it compares
@@ -193,7 +194,8 @@ def _describe(obj: Any) -> Any:
         raise Unreusable(f"a graph variable held outside the graph ({obj})")
     props = getattr(type(obj), "__props__", None)
     if props is not None:  # Ops, scalar Ops and other objects that compare by their props
-        return ("props", _describe_class(type(obj)), tuple(_describe(getattr(obj, p)) for p in props))
+        values = tuple(_describe(getattr(obj, p)) for p in props)
+        return ("props", _describe_class(type(obj)), values)
     from pytensor.scalar.basic import ScalarOp
 
     if isinstance(obj, Op) and not isinstance(obj, ScalarOp):

@@ -31,9 +31,9 @@ matrix read again after the Op, keeps the copy. Peak memory of the exact GP's gr
 The Ops run natively in PyTensor's C and Python backends (``perform``), in the numba backend
 with LAPACK called from nopython code (:mod:`bayes_gp.regression._numba_lapack`; not through
 ``numba.objmode``, which takes the GIL and made nutpie's parallel chains wait for each other),
-and in JAX through ``jax.numpy`` (so ``sampler="numpyro"`` works). A matrix that is not positive definite gives
-:math:`\log p = -\infty`, which NUTS treats as a rejected (divergent) step, like PyMC's own
-multivariate normal.
+and in JAX through ``jax.numpy`` (so ``sampler="numpyro"`` works). A matrix that is not
+positive definite gives :math:`\log p = -\infty`, which NUTS treats as a rejected (divergent)
+step, like PyMC's own multivariate normal.
 """
 
 from __future__ import annotations
