@@ -79,6 +79,7 @@ def child(n: int, mode: str, repeats: int, seed: int, folded: bool) -> dict:
 
     if folded:  # the graph of coordinate differences at every size (before issue 19)
         metrics.FUSED_DISTANCE_MIN_ELEMENTS = float("inf")
+        metrics.FUSED_DISTANCE_MIN_DIMS = float("inf")
 
     rng = np.random.default_rng(seed)
     X = rng.uniform(0.0, 1.0, (n, D))

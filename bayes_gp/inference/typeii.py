@@ -16,6 +16,7 @@ import dataclasses
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pymc as pm
@@ -286,6 +287,43 @@ def _newton_polish(neg, res, H: np.ndarray | None = None) -> None:
         res.x, res.fun, res.jac = res.x + step, f, gn
 
 
+#: L-BFGS-B stops early once the gradient test (:data:`CONVERGED_GRAD`) holds and each of the
+#: last :data:`STALL_ITERATIONS` iterations gained less than this (nats): the objective is then
+#: flat to rounding along every direction the optimiser still moves in, such as an irrelevant
+#: ARD length-scale running to infinity, whose gradient falls as :math:`\ell^{-2}`.
+STALL_GAIN = 1e-9
+STALL_ITERATIONS = 3
+
+
+def _lbfgsb(neg, x0: np.ndarray, options: dict):
+    """One L-BFGS-B run that also stops when the gain per iteration has stalled below
+    :data:`STALL_GAIN` with the gradient test holding (the ``ftol = 1e-14`` relative-decrease
+    test alone lets a flat direction run for hundreds of iterations); the stiff directions are
+    then finished by :func:`_newton_polish`."""
+    last: dict[str, Any] = {"x": None, "g": None}
+
+    def tracked(x):
+        f, g = neg(x)
+        last["x"], last["g"] = np.array(x, copy=True), g
+        return f, g
+
+    history: list[float] = []
+
+    def callback(intermediate_result):
+        history.append(float(intermediate_result.fun))
+        if len(history) <= STALL_ITERATIONS or last["x"] is None:
+            return
+        if not np.array_equal(last["x"], intermediate_result.x):
+            return  # the gradient at this iterate is not at hand
+        gains = -np.diff(history[-STALL_ITERATIONS - 1 :])
+        if np.all(gains < STALL_GAIN) and np.max(np.abs(last["g"])) < CONVERGED_GRAD:
+            raise StopIteration
+
+    return sopt.minimize(
+        tracked, x0, jac=True, method="L-BFGS-B", options=options, callback=callback
+    )
+
+
 def multistart(neg, starts, *, maxiter: int, gtol: float):
     """L-BFGS-B from each start on ``neg(x) -> (f, grad)``; ``(result, start)`` pairs, best first.
 
@@ -310,7 +348,7 @@ def multistart(neg, starts, *, maxiter: int, gtol: float):
     results = []
     options = {"maxiter": maxiter, "gtol": gtol, "ftol": 1e-14}
     for x0 in starts:
-        res = sopt.minimize(neg, x0, jac=True, method="L-BFGS-B", options=options)
+        res = _lbfgsb(neg, x0, options)
         nit, how, dec = int(res.nit), "", 0.0
         for _ in range(POLISH_ROUNDS + 1):
             H = None  # the finite-difference Hessian at this res.x, once computed
@@ -333,7 +371,7 @@ def multistart(neg, starts, *, maxiter: int, gtol: float):
                 res.success = not np.isfinite(dec)
                 how = f"no step gains more than {gain:.2g}"
                 break
-            res = sopt.minimize(neg, better, jac=True, method="L-BFGS-B", options=options)
+            res = _lbfgsb(neg, better, options)
             nit += int(res.nit)
         else:
             res.success = False

@@ -81,3 +81,32 @@ def test_restarts_move_a_hyperparameter_whose_prior_has_an_initval():
     starts = np.array(prior_starts(m, names, 4, np.random.default_rng(0)))
     assert starts[0, 0] == pytest.approx(np.log(0.1))  # the initval, on the log scale
     assert len(np.unique(starts[:, 0])) == 4 and len(np.unique(starts[:, 1])) == 4
+
+
+def test_a_stalled_gain_with_the_gradient_test_met_stops_early(monkeypatch):
+    """An ARD fit with two irrelevant inputs: their length-scales run to infinity on an
+    objective flat to rounding. With the stall rule (gain per iteration below STALL_GAIN for
+    STALL_ITERATIONS iterations, gradient test met) L-BFGS-B stops earlier than with only its
+    relative-decrease test, at the same optimum: log marginal likelihood within 1e-9 nats and the
+    length-scales the data pin equal to 1e-6."""
+    from bayes_gp import GPRegression
+    from bayes_gp.inference import typeii
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 10, (80, 4))
+    y = np.sin(X[:, 0]) + 0.5 * np.cos(X[:, 1]) + 0.2 * rng.normal(size=80)
+    fits, default = {}, typeii.STALL_GAIN
+    for gain in (default, -1.0):  # -1: the rule never fires
+        monkeypatch.setattr(typeii, "STALL_GAIN", gain)
+        gp = GPRegression(X, y, "expquad", ard=True, mean="zero")
+        fits[gain] = gp.fit_map(n_restarts=3, prior=False, random_seed=0)
+    stalled, full = fits[default], fits[-1.0]
+    assert all("StopIteration" in r.message for r in stalled.restarts), [
+        (r.n_iter, r.message) for r in stalled.restarts
+    ]
+    assert not any("StopIteration" in r.message for r in full.restarts)
+    assert all(r.converged for r in stalled.restarts)
+    assert sum(r.n_iter for r in stalled.restarts) < sum(r.n_iter for r in full.restarts)
+    assert abs(stalled.log_marginal_likelihood - full.log_marginal_likelihood) < 1e-9
+    np.testing.assert_allclose(stalled.params["ls"][:2], full.params["ls"][:2], rtol=1e-6)
+    assert np.all(stalled.params["ls"][2:] > 50.0)  # the irrelevant inputs' length-scales ran off

@@ -173,6 +173,11 @@ def _ops_of(expr) -> set[type]:
 def test_length_scale_uses_the_op_above_the_threshold(monkeypatch):
     X, Xs, ls, _ = _data()
     metric = LengthScale(ls, 4)
+    # multi-dimensional inputs use the Op at any size, one-dimensional ones above the threshold
+    assert ARDSquareDist in _ops_of(metric.square_dist(pt.as_tensor(X), pt.as_tensor(Xs)))
+    one = LengthScale(0.7, 1)
+    assert ARDSquareDist not in _ops_of(one.square_dist(pt.as_tensor(X[:, :1])))
+    monkeypatch.setattr(metrics, "FUSED_DISTANCE_MIN_DIMS", 5)
     assert ARDSquareDist not in _ops_of(metric.square_dist(pt.as_tensor(X), pt.as_tensor(Xs)))
     monkeypatch.setattr(metrics, "FUSED_DISTANCE_MIN_ELEMENTS", X.shape[0] * Xs.shape[0] * 4 - 1)
     r2 = metric.square_dist(pt.as_tensor(X), pt.as_tensor(Xs))
@@ -191,6 +196,7 @@ def test_length_scale_uses_the_op_above_the_threshold(monkeypatch):
 
 def _gpr_logp_and_grad(threshold, monkeypatch):
     monkeypatch.setattr(metrics, "FUSED_DISTANCE_MIN_ELEMENTS", threshold)
+    monkeypatch.setattr(metrics, "FUSED_DISTANCE_MIN_DIMS", threshold)
     rng = np.random.default_rng(11)
     X = rng.uniform(0, 3, (40, 3))
     y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=40)
@@ -235,6 +241,7 @@ def test_kernels_through_the_op_equal_the_difference_graph(make, monkeypatch):
     results = []
     for threshold in (float("inf"), 0):
         monkeypatch.setattr(metrics, "FUSED_DISTANCE_MIN_ELEMENTS", threshold)
+        monkeypatch.setattr(metrics, "FUSED_DISTANCE_MIN_DIMS", threshold)
         Kx = make(lsv)(pt.as_tensor(X))
         assert (ARDSquareDist in _ops_of(Kx)) == (threshold == 0)
         grad = pt.grad(pt.sum(W * Kx), lsv)
