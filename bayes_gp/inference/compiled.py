@@ -87,11 +87,14 @@ class LiftedModel:
         The values of those vectors, by name (what ``with_data`` swaps in).
     key : str
         The fingerprint (SHA-256): equal keys mean one compiled model serves both.
+    shared : dict of str to SharedVariable
+        Those vectors themselves, by name (the model's initial-point function reads them).
     """
 
     model: pm.Model
     data: dict[str, np.ndarray]
     key: str
+    shared: dict[str, SharedVariable] = dataclasses.field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- description
@@ -276,19 +279,21 @@ def lift(model: pm.Model) -> LiftedModel:
     rows.append(("coords", _describe({k: v for k, v in (fgraph._coords or {}).items()})))
     rows.append(("dims", _describe({k: _dim_length(v) for k, v in fgraph._dim_lengths.items()})))
     key = hashlib.sha256(repr(rows).encode()).hexdigest()
-    data = _pack(fgraph, lifted_vars)
+    data, shared = _pack(fgraph, lifted_vars)
     lifted = model_from_fgraph(fgraph, mutate_fgraph=True)
     # The graph's order is not the model's: keep the user's order of variables (it is the order
     # of the sampler's parameter vector and of the posterior's variables).
     for attr in ("free_RVs", "observed_RVs", "deterministics", "potentials"):
         rank = {v.name: i for i, v in enumerate(getattr(model, attr))}
         getattr(lifted, attr).sort(key=lambda v: rank.get(v.name, len(rank)))
-    return LiftedModel(lifted, data, key)
+    return LiftedModel(lifted, data, key, shared)
 
 
-def _pack(fgraph, lifted_vars: list[tuple[Variable, np.ndarray]]) -> dict[str, np.ndarray]:
+def _pack(
+    fgraph, lifted_vars: list[tuple[Variable, np.ndarray]]
+) -> tuple[dict[str, np.ndarray], dict[str, SharedVariable]]:
     """Replace the lifted variables in ``fgraph`` by views into one shared vector per dtype and
-    return those vectors' values by name.
+    return those vectors' values and the vectors themselves, by name.
 
     One shared variable per dtype rather than one per datum: nutpie compiles code that reads
     each shared variable's pointer and shape at every evaluation, and with a dozen of them (the
@@ -301,12 +306,13 @@ def _pack(fgraph, lifted_vars: list[tuple[Variable, np.ndarray]]) -> dict[str, n
     for var, value in lifted_vars:
         by_dtype.setdefault(value.dtype.str, []).append((var, value))
     data: dict[str, np.ndarray] = {}
+    shared_vars: dict[str, SharedVariable] = {}
     replacements = []
     for dtype, items in by_dtype.items():
         name = f"{_PREFIX}{np.dtype(dtype).name}"
         flat = np.concatenate([np.ravel(v) for _, v in items])
         data[name] = flat
-        shared = pytensor.shared(flat, name=name, shape=flat.shape)
+        shared = shared_vars[name] = pytensor.shared(flat, name=name, shape=flat.shape)
         start = 0
         for var, value in items:
             view = shared[start : start + value.size].reshape(value.shape)
@@ -314,7 +320,7 @@ def _pack(fgraph, lifted_vars: list[tuple[Variable, np.ndarray]]) -> dict[str, n
             start += value.size
     if replacements:
         fgraph.replace_all(replacements, import_missing=True)
-    return data
+    return data, shared_vars
 
 
 def _dim_length(length) -> Any:
@@ -376,7 +382,7 @@ def _compiled_for(model: pm.Model):
         _STATS["hits" if entry is not None else "misses"] += 1
     if entry is None:
         compiled = nutpie.compile_pymc_model(lifted.model, backend="numba")
-        entry = _Entry(compiled, _shared_by_name(lifted.model, lifted.data))
+        entry = _Entry(compiled, lifted.shared)
         with _CACHE_LOCK:
             _CACHE[lifted.key] = entry
             while len(_CACHE) > MAX_ENTRIES:
@@ -394,19 +400,6 @@ def _compiled_for(model: pm.Model):
             return initial(seed)
 
     return dataclasses.replace(compiled, initial_point_func=initial_point)
-
-
-def _shared_by_name(model: pm.Model, data: dict[str, np.ndarray]) -> dict[str, SharedVariable]:
-    """The lifted model's shared data variables by name (found in its graph)."""
-    from pytensor.graph.traversal import graph_inputs
-
-    roots = [*model.basic_RVs, *model.potentials, *model.deterministics]
-    found = {
-        v.name: v
-        for v in graph_inputs(roots)
-        if isinstance(v, SharedVariable) and v.name in data
-    }
-    return found
 
 
 def sample_nutpie(
