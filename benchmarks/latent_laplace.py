@@ -21,7 +21,9 @@ Data: ``coal`` (the declared coal-mining model: 112 yearly counts, Poisson, MatÃ
 standardised inputs); ``breast-cancer`` (scikit-learn, 10 features, a stratified 200-case training
 split, the rest held out; Bernoulli-logit, isotropic SE).
 
-Run ``python benchmarks/latent_laplace.py --help``; ``--quick`` is a smoke run.
+Run ``python benchmarks/latent_laplace.py --help``; ``--quick`` is a smoke run. ``--phases``
+splits the ``laplace`` wall time into nutpie's compilation, the Laplace Op's evaluations (count,
+ms each, Cholesky factorisations per evaluation), the post-processing and the rest.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import io
 import logging
 import os
 import platform
+import threading
 import time
 import warnings
 from datetime import date
@@ -84,17 +87,92 @@ def _held_out(gp: LatentGP, idata, X_test, y_test) -> float:
     return float(np.mean(np.log(np.mean(np.exp(dens), axis=0))))
 
 
-def run(name: str, draws: int, tune: int, chains: int, seed: int) -> list[dict]:
+@contextlib.contextmanager
+def _phases(out: dict):
+    """Time the phases of ``sample(method="laplace")``: nutpie's compilation, the Laplace Op's
+    evaluations (count, seconds, Cholesky factorisations of B) and the per-draw post-processing
+    (modes and LA-LOO terms), by wrapping the functions that do them."""
+    import importlib
+
+    import nutpie
+
+    la = importlib.import_module("bayes_gp.latent.laplace")  # the package exports `laplace` too
+    lm = importlib.import_module("bayes_gp.latent.model")
+    lop = importlib.import_module("bayes_gp.latent.op")
+
+    out.update(compile_s=0.0, sampling_s=0.0, op_calls=0, op_s=0.0, post_s=0.0)
+    saved = (nutpie.compile_pymc_model, lop.LaplaceLogp.compute, lm.LatentGP._nuts_result,
+             nutpie.sample, lapack_potrf := la.lapack.dpotrf)  # fmt: skip
+    counts = threading.local()  # factorisations per thread: chains in threads interleave
+
+    def timed(key, fn, count=None):
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                out[key] += time.perf_counter() - t
+                if count:
+                    out[count] += 1
+
+        return wrapper
+
+    def potrf(*a, **k):
+        counts.n = getattr(counts, "n", 0) + 1
+        return lapack_potrf(*a, **k)
+
+    def compute(*a, **k):  # the Op's evaluations, and the factorisations made in them
+        before = getattr(counts, "n", 0)
+        try:
+            return timed("op_s", saved[1], "op_calls")(*a, **k)
+        finally:
+            out["potrf"] += getattr(counts, "n", 0) - before
+
+    out["potrf"] = 0
+    nutpie.compile_pymc_model = timed("compile_s", saved[0])
+    lop.LaplaceLogp.compute = compute
+    lm.LatentGP._nuts_result = timed("post_s", saved[2])
+    nutpie.sample = timed("sampling_s", saved[3])
+    la.lapack.dpotrf = potrf
+    try:
+        yield
+    finally:
+        (nutpie.compile_pymc_model, lop.LaplaceLogp.compute, lm.LatentGP._nuts_result,
+         nutpie.sample) = saved[:4]  # fmt: skip
+        la.lapack.dpotrf = lapack_potrf
+        out["potrf_per_call"] = out["potrf"] / max(out["op_calls"], 1)
+
+
+def run(
+    name: str, draws: int, tune: int, chains: int, seed: int, phases=False,
+    methods=("laplace", "latent"), cores=1,
+) -> list[dict]:  # fmt: skip
     Xtr, ytr, Xte, yte, lik, kernel = _data(name, seed)
     rows = []
-    for method in ("laplace", "latent"):
+    for method in methods:
         gp = LatentGP(Xtr, ytr, kernel, lik)
+        timing: dict = {}
         t0 = time.perf_counter()
-        with warnings.catch_warnings():
+        with (
+            warnings.catch_warnings(),
+            _phases(timing) if phases and method == "laplace" else contextlib.nullcontext(),
+        ):
             warnings.simplefilter("ignore")
             idata = gp.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
-                              method=method, cores=1)  # fmt: skip
+                              method=method, cores=cores)  # fmt: skip
         seconds = time.perf_counter() - t0
+        if timing:
+            n_steps = int(idata["sample_stats"]["n_steps"].sum())
+            calls = timing["op_calls"]
+            op = (f" (of which the Laplace Op's evaluations {timing['op_s']:.1f}: {calls} calls, "
+                  f"{1e3 * timing['op_s'] / max(calls, 1):.2f} ms each (with chains in parallel "
+                  "threads: including waits for the GIL), "
+                  f"{timing['potrf_per_call']:.2f} Cholesky factorisations per call)")  # fmt: skip
+            rest = seconds - timing["compile_s"] - timing["sampling_s"] - timing["post_s"]
+            print(f"  {name} laplace phases: wall {seconds:.1f} s = compile "
+                  f"{timing['compile_s']:.1f} + sampling {timing['sampling_s']:.1f}{op} + "
+                  f"post-processing {timing['post_s']:.1f} + rest {rest:.1f}; {n_steps} leapfrog "
+                  "steps in the kept draws", flush=True)  # fmt: skip
         s = az.summary(idata, var_names=gp.hyperparameters)
         ess = float(s["ess_bulk"].min())
         row = {
@@ -125,6 +203,11 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="smoke run: coal, 100 draws")
+    ap.add_argument("--phases", action="store_true",
+                    help="time compilation, the Laplace Op and the post-processing (laplace)")
+    ap.add_argument("--cores", type=int, default=1, help="chains in parallel (nutpie: threads)")
+    ap.add_argument("--methods", nargs="+", default=["laplace", "latent"],
+                    choices=["laplace", "latent"])  # fmt: skip
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -134,11 +217,14 @@ def main() -> None:
           f"{os.cpu_count()} cores, load average {os.getloadavg()}")  # fmt: skip
     rows = []
     for name in args.data:
-        rows += run(name, args.draws, args.tune, args.chains, args.seed)
+        rows += run(name, args.draws, args.tune, args.chains, args.seed, args.phases, args.methods,
+                    args.cores)  # fmt: skip
     df = pd.DataFrame(rows)
     print(df.to_string(index=False))
     for name, g in df.groupby("data", sort=False):
         ratio = g.set_index("method")["min_ess_per_s"]
+        if len(ratio) < 2:
+            continue
         print(f"{name}: laplace / latent min-ESS/s = {ratio['laplace'] / ratio['latent']:.2f}")
 
 

@@ -432,10 +432,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def _train(self, values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(K + jitter I, m, phi)`` at hyperparameter values."""
-        Xt = pt.as_tensor_variable(self._kernel_inputs)
         n = self.X.shape[0]
 
-        def build(_Xn):
+        def build(_Xn):  # called once, when the function is compiled
+            Xt = pt.as_tensor_variable(self._kernel_inputs)
             K = plus_diagonal(self._cov(Xt), self.jitter_tensor)
             return [K, pt.as_tensor_variable(self._mean_func(Xt)) * pt.ones(n), self._phi]
 
@@ -444,9 +444,9 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def _new(self, values, Xn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(K(X, X_new), diag K(X_new), m(X_new))``."""
-        Xt = pt.as_tensor_variable(self._kernel_inputs)
 
-        def build(Xv):
+        def build(Xv):  # called once, when the function is compiled
+            Xt = pt.as_tensor_variable(self._kernel_inputs)
             mean = pt.as_tensor_variable(self._mean_func(Xv)) * pt.ones(Xv.shape[0])
             return [self._cov(Xt, Xv), self._cov(Xv, diag=True), mean]
 
