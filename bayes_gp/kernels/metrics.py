@@ -49,8 +49,9 @@ __all__ = [
 #: :class:`LengthScale` computes :math:`r^2` with the Op
 #: :class:`~bayes_gp.kernels.ard_distance.ARDSquareDist` when ``n * m * D`` (the size of the
 #: coordinate-difference array a graph would fold) exceeds this: 2**22 differences, 32 MiB, e.g.
-#: from about n = m = 650 at D = 10, or n = m = 2049 at D = 1. Below it the folded constant is small and
-#: today's graph is kept (PyTensor fuses it with the kernel's elementwise expression).
+#: from about n = m = 650 at D = 10, or n = m = 2049 at D = 1. Below it, for one-dimensional inputs,
+#: the folded constant is small and the difference graph is kept (PyTensor fuses it with the
+#: kernel's elementwise expression).
 FUSED_DISTANCE_MIN_ELEMENTS = 2**22
 
 #: ... and at any size when the inputs have at least this many dimensions: there the Op is the
