@@ -94,7 +94,7 @@ class LiftedModel:
     model: pm.Model
     data: dict[str, np.ndarray]
     key: str
-    shared: dict[str, SharedVariable] = dataclasses.field(default_factory=dict)
+    shared: dict[str, SharedVariable]
 
 
 # ----------------------------------------------------------------------------- description
