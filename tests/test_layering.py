@@ -144,7 +144,7 @@ def test_the_split_packages_import_downwards():
 #: The layers, from the bottom: a module imports only from its own layer or those below.
 LAYERS = [
     ("bayes_gp._version", "bayes_gp._validation", "bayes_gp._io", "bayes_gp._arguments",
-     "bayes_gp.op_backends", "bayes_gp.linalg", "bayes_gp.banded", "bayes_gp.priors",
+     "bayes_gp.datasets", "bayes_gp.op_backends", "bayes_gp.linalg", "bayes_gp.banded", "bayes_gp.priors",
      "bayes_gp.protocol", "bayes_gp.predictive", "bayes_gp.kernels", "bayes_gp.eigen",
      "bayes_gp.inference"),
     ("bayes_gp.regression", "bayes_gp.latent", "bayes_gp.classification", "bayes_gp.deep",

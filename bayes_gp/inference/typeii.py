@@ -218,10 +218,11 @@ def newton_decrement(neg, x: np.ndarray, g: np.ndarray, H: np.ndarray | None = N
 
 
 #: Rounds of probing and resuming L-BFGS-B at an end point that the gradient and the Newton
-#: decrement cannot certify (see :func:`multistart`). On the Mauna Loa ML-II fit (11
-#: hyperparameters) the best start needs 5 on some CPUs: each resume gains 1e-5 to 3e-3 nats
-#: until no step gains 1e-6, at an end point where the gradient stays at 0.13 (the
-#: finite-difference Hessian has negative eigenvalues there: a kink, not a smooth optimum).
+#: decrement cannot certify (see :func:`multistart`). An objective with rounding noise needs
+#: them: the Mauna Loa ML-II fit needed 5 on some CPUs while its rational-quadratic kernel was
+#: evaluated in the power form, whose log marginal likelihood jumped by 1e-4 nats between
+#: neighbouring points as alpha -> infinity (gradients of 0.13 at the end point, an indefinite
+#: finite-difference Hessian); with the log1p form the gradient test certifies it.
 POLISH_ROUNDS = 8
 
 

