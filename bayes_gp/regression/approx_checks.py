@@ -99,7 +99,7 @@ from scipy import linalg as sla
 
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.kernels.base import factors, smoothness
-from bayes_gp.linalg import jittered_cholesky
+from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.protocol import ApproximationCheck, is_nuts
 from bayes_gp.regression.hsgp import PSD_FLOOR, HSGPLikelihood, hsgp_constants
 from bayes_gp.regression.inducing import SparseLikelihood
@@ -646,6 +646,7 @@ def _coverage_check(model, lik, fit) -> ApproximationCheck:
 
 
 # --------------------------------------------------------------------------- entry
+@single_blas_thread
 def for_regression(model, fit) -> list[ApproximationCheck]:
     """The approximation checks of a :class:`~bayes_gp.GPRegression` fit: HSGP or VFE/FITC
     (module docstring); none for the exact GP."""

@@ -1,0 +1,3 @@
+"""The long validations (``./run validate``) share the test suite's fixtures and scheduling."""
+
+from tests.conftest import pytest_collection_modifyitems, rng  # noqa: F401
