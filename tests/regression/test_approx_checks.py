@@ -231,16 +231,22 @@ def test_nuts_fit_is_judged_by_the_lower_length_scale_quantile(wiggly, hsgp30):
     assert "posterior median" in rows["HSGP fit vs exact GP"].detail
 
 
+def edge_case():
+    """2-D inputs, a linear mean and fixed noise: data, hyperparameters at the fitted values and
+    the model options of the HSGP edge tests (also validation/tests)."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 5, (150, 2))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=150)
+    params = {"ls": 1.11, "eta": 1.05, "slope": [-0.054, 0.192], "intercept": -0.039}
+    return X, y, params, dict(kernel="expquad", mean="linear", noise=0.1, approx="hsgp")
+
+
 def test_hsgp_error_at_the_edge_advises_a_wider_box():
     """2-D, linear mean, fixed noise: with c = 1.5 (the rule's limit for this length-scale) the
     HSGP's prior variance falls towards the box's edge, and at the data's edge its mean is off
     by half a posterior sd (measured 0.53). The advice widens the box (and scales m); with it the
     error vanishes (measured 0.001)."""
-    rng = np.random.default_rng(2)
-    X = rng.uniform(0, 5, (150, 2))
-    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.normal(size=150)
-    params = {"ls": 1.11, "eta": 1.05, "slope": [-0.054, 0.192], "intercept": -0.039}
-    kw = dict(kernel="expquad", mean="linear", noise=0.1, approx="hsgp")
+    X, y, params, kw = edge_case()
     gp = GPRegression(X, y, **kw, approx_options={"m": 12, "c": 1.5})
     err = ac._hsgp_error_check(gp, gp.approximation, _at(gp, params))
     assert err.status == "fail" and err.value > 0.3
