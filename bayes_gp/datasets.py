@@ -95,10 +95,11 @@ def _unpacked(archive: Path) -> Path:
 
 
 @functools.cache
-def _index(archive: Path) -> dict[str, tuple[str, ...]]:
-    """Data-set name -> the tables (``package/name.csv``) that hold it."""
-    text = (_unpacked(archive) / "index.json").read_text()
-    return {key: tuple(value) for key, value in json.loads(text).items()}
+def _index(archive: Path) -> tuple[Path, dict[str, tuple[str, ...]]]:
+    """The unpacked folder, and data-set name -> the tables (``package/name.csv``) that hold it."""
+    folder = _unpacked(archive)
+    text = (folder / "index.json").read_text()
+    return folder, {key: tuple(value) for key, value in json.loads(text).items()}
 
 
 def _member(name: str, index: dict[str, tuple[str, ...]]) -> str:
@@ -140,6 +141,5 @@ def rdataset(name: str) -> pd.DataFrame:
     ImportError
         ``pydataset`` is not installed.
     """
-    archive = _archive()
-    member = _member(name, _index(archive))
-    return pd.read_csv(_cache_dir(archive) / member, index_col=0)
+    folder, index = _index(_archive())
+    return pd.read_csv(folder / _member(name, index), index_col=0)
