@@ -4,8 +4,8 @@
    Monte-Carlo transcription of the ECDF statistic and ArviZ's simulation of the band.
 2. SBC of an exact GPRegression (n = 10, SE kernel, fixed noise, log-normal priors on ls and
    eta) that passes, and the same procedure with the fitted ls prior moved from
-   LogNormal(log 2, 0.3) to LogNormal(log 0.5, 0.3) that fails (slow: two nutpie compilations
-   and 2 x 50 NUTS fits, about 75 s on 2 cores).
+   LogNormal(log 2, 0.3) to LogNormal(log 0.5, 0.3) that fails (slow: 2 x 20 nutpie fits of one
+   compiled model; the 50-simulation versions are ``validation/tests/test_sbc_long.py``).
 3. Records: re-running a simulation alone reproduces it; a fit that raises is recorded.
 """
 
@@ -359,13 +359,29 @@ def test_a_likelihood_with_its_data_built_in_is_not_swapped():
     or without the prior check; with fit='sample' only the priors are compared."""
     for check in (True, False):
         with pytest.raises(ValueError, match="data built in"):
-            sbc(_hsgp, np.zeros(X.size), n_simulations=1, simulate_model=make_model,
-                check_prior=check, progressbar=False)
+            sbc(
+                _hsgp,
+                np.zeros(X.size),
+                n_simulations=1,
+                simulate_model=make_model,
+                check_prior=check,
+                progressbar=False,
+            )
     with pytest.raises(ValueError, match=r"priors of the model .* depend on y"):
         sbc(_hsgp_default_priors, np.ones(X.size), n_simulations=1, fit="sample",
             simulate_model=make_model, progressbar=False)  # fmt: skip
-    res = sbc(_hsgp, np.zeros(X.size), n_simulations=1, fit="sample", draws=60, tune=60,
-              thin_to=19, simulate_model=make_model, progressbar=False, random_seed=3)
+    res = sbc(
+        _hsgp,
+        np.zeros(X.size),
+        n_simulations=1,
+        fit="sample",
+        draws=20,
+        tune=20,
+        thin_to=19,
+        simulate_model=make_model,
+        progressbar=False,
+        random_seed=3,
+    )
     assert res.n_failed == 0 and set(res.ranks.columns) == {"ls", "eta"}
 
 
@@ -390,8 +406,8 @@ def test_parallel_run_equals_the_sequential_one():
 
 
 # ------------------------------------------------------------- 2. SBC of an exact GP (slow)
-N_SIM = 50
-SETTINGS = {"draws": 200, "tune": 200, "chains": 2, "thin_to": 49, "progressbar": False}
+N_SIM = 20
+SETTINGS = {"draws": 150, "tune": 100, "chains": 2, "thin_to": 19, "progressbar": False}
 
 
 @pytest.fixture(scope="module")
@@ -401,6 +417,12 @@ def calibrated():
 
 @pytest.mark.slow
 def test_sbc_of_an_exact_gp_passes(calibrated):
+    """20 simulations of 2 x 150 draws thinned to L = 19 (the 50-simulation, L = 49 version is
+    ``validation/tests/test_sbc_long.py``). Measured: ecdf_p 0.47 (ls), 0.15 (eta); chi2_p
+    0.26, 0.26; smallest ESS 99. Planted perturbation (not committed): the fitted model with
+    the noise sd halved (0.15 instead of the simulated 0.3, a wrong likelihood) gives ecdf_p
+    3.6e-7 (ls) and 0.039 (eta), chi2_p 4.4e-4 (ls), against the bound 0.1, and passed(0.05)
+    is False: the test fails."""
     res = calibrated
     assert res.n_failed == 0
     t = res.table
@@ -408,14 +430,14 @@ def test_sbc_of_an_exact_gp_passes(calibrated):
     assert (t["min_ess"] >= SETTINGS["thin_to"]).all()  # thinned to about the ESS
     u = res.uniformity()
     assert res.passed(0.05), u
-    # measured: ecdf_p 0.40 (ls), 0.76 (eta); chi2_p 0.96, 0.70
     assert (u["ecdf_p"] > 0.1).all() and (u["chi2_p"] > 0.1).all(), u
 
 
 @pytest.mark.slow
 def test_sbc_with_a_wrong_fitted_prior_fails():
     """Simulate with ls ~ LogNormal(log 2, 0.3), fit with LogNormal(log 0.5, 0.3): the
-    posteriors of ls sit below the true values, so its ranks pile up near L."""
+    posteriors of ls sit below the true values, so its ranks pile up near L (20 simulations,
+    the same compiled model as above)."""
     res = sbc(
         make_wrong_model,
         np.zeros(X.size),
@@ -426,8 +448,8 @@ def test_sbc_with_a_wrong_fitted_prior_fails():
     )
     u = res.uniformity()
     assert not res.passed(0.05)
-    # power: measured ecdf_p 3e-73 and chi2_p 4e-87 for ls, mean fraction 0.985
-    assert u.loc["ls", "ecdf_p"] < 1e-20 and u.loc["ls", "chi2_p"] < 1e-20, u
+    # power: measured ecdf_p 2e-26 and chi2_p 6e-13 for ls, mean fraction 0.975
+    assert u.loc["ls", "ecdf_p"] < 1e-6 and u.loc["ls", "chi2_p"] < 1e-6, u
     assert u.loc["ls", "mean_fraction"] > 0.9
 
 
