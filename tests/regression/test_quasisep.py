@@ -229,11 +229,11 @@ def test_sho_term_matches_foreman_mackey_2017(Q):
 
 
 # ---------------------------------------------------------- log likelihood and gradient
-@pytest.mark.parametrize(
-    "case,n",
-    [(name, 400) for name in CASES] + [("matern52", 5000), ("product_32_cos", 5000)],
-)
-def test_logp_and_gradient_equal_the_dense_exact_gp(case, n):
+@pytest.mark.parametrize("case", list(CASES))
+def test_logp_and_gradient_equal_the_dense_exact_gp(case):
+    """Every case at n = 400 (the n = 5000 versions, rounding along a long recursion, are in
+    validation/tests/test_quasisep_long.py)."""
+    n = 400
     build, kref, theta = CASES[case]
     x, y = data(n, seed=n + len(case), span=n / 10.0)
     want, want_g = dense_logp_grad(kref, theta, x, y)
@@ -299,10 +299,13 @@ def test_op_gradient_matches_finite_differences_of_its_own_inputs():
 
 @pytest.mark.parametrize("mode", ["NUMBA", "JAX"])
 def test_numba_and_jax_backends_agree_with_the_python_one(mode):
+    """The Op inside a whole-graph numba and JAX compilation (the kernel with the fewest
+    parameters that has a two-dimensional state: compiling the graph of a sum of kernels and
+    its gradient took 45 s of CPU in numba; the Op's dispatch is the same for every term)."""
     if mode == "JAX":
         pytest.importorskip("jax")
         op_backends.ensure("jax")
-    build, _, theta = CASES["sum_52_12"]
+    build, _, theta = CASES["matern32"]
     x, y = data(200, seed=8)
     sym = {k: pt.dscalar(k) for k in theta}
     lp = quasisep_logp(x, pt.as_tensor_variable(y), build(sym), sym["sigma"] ** 2)
@@ -365,7 +368,7 @@ def test_kernel_objects_map_onto_exact_terms(case):
     x = np.linspace(0.0, 5.0, 9)
     tau = x[:, None] - x[None, :]
     np.testing.assert_allclose(to_term(kernel).value(tau), kref(tau), rtol=1e-13, atol=1e-15)
-    gram = kernel(x[:, None]).eval()
+    gram = kernel(x[:, None]).eval(mode=MODE)
     np.testing.assert_allclose(
         gram, kref(tau), rtol=1e-12, atol=pymc_atol[0] if pymc_atol else 1e-15
     )
