@@ -100,43 +100,46 @@ def test_bad_inputs():
         GPClassifier(np.ones((4, 1)), [0, 1, 0, 1], kernel="prml")
 
 
-@pytest.mark.slow
-def test_nuts_laplace_ep_and_sklearn_on_breast_cancer():
-    """Real data shipped with scikit-learn: accuracy within a few points of each other and of
-    scikit-learn; NUTS's held-out log-loss no worse than Laplace's (a subset keeps NUTS fast)."""
+def _breast_cancer():
+    """120 training and 269 test rows of scikit-learn's breast-cancer data (a fixed permutation),
+    6 standardised inputs."""
     data = load_breast_cancer()
-    rng = np.random.default_rng(0)
-    idx = rng.permutation(len(data.target))
+    idx = np.random.default_rng(0).permutation(len(data.target))
     cols = [0, 1, 6, 7, 20, 27]  # radius, texture, concavity, concave points (mean, worst)
     X = data.data[:, cols]
     X = (X - X.mean(0)) / X.std(0)
     y = data.target
     tr, te = idx[:120], idx[300:]
-    logit = GPClassifier(X[tr], y[tr], "expquad")
-    probit = GPClassifier(X[tr], y[tr], "expquad", link="probit")
+    return X[tr], y[tr], X[te], y[te]
+
+
+def _scores(p, y):
+    """Accuracy and log-loss of the probabilities ``p`` of class 1 for the labels ``y``."""
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return np.mean((p > 0.5) == y), -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
+
+
+def test_laplace_ep_and_sklearn_on_breast_cancer():
+    """Real data shipped with scikit-learn: accuracy within a few points of each other and of
+    scikit-learn. NUTS on the same split (its held-out log-loss no worse than Laplace's) is
+    ``validation/tests/test_gpc_long.py``; the joint-latent density NUTS samples is checked
+    exactly by ``test_joint_latent_density_is_the_bernoulli_gp``, and short NUTS runs on
+    breast-cancer and Pima data by ``tests/models``."""
+    Xtr, ytr, Xte, yte = _breast_cancer()
+    logit = GPClassifier(Xtr, ytr, "expquad")
+    probit = GPClassifier(Xtr, ytr, "expquad", link="probit")
     lap = logit.fit_laplace(n_restarts=2, random_seed=0)
     ep = probit.fit_ep(n_restarts=2, random_seed=0)
-    idata = logit.sample(draws=300, tune=300, chains=2, random_seed=1)
     sk = GaussianProcessClassifier(C(1.0) * RBF(1.0), n_restarts_optimizer=1, random_state=0)
-    sk.fit(X[tr], y[tr])
-
-    def scores(p):
-        p = np.clip(p, 1e-12, 1 - 1e-12)
-        acc = np.mean((p > 0.5) == y[te])
-        return acc, -np.mean(y[te] * np.log(p) + (1 - y[te]) * np.log(1 - p))
-
+    sk.fit(Xtr, ytr)
     res = {
-        "laplace": scores(logit.predict_proba(X[te], lap)),
-        "ep": scores(probit.predict_proba(X[te], ep)),
-        "nuts": scores(logit.predict_proba(X[te], idata, max_draws=200)),
-        "sklearn": scores(sk.predict_proba(X[te])[:, 1]),
+        "laplace": _scores(logit.predict_proba(Xte, lap), yte),
+        "ep": _scores(probit.predict_proba(Xte, ep), yte),
+        "sklearn": _scores(sk.predict_proba(Xte)[:, 1], yte),
     }
     accs = [a for a, _ in res.values()]
     assert min(accs) > 0.88, res
     assert max(accs) - min(accs) < 0.04, res
-    assert res["nuts"][1] <= res["laplace"][1] + 0.01, res
-    assert int(np.asarray(idata["sample_stats"]["diverging"]).sum()) == 0
-    assert idata["log_likelihood"]["y"].shape == (2, 300, 120)
 
 
 def _pima():
@@ -153,31 +156,23 @@ def _pima():
     )
 
 
-@pytest.mark.slow
-def test_nuts_laplace_ep_and_sklearn_on_pima():
+def test_laplace_ep_and_sklearn_on_pima():
     """Pima Indians diabetes, canonical split: the published error rates of GP classifiers on it
-    are 19-21% (Ripley 1996; Williams & Barber 1998); the four methods agree within a few points
-    and NUTS's held-out log-loss is no worse than Laplace's."""
+    are 19-21% (Ripley 1996; Williams & Barber 1998); Laplace, EP and scikit-learn agree within
+    a few points, and type-II Laplace reaches scikit-learn's optimum. NUTS on the same split
+    (its held-out log-loss no worse than Laplace's) is ``validation/tests/test_gpc_long.py``."""
     Xtr, ytr, Xte, yte = _pima()
     assert Xtr.shape == (200, 7) and Xte.shape == (332, 7)
     logit = GPClassifier(Xtr, ytr, "expquad")
     probit = GPClassifier(Xtr, ytr, "expquad", link="probit")
     lap = logit.fit_laplace(n_restarts=2, random_seed=0)
     ep = probit.fit_ep(n_restarts=2, random_seed=0)
-    idata = logit.sample(draws=300, tune=300, chains=2, random_seed=2)
     sk = GaussianProcessClassifier(C(1.0) * RBF(1.0), n_restarts_optimizer=1, random_state=0)
     sk.fit(Xtr, ytr)
-
-    def scores(p):
-        p = np.clip(p, 1e-12, 1 - 1e-12)
-        acc = np.mean((p > 0.5) == yte)
-        return acc, -np.mean(yte * np.log(p) + (1 - yte) * np.log(1 - p))
-
     res = {
-        "laplace": scores(logit.predict_proba(Xte, lap)),
-        "ep": scores(probit.predict_proba(Xte, ep)),
-        "nuts": scores(logit.predict_proba(Xte, idata, max_draws=200)),
-        "sklearn": scores(sk.predict_proba(Xte)[:, 1]),
+        "laplace": _scores(logit.predict_proba(Xte, lap), yte),
+        "ep": _scores(probit.predict_proba(Xte, ep), yte),
+        "sklearn": _scores(sk.predict_proba(Xte)[:, 1], yte),
     }
     accs = [a for a, _ in res.values()]
     # Measured: accuracy 0.795-0.798 (error 20.2%), log-loss 0.438-0.442; always predicting
@@ -185,10 +180,36 @@ def test_nuts_laplace_ep_and_sklearn_on_pima():
     assert min(accs) > 0.77, res
     assert max(accs) - min(accs) < 0.03, res
     assert max(loss for _, loss in res.values()) < 0.46, res
-    assert res["nuts"][1] <= res["laplace"][1] + 0.005, res
     # Type-II Laplace with the same kernel reaches scikit-learn's optimum (same objective).
     assert lap.log_marginal_likelihood >= sk.log_marginal_likelihood_value_ - 1e-4
-    assert int(np.asarray(idata["sample_stats"]["diverging"]).sum()) == 0
+
+
+@pytest.mark.parametrize("link", ["logit", "probit"])
+def test_joint_latent_density_is_the_bernoulli_gp(link):
+    """The density that ``sample()`` (joint NUTS, the classifier's default) explores: its
+    observed term is sum_i log sigma(s_i f_i) (logit) or log Phi(s_i f_i) (probit), s_i = 2 t_i - 1,
+    with f = L v and L the Cholesky factor of K + nu I at the point's hyperparameters (PRML
+    §6.4.5). A sign error (``logit_p = -f``) or a dropped factor would change it by nats."""
+    from scipy.special import log_expit
+    from scipy.stats import norm
+
+    from bayes_gp.linalg import EAGER_MODE
+
+    X, t = _problem(n=20)
+    clf = GPClassifier(X, t, link=link)
+    latent = clf._latent_model()
+    assert [v.name for v in latent.value_vars] == ["ls_log__", "eta_log__", "f_rotated_"]
+    rng = np.random.default_rng(4)
+    point = {"ls_log__": rng.normal(scale=0.3), "eta_log__": rng.normal(scale=0.3),
+             "f_rotated_": rng.normal(size=20)}  # fmt: skip
+    logp = latent.compile_logp(vars=[latent["y"]], mode=EAGER_MODE)(point)
+    params = {n: np.exp(point[f"{n}_log__"]) for n in clf.hyperparameters}
+    K, m, _ = clf._train(clf._values(params))  # K with the jitter nu on its diagonal
+    f = m + np.linalg.cholesky(K) @ point["f_rotated_"]
+    s = 2 * t - 1
+    expected = np.sum(log_expit(s * f) if link == "logit" else norm.logcdf(s * f))
+    # PyMC's probit is erfc-based: measured 2e-7 nats from SciPy's log Phi
+    assert logp == pytest.approx(expected, rel=1e-12 if link == "logit" else 1e-6)
 
 
 def test_separable_data_type2_overflow_is_handled_and_warned():
