@@ -350,22 +350,75 @@ def test_a_basis_larger_than_the_groups_warns():
         HierarchicalGP(df, "t", "y", "subject", approx="hsgp", approx_options={"m": 14, "c": 2.0})
 
 
-def test_nuts_on_the_hsgp_path():
-    """NUTS over the HSGP likelihood (3 groups x 120 points, m = 24 on c = 2.5): it mixes (r-hat
-    < 1.05, at most 2 divergences), recovers the noise sd of the simulation (0.2) and gives the
-    pointwise log-likelihood for LOO and predictions that mix the draws."""
+def test_sampled_density_is_the_exact_models_priors_with_the_hsgp_likelihood():
+    """What NUTS samples on the HSGP path: the model's log density (priors, log-Jacobians,
+    likelihood) minus its likelihood equals the exact model's minus the exact likelihood (the
+    same priors and parametrisation), and its observed term is ``log_marginal_likelihood``
+    (checked against the dense multivariate normal above), at random unconstrained points."""
+    from bayes_gp.linalg import EAGER_MODE
+
+    df = _panel(sizes=[20, 25, 18], covariate=True)
+    kw = dict(covariates=["c"], random_intercept=True, pooling={"ls": "shared"})
+    h = HierarchicalGP(df, "t", "y", "subject", **kw, approx="hsgp",
+                       approx_options={"m": 12, "c": 2.5})  # fmt: skip
+    exact = HierarchicalGP(df, "t", "y", "subject", **kw)
+    names = [v.name for v in h.model.value_vars]
+    assert names == [v.name for v in exact.model.value_vars]
+    assert sorted(n.removesuffix("_log__") for n in names) == sorted(h.hyperparameters)
+    rng = np.random.default_rng(7)
+    fns = [(model, model.model.compile_logp(mode=EAGER_MODE),
+            model.model.compile_logp(vars=model.model.observed_RVs, mode=EAGER_MODE))
+           for model in (h, exact)]  # fmt: skip
+    start = h.model.initial_point()
+    for _ in range(3):
+        point = {k: start[k] + rng.normal(scale=0.3, size=np.shape(start[k])) for k in names}
+        params = {n: np.exp(point[f"{n}_log__"]) if f"{n}_log__" in point else point[n]
+                  for n in h.hyperparameters}  # fmt: skip
+        logps = []
+        for model, total, observed in fns:
+            obs = observed(point)
+            assert obs == pytest.approx(model.log_marginal_likelihood(params), abs=1e-8)
+            logps.append(total(point) - obs)
+        assert logps[0] == pytest.approx(logps[1], abs=1e-10)
+
+
+def test_nuts_draws_on_the_hsgp_path_give_exact_loo_and_mixed_predictions():
+    """What ``sample()`` adds to NUTS's draws on the HSGP path, at four given draws (2 chains x 2
+    draws, as the sampler returns them): the pointwise ``log_likelihood`` group is each draw's
+    exact LOO of the HSGP model (``point_loo``, checked against the dense inverse above), and
+    predictions for a known group are the mixture of the draws' Gaussian conditionals (laws of
+    total expectation and variance); a new group is wider. The density NUTS samples is checked
+    exactly by the test above; NUTS itself on this path (3 x 120 points, m = 24, 150 + 200
+    draws: r-hat < 1.05, the noise sd recovered) is ``validation/tests/
+    test_hierarchical_hsgp_long.py`` (a short run costs ~100 s here, nearly all compilation)."""
     import arviz as az
 
-    df = _panel(sizes=[120] * 3, seed=2)
+    from bayes_gp.inference.sampling import NutsRun
+
+    df = _panel(sizes=[20, 25, 18])
     h = HierarchicalGP(df, "t", "y", "subject", pooling={"ls": "shared"}, approx="hsgp",
-                       approx_options={"m": 24, "c": 2.5})  # fmt: skip
-    idata = h.sample(draws=150, tune=200, chains=2, random_seed=3)
-    assert int(idata["sample_stats"]["diverging"].sum()) <= 2
-    rhat = az.rhat(idata["posterior"].to_dataset()[["ls", "f0_ls", "sigma"]])
-    assert max(float(rhat[v].max()) for v in rhat.data_vars) < 1.05
-    sigma = np.asarray(idata["posterior"]["sigma"])
-    assert abs(sigma.mean() - 0.2) < 0.03, sigma.mean()
-    assert idata["log_likelihood"]["y"].shape[-1] == len(df)
-    new = pd.DataFrame({"t": [2.0, 5.0], "subject": ["s1", "new"]})
+                       approx_options={"m": 12, "c": 2.5})  # fmt: skip
+    names = [v.name for v in h.model.value_vars]
+    start = h.model.initial_point()
+    rng = np.random.default_rng(11)
+    draws = []
+    for _ in range(4):
+        point = {k: start[k] + rng.normal(scale=0.2, size=np.shape(start[k])) for k in names}
+        draws.append({n: np.exp(point[f"{n}_log__"]) if f"{n}_log__" in point else point[n]
+                      for n in h.hyperparameters})  # fmt: skip
+    posterior = {n: np.array([[d[n] for d in draws[:2]], [d[n] for d in draws[2:]]])
+                 for n in h.hyperparameters}  # fmt: skip
+    run = NutsRun(h.model)
+    run.options = {"log_likelihood": True}
+    idata = h._nuts_result(az.from_dict({"posterior": posterior}), run, 0)
+    ll = np.asarray(idata["log_likelihood"]["y"]).reshape(4, -1)
+    for k, d in enumerate(draws):
+        np.testing.assert_allclose(ll[k], h.point_loo(_fit(d))[1], rtol=1e-10, atol=1e-12)
+    new = pd.DataFrame({"t": [2.0, 5.0, 2.0], "subject": ["s1", "s1", "new"]})
     pred = h.predict(new, idata)
-    assert np.all(np.isfinite(pred.mean)) and pred.sd[1] > pred.sd[0]
+    assert pred.extra["n_draws"] == 4
+    per = [h.predict(new[:2], _fit(d)) for d in draws]
+    means, variances = np.array([p.mean for p in per]), np.array([p.var for p in per])
+    np.testing.assert_allclose(pred.mean[:2], means.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(pred.var[:2], variances.mean(0) + means.var(0), rtol=1e-10)
+    assert np.all(np.isfinite(pred.mean)) and pred.sd[2] > pred.sd[0]
