@@ -17,6 +17,7 @@ from scipy.spatial.distance import cdist
 import bayes_gp.regression.compact as compact
 from bayes_gp import GPRegression, op_backends
 from bayes_gp import kernels as K
+from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.regression.compact import (
     CompactFactor,
     compact_gp_logp,
@@ -26,12 +27,31 @@ from bayes_gp.regression.compact import (
 )
 
 
+def _k_pp(r, D, q):
+    """k_ppD,q(r) transcribed from R&W eq. 4.21, j = floor(D/2) + q + 1 (NumPy: no PyTensor
+    graph to compile per call; the catalogue kernel is checked against ``pp_profile`` above)."""
+    j = D // 2 + q + 1
+    t = np.clip(1.0 - r, 0.0, None)
+    poly = [
+        np.ones_like(r),
+        (j + 1) * r + 1.0,
+        ((j**2 + 4 * j + 3) * r**2 + (3 * j + 6) * r + 3.0) / 3.0,
+        (
+            (j**3 + 9 * j**2 + 23 * j + 15) * r**3
+            + (6 * j**2 + 36 * j + 45) * r**2
+            + (15 * j + 45) * r
+            + 15.0
+        )
+        / 15.0,
+    ][q]
+    return t ** (j + q) * poly
+
+
 def _dense_C(X, ls, eta, s2, q):
-    """C = eta^2 k_ppD,q + s2 I transcribed from R&W eq. 4.21 (via the catalogue kernel)."""
+    """C = eta^2 k_ppD,q + s2 I, R&W eq. 4.21 (:func:`_k_pp`)."""
     D = X.shape[1]
     ls = np.broadcast_to(np.asarray(ls, dtype=float).reshape(-1), (D,))
-    kern = K.PiecewisePolynomial(D, ls=ls if D > 1 else float(ls[0]), q=q)
-    return eta**2 * kern(X).eval() + s2 * np.eye(X.shape[0])
+    return eta**2 * _k_pp(cdist(X / ls, X / ls), D, q) + s2 * np.eye(X.shape[0])
 
 
 def _dense_logp(X, ls, eta, s2, r, q):
@@ -47,7 +67,7 @@ def test_profile_matches_catalogue_kernel_and_its_derivative(q, D):
     k, dk = pp_profile(r, j, q)
     X = np.zeros((r.size, D))
     X[:, 0] = r
-    ref = K.PiecewisePolynomial(D, ls=1.0, q=q)(X[:1], X).eval()[0]
+    ref = K.PiecewisePolynomial(D, ls=1.0, q=q)(X[:1], X).eval(mode=EAGER_MODE)[0]
     np.testing.assert_allclose(k, ref, atol=1e-15)
     assert k[0] == 1.0 and np.all(k[r >= 1] == 0)
     h = 1e-6
@@ -142,14 +162,18 @@ def test_large_n_gradient_is_consistent_with_its_own_log_density():
         np.testing.assert_allclose(g, fd, rtol=1e-5)
 
 
-@pytest.mark.parametrize("mode", ["FAST_RUN", "NUMBA"])
+@pytest.mark.parametrize("mode", ["PY", "NUMBA"])  # FAST_RUN is numba in this PyTensor
 def test_op_value_and_gradient_in_pytensor_backends(mode):
     rng = np.random.default_rng(3)
     X = rng.uniform(0, 8, (120, 2))
     y = rng.standard_normal(120)
     ls, eta, s, c = pt.dvector("ls"), pt.dscalar("eta"), pt.dscalar("s"), pt.dscalar("c")
     lp = compact_gp_logp(X, ls, eta, s**2, y - c, 2, 3)
-    f = pytensor.function([ls, eta, s, c], [lp, *pt.grad(lp, [ls, eta, s, c])], mode=mode)
+    f = pytensor.function(
+        [ls, eta, s, c],
+        [lp, *pt.grad(lp, [ls, eta, s, c])],
+        mode=EAGER_MODE if mode == "PY" else mode,
+    )
     vals = (np.array([1.4, 0.9]), 1.1, 0.4, 0.2)
     out = f(*vals)
     ref = compact_logp_grad(X, vals[0], 1.1, 0.16, y - 0.2, 2, 3)
@@ -180,17 +204,23 @@ def _data(n=300, D=1, seed=0):
 
 @pytest.mark.parametrize("ard,D,mean", [(False, 1, None), (True, 2, "linear")])
 def test_sparse_model_equals_dense_model(ard, D, mean):
-    X, y = _data(D=D)
+    X, y = _data(n=150, D=D)  # (n = 300 until issue 35: the L-BFGS-B fits were most of the time)
     sp = GPRegression(X, y, "pp2", ard=ard, mean=mean)
     de = GPRegression(X, y, "pp2", ard=ard, mean=mean, sparse=False)
     assert sp.sparse and not de.sparse and "sparse=True" in repr(sp)
     # the same log density and gradient at the initial point and at prior draws
-    lp = [m.model.compile_logp() for m in (sp, de)]
-    dlp = [m.model.compile_dlogp() for m in (sp, de)]
+    # (Python linker: nothing to compile; the numba backend of the Op is checked above and
+    # sampled by nutpie below)
+    lp = [m.model.compile_logp(mode=EAGER_MODE) for m in (sp, de)]
+    dlp = [m.model.compile_dlogp(mode=EAGER_MODE) for m in (sp, de)]
     names = [rv.name for rv in sp.model.free_RVs]
-    prior = pm.sample_prior_predictive(draws=3, model=sp.model, var_names=names, random_seed=5)[
-        "prior"
-    ]
+    prior = pm.sample_prior_predictive(
+        draws=3,
+        model=sp.model,
+        var_names=names,
+        random_seed=5,
+        compile_kwargs={"mode": EAGER_MODE},
+    )["prior"]
     points = [sp.model.initial_point()]
     for k in range(3):
         pt_k = {}
@@ -202,9 +232,10 @@ def test_sparse_model_equals_dense_model(ard, D, mean):
     for point in points:
         np.testing.assert_allclose(lp[0](point), lp[1](point), rtol=1e-11)
         np.testing.assert_allclose(dlp[0](point), dlp[1](point), rtol=1e-8, atol=1e-8)
-    fit = sp.fit_map(n_restarts=2, random_seed=1)
+    # one L-BFGS-B start each, the same start: the two paths must reach the same optimum
+    fit = sp.fit_map(n_restarts=1, random_seed=1)
     if D == 1:  # (in 2-D the two L-BFGS-B paths part on rounding and stop at other optima)
-        ref = de.fit_map(n_restarts=2, random_seed=1)
+        ref = de.fit_map(n_restarts=1, random_seed=1)
         for name in fit.params:
             np.testing.assert_allclose(fit.params[name], ref.params[name], rtol=1e-5)
     np.testing.assert_allclose(
