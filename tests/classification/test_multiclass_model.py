@@ -162,14 +162,18 @@ def test_input_errors():
         model.fit_laplace(params={"eta": -1.0})
 
 
-def test_joint_latent_nuts():
-    X, y = _three_classes()
+def test_joint_latent_nuts(latent_run):
+    """Joint latent NUTS (``fit("nuts")``): draws of every class's latent values, the pointwise
+    log likelihood, predictions that mix the draws. The run is the sampler-agreement check's
+    (``latent_run``: ``_three_classes(n=45)``, 200 + 200 draws, 2 chains), whose posterior that
+    check compares with the Laplace sampler's and with quadrature."""
+    X, y = _three_classes(n=45)
     model = MulticlassGPClassifier(X, y, "expquad")
-    idata = model.sample(draws=150, tune=250, chains=2, sampler="pymc", random_seed=1, **FAST)
+    idata = latent_run[0]
     post = idata["posterior"]
-    assert post["f"].shape == (2, 150, 3, X.shape[0])
+    assert post["f"].shape == (2, 200, 3, X.shape[0])
     assert int(idata["sample_stats"]["diverging"].sum()) <= 4
-    assert idata["log_likelihood"]["y"].shape == (2, 150, X.shape[0])
+    assert idata["log_likelihood"]["y"].shape == (2, 200, X.shape[0])
     assert model.fit_label(idata) == "NUTS (joint latent)"
     Xs = np.array([[-2.5], [0.0], [2.5]])
     P = model.predict_proba(Xs, idata)
@@ -180,13 +184,15 @@ def test_joint_latent_nuts():
     assert np.max(np.abs(P - model.predict_proba(Xs, fit))) < 0.15
 
 
-def test_nuts_with_laplace_integrated_latents():
-    X, y = _three_classes(n=30)
+def test_nuts_with_laplace_integrated_latents(laplace_run):
+    """NUTS with the Laplace-integrated latent GPs (``fit("nuts_laplace")``): each draw's modes,
+    finite pointwise LA-LOO terms, predictions. The run is the sampler-agreement check's
+    (``laplace_run``)."""
+    X, y = _three_classes(n=45)
     model = MulticlassGPClassifier(X, y, "expquad")
-    idata = model.fit("nuts_laplace", draws=60, tune=60, chains=1, sampler="pymc",
-                      random_seed=2, **FAST)  # fmt: skip
+    idata = laplace_run[0]
     post = idata["posterior"]
-    assert post["f_mode"].shape == (1, 60, 3, 30)
+    assert post["f_mode"].shape == (2, 200, 3, 45)
     assert np.all(np.isfinite(idata["log_likelihood"]["y"].values))
     assert model.fit_label(idata) == "NUTS (Laplace-integrated GPs)"
     P = model.predict_proba(np.array([[-2.5], [2.5]]), idata)
@@ -285,10 +291,24 @@ def _sample_agreement_problem(method, draws=200, seed=1):
     AGREEMENT_X)``."""
     X, y = _three_classes(n=45)
     model = MulticlassGPClassifier(X, y, "expquad")
-    idata = model.sample(draws=draws, tune=draws, chains=2, sampler="pymc", random_seed=seed,
-                         method=method, **FAST)  # fmt: skip
+    how = {"laplace": "nuts_laplace", "latent": "nuts"}[method]  # sample(method=method)
+    idata = model.fit(how, draws=draws, tune=draws, chains=2, sampler="pymc", random_seed=seed,
+                      **FAST)  # fmt: skip
     assert int(idata["sample_stats"]["diverging"].sum()) <= 2, method
     return idata, _draw_probabilities(model, idata, AGREEMENT_X)
+
+
+@pytest.fixture(scope="module")
+def laplace_run():
+    """``_sample_agreement_problem("laplace")``, shared by the tests that need a Laplace NUTS
+    run (one compilation and one run for the file)."""
+    return _sample_agreement_problem("laplace")
+
+
+@pytest.fixture(scope="module")
+def latent_run():
+    """``_sample_agreement_problem("latent")``, shared likewise."""
+    return _sample_agreement_problem("latent")
 
 
 def _disagreement(laplace_run, latent_run):
@@ -311,7 +331,7 @@ def _disagreement(laplace_run, latent_run):
     return ratios, mcse, dP
 
 
-def test_laplace_and_joint_latent_samplers_agree():
+def test_laplace_and_joint_latent_samplers_agree(laplace_run, latent_run):
     """The two samplers of the same model target different posteriors only through the Laplace
     approximation: the hyperparameter posterior means and the posterior predictive
     probabilities at five inputs differ by the Laplace error measured by quadrature
@@ -321,8 +341,7 @@ def test_laplace_and_joint_latent_samplers_agree():
     A wrong sampler fails (tried by monkeypatching, benchmarks/README.md): + sum_c 1/2 log|K_c|
     in the Laplace evidence (a log-determinant term dropped) gave ratios 7.1 / 48.9 / 21.2;
     ``logit_p = -f`` in the joint model 57.8 for P; f = L v / sqrt(2) 1.01 for ls (barely)."""
-    ratios, mcse, dP = _disagreement(_sample_agreement_problem("laplace"),
-                                     _sample_agreement_problem("latent"))
+    ratios, mcse, dP = _disagreement(laplace_run, latent_run)
     # the check has power: the Monte Carlo error is well below the Laplace error, and the
     # samplers' difference is resolved from zero (an error of that size would fail the test)
     assert mcse.max() < 0.012, mcse
