@@ -190,23 +190,30 @@ def _simulate(seed=4):
     return pd.DataFrame(rows, columns=["x", "g", "y"])
 
 
+#: Draws (and tuning steps) per chain of the NUTS run the recovery tests share.
+DRAWS = 150
+
+
 @pytest.fixture(scope="module")
 def simulated():
     df = _simulate()
     gp = HierarchicalGP(df, "x", "y", "g", shared=False)
-    idata = gp.sample(draws=300, tune=300, chains=2, sampler="pymc", random_seed=1,
+    idata = gp.sample(draws=DRAWS, tune=DRAWS, chains=2, sampler="pymc", random_seed=1,
                       compile_kwargs={"mode": "FAST_RUN"})  # fmt: skip
     return df, gp, idata
 
 
 def test_nuts_recovers_the_population_length_scale(simulated):
+    """The 94% interval of the population log length-scale holds the truth and is informative.
+    A wrong prior fails (tried: ls_mu ~ N(log 8, 0.2) through ``priors``, same run settings:
+    interval [1.56, 2.28], the truth 0 outside)."""
     df, _, idata = simulated
     post = idata["posterior"]
     assert list(post["ls_group"]["group_label"].values) == [f"g{g}" for g in range(7)]
     mu = np.asarray(post["ls_mu"]).ravel()
     lo, hi = np.quantile(mu, [0.03, 0.97])
     assert lo < TRUE_LS_MU < hi
-    # informative (measured: [-0.25, 0.97]): the prior N(log 8, 1)'s centre is well outside it,
+    # informative (measured: [-0.29, 1.06]): the prior N(log 8, 1)'s centre is well outside it,
     # and the interval is less than half as wide as the prior's (3.76)
     assert hi < np.log(24 / 3) - 0.5
     assert hi - lo < 0.5 * 2 * 1.88
@@ -218,7 +225,7 @@ def test_nuts_recovers_the_population_length_scale(simulated):
     )  # fmt: skip
     assert int(idata["sample_stats"]["diverging"].sum()) <= 6
     ll = idata["log_likelihood"]["y"]
-    assert ll.shape == (2, 300, len(df)) and np.all(np.isfinite(ll))
+    assert ll.shape == (2, DRAWS, len(df)) and np.all(np.isfinite(ll))
 
 
 def test_partial_pooling_shrinks_a_small_group_toward_the_population(simulated):
