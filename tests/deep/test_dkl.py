@@ -201,7 +201,9 @@ def test_bad_arguments(kwargs, match):
 def test_a_kernel_of_the_wrong_type():
     """As in every model: a TypeError naming the forms ``kernel=`` takes."""
     X, y = _smooth(10)
-    with pytest.raises(TypeError, match="`kernel` must be a catalogue name or expression, a kernel"):
+    with pytest.raises(
+        TypeError, match="`kernel` must be a catalogue name or expression, a kernel"
+    ):
         DeepKernelRegression(X, y, kernel=3)
 
 
@@ -255,13 +257,23 @@ def test_bad_data_and_calls():
 
 
 # -------------------------------------------------------------------------------------- NUTS
+# Short runs (the longer originals are validation/tests/test_dkl_long.py): NUTS over the GP
+# hyperparameters, the last layer or the mixture coefficients on the fixed network; the MAP
+# noise inside the posterior of the noise, and a predictive mixture at least as good on
+# held-out data as the plug-in fit (a wrong sampled density fails one or the other).
 @pytest.mark.slow
 def test_nuts_over_gp_hyperparameters_with_fixed_features():
-    x, y = _step(80, seed=2)
+    """50 points, 2 x (150 + 150) draws (the 80-point, 2 x (300 + 300) version is in
+    ``validation/tests/test_dkl_long.py``). Measured: r-hat 1.042; held-out log predictive
+    density of the mixture 0.519 nats per point, of the plug-in fit 0.355. Planted perturbation
+    (monkeypatched, not committed): the NUTS model's covariance C replaced by 4 C (the sampled
+    noise then halves): the MAP sigma 0.0925 lies above the posterior's 99.5 % quantile 0.0616,
+    so the test fails."""
+    x, y = _step(50, seed=2)
     xt, yt = _step(300, seed=1002)
     dkl = DeepKernelRegression(x, y, hidden=(8,), features=1)
     fit = dkl.fit_map(maxiter=300, random_seed=0)
-    idata = dkl.sample(draws=300, tune=300, chains=2, sampler="pymc", random_seed=1, network=fit)
+    idata = dkl.sample(draws=150, tune=150, chains=2, sampler="pymc", random_seed=1, network=fit)
     post = idata["posterior"]
     assert set(post.data_vars) >= {"ls", "eta", "sigma"}
     import arviz as az
@@ -282,18 +294,29 @@ def test_nuts_over_gp_hyperparameters_with_fixed_features():
 @pytest.mark.slow
 @pytest.mark.parametrize("what", ["last_layer", "mixture"])
 def test_nuts_over_last_layer_or_mixture_coefficients(what):
-    x, y = _step(60, seed=3)
+    """40 points, 2 x (60 + 40) draws with the tree depth capped at 5 (the dense-mass-matrix
+    sampler otherwise spends its time at depth ~9 while it adapts; the 60-point, 2 x (300 + 200)
+    version is in ``validation/tests/test_dkl_long.py``). Measured: the MAP sigma 0.073 inside
+    the posterior's central 99 % [0.061, 0.092] (last layer), 0.080 inside [0.078, 0.136]
+    (mixture); held-out density 0.424 against the plug-in's 0.046 (last layer), 0.657 against
+    0.465 (mixture). Planted perturbation (the NUTS model's covariance C replaced by 4 C, not
+    committed): last layer: density -0.111 < 0.046, fails; mixture: MAP sigma 0.080 above the
+    posterior's 99.5 % quantile 0.059, fails."""
+    x, y = _step(40, seed=3)
     xt, yt = _step(300, seed=1003)
     activation = "mixture" if what == "mixture" else "tanh"
     dkl = DeepKernelRegression(x, y, hidden=(4,), features=1, activation=activation)
     fit = dkl.fit_map(maxiter=300, random_seed=0)
     idata = dkl.sample(
-        draws=200, tune=300, chains=2, sampler="pymc", random_seed=2, network=fit,
+        draws=40, tune=60, chains=2, sampler="pymc", random_seed=2, network=fit,
         sample_last_layer=what == "last_layer", sample_mixture=what == "mixture",
+        nuts={"max_treedepth": 5},
     )  # fmt: skip
     name = "W_out" if what == "last_layer" else "lam0"
     draws = np.asarray(idata["posterior"][name])
-    assert draws.shape[:2] == (2, 200) and np.all(np.std(draws, axis=(0, 1)) > 0)
+    assert draws.shape[:2] == (2, 40) and np.all(np.std(draws, axis=(0, 1)) > 0)
+    sig = np.asarray(idata["posterior"]["sigma"]).ravel()
+    assert np.quantile(sig, 0.005) < fit.params["sigma"] < np.quantile(sig, 0.995)
     lpd = dkl.log_predictive_density(xt, yt, idata).mean()
     lpd_plug = _lpd(dkl.predict(xt, fit, include_noise=True), yt).mean()
-    assert np.isfinite(lpd) and lpd > lpd_plug - 0.3, (lpd, lpd_plug)
+    assert np.isfinite(lpd) and lpd > lpd_plug, (lpd, lpd_plug)
