@@ -2,7 +2,9 @@
 predictive bands that carry hyperparameter uncertainty, calibrated coverage, LOO.
 
 Data are simulated from a known GP (SE kernel, ls=1.2, eta=1.0, sigma=0.3) with fixed seeds.
-Sampling costs tens of seconds per model (mostly numba compilation), so fits are module-scoped.
+Sampling costs tens of seconds per model (mostly numba compilation), so fits are module-scoped;
+the fits of the same structure reuse nutpie's compiled model. The long versions (six data sets,
+4 chains of 500 + 500, every backend at that length) are validation/tests/test_nuts_long.py.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pytest
+from scipy import stats
 
 from bayes_gp import GPRegression
 from bayes_gp.linalg import jittered_cholesky
@@ -33,11 +36,11 @@ def simulate(seed: int, n: int = 40, gap: bool = False):
     return x[:n], t[:n], x[n:], t[n:], f[n:]
 
 
-def _sample(model, sampler="nutpie", seed=1, draws=500):
-    return model.sample(draws=draws, tune=500, chains=4, sampler=sampler, random_seed=seed)
+def _sample(model, sampler="nutpie", seed=1, draws=250, tune=250):
+    return model.sample(draws=draws, tune=tune, chains=4, sampler=sampler, random_seed=seed)
 
 
-SEEDS = (11, 12, 13, 14, 15, 16)
+SEEDS = (11, 12, 13)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +53,11 @@ def fits():
     return out
 
 
-def test_recovers_true_hyperparameters_across_seeds(fits):
-    """The 94% intervals cover the true values: 18 checks (6 data sets x 3 parameters) miss about
-    once if calibrated; 5 or more misses has probability 0.9% (Binomial(18, 0.06))."""
-    misses = []
+def _recovery(fits) -> tuple[float, list]:
+    """Sum over data sets and parameters of z^2, z = (mean - log true) / sd of the log draws
+    (about chi^2 with 3 x len(fits) degrees of freedom for a calibrated posterior, Bernstein-von
+    Mises), and the 94% intervals that miss the true value."""
+    chi2, misses = 0.0, []
     for seed, (_, idata) in fits.items():
         post = idata["posterior"]
         for name, true in TRUE.items():
@@ -62,24 +66,40 @@ def test_recovers_true_hyperparameters_across_seeds(fits):
             assert 0.5 * true < med < 2 * true, (seed, name, med)
             if not lo < true < hi:
                 misses.append((seed, name, lo, hi))
-    assert len(misses) <= 4, misses
+            logs = np.log(draws)
+            chi2 += ((logs.mean() - np.log(true)) / logs.std()) ** 2
+    return chi2, misses
+
+
+def test_recovers_true_hyperparameters_across_seeds(fits):
+    """The 94% intervals cover the true values: 9 checks (3 data sets x 3 parameters) miss about
+    half a time if calibrated; 3 or more misses has probability 1.1% (Binomial(9, 0.06)). The
+    misses alone are a weak check at this length, so the posteriors' standardised errors are
+    pooled too: sum z^2 < 27.9, the 0.999 quantile of chi^2(9). Measured 5.2 (no misses). With
+    the noise variance doubled in the likelihood (C = K + 2 sigma^2 I, monkeypatched) the misses
+    stay at 2 (the bound) but sum z^2 is 34.5 and the test fails."""
+    chi2, misses = _recovery(fits)
+    assert len(misses) <= 2, misses
+    assert chi2 < stats.chi2.ppf(0.999, 3 * len(fits)), (chi2, misses)
 
 
 def test_diagnostics_are_clean(fits):
+    """r-hat < 1.01, no divergences, bulk ESS > 200 of the 1000 draws (400 of 2000 in the long
+    version)."""
     for seed, (_, idata) in fits.items():
         rhat = az.rhat(idata, var_names=list(TRUE))
         for name in TRUE:
             assert float(rhat[name]) < 1.01, (seed, name)
         assert int(np.asarray(idata["sample_stats"]["diverging"]).sum()) == 0, seed
         ess = az.ess(idata, var_names=list(TRUE))
-        assert min(float(ess[n]) for n in TRUE) > 400, seed
+        assert min(float(ess[n]) for n in TRUE) > 200, seed
 
 
 def test_log_likelihood_is_the_exact_leave_one_out_density(fits):
     model, idata = fits[11]
     ll = np.asarray(idata["log_likelihood"]["y"])
     n = model.X.shape[0]
-    assert ll.shape == (4, 500, n)
+    assert ll.shape == (4, 250, n)
     # brute-force LOO at one posterior draw: condition on all but point i, predict point i
     values = [np.asarray(idata["posterior"][n])[2, 17] for n in model.hyperparameters]
     params = dict(zip(model.hyperparameters, values, strict=True))
@@ -98,6 +118,11 @@ def test_log_likelihood_is_the_exact_leave_one_out_density(fits):
 
 
 def test_backends_agree_within_monte_carlo_error(fits):
+    """PyMC's NUTS and numpyro against nutpie: posterior means within four combined MCSEs
+    (4 chains of 250 + 250 each; 500 + 500 in validation/tests/test_nuts_long.py). A wrong
+    density in one backend fails: nutpie's reference sampled with the noise variance doubled
+    (C = K + 2 sigma^2 I, monkeypatched) against the correct model under PyMC gave a sigma
+    difference of 0.084 with a combined MCSE of 0.0015 (bound 0.0058)."""
     model, reference = fits[12]
     summaries = {"nutpie": az.summary(reference, var_names=list(TRUE))}
     for sampler in ("pymc", "numpyro"):
@@ -116,7 +141,7 @@ def test_backends_agree_within_monte_carlo_error(fits):
 def test_nuts_predictive_is_wider_than_map_where_data_are_scarce_and_calibrated():
     x, t, x_test, t_test, _ = simulate(21, n=25, gap=True)
     model = GPRegression(x, t, "expquad")
-    idata = _sample(model, seed=3)
+    idata = _sample(model, seed=3, draws=500, tune=500)  # (unchanged by issue 35)
     fit = model.fit_map(n_restarts=3, prior=True, random_seed=0)
     grid = np.linspace(4.5, 6.5, 9)  # inside the gap
     nuts = model.predict(grid, idata)
@@ -137,7 +162,7 @@ def test_ard_relevance_from_nuts_has_credible_intervals(fits):
     X = rng.uniform(-2, 2, size=(40, 2))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=40)
     ard = GPRegression(X, y, "expquad", ard=True)
-    rel = ard.relevance(_sample(ard, seed=2, draws=300))
+    rel = ard.relevance(_sample(ard, seed=2, draws=300, tune=500))  # (unchanged by issue 35)
     assert list(rel.columns) == ["relevance", "lower", "upper"]
     assert rel.loc["x0", "lower"] > rel.loc["x1", "upper"]
     assert rel.loc["x0", "lower"] < rel.loc["x0", "relevance"] < rel.loc["x0", "upper"]
