@@ -150,8 +150,9 @@ def test_likelihood_gradient_predictions_and_loo_equal_the_dense_model(kernel):
 
 def test_map_fit_equals_the_dense_fit():
     qs, dense = pair("matern32")
-    fq = qs.fit_map(n_restarts=2, prior=True, random_seed=3)
-    fd = dense.fit_map(n_restarts=2, prior=True, random_seed=3)
+    # one L-BFGS-B start each, the same start: the two paths must reach the same optimum
+    fq = qs.fit_map(n_restarts=1, prior=True, random_seed=3)
+    fd = dense.fit_map(n_restarts=1, prior=True, random_seed=3)
     assert fq.objective == pytest.approx(fd.objective, rel=1e-9)
     assert fq.log_marginal_likelihood == pytest.approx(fd.log_marginal_likelihood, rel=1e-8)
     for name in fd.params:  # the optimum, to the optimiser's tolerance
