@@ -86,13 +86,20 @@ def test_workflow_scores_the_held_out_year(tmp_path):
 
 
 def test_short_nuts_with_laplace(decl, data):
+    """NUTS over the hyperparameters with the latent values integrated out by Laplace, 2 x 150
+    draws: no divergences, R-hat < 1.1 (at 150 draws R-hat measures the Monte Carlo error of a
+    short run more than the sampler; 2 x 300 with R-hat < 1.05 is
+    validation/tests/test_uk_driver_deaths_long.py) and the dispersion where the data put it.
+    Measured (seed 1): R-hat at most 1.040, dispersion median 264. Planted perturbation: a
+    wrong dispersion prior, LogNormal(log 5, 0.1), gives a median of 10.8 (no divergences):
+    it fails ``100 < median``."""
     gp = decl.build(data, "laplace")
-    # 300 draws a chain: at 150, R-hat (1.056 on one seed) measures the Monte Carlo error of a
-    # short run more than the sampler
-    idata = gp.fit("laplace", draws=300, tune=300, chains=2, random_seed=1)
+    idata = gp.fit("laplace", draws=150, tune=150, chains=2, random_seed=1)
     post = idata["posterior"]
     assert set(gp.hyperparameters) <= set(post.data_vars) and "f_mode" in post
     assert int(idata["sample_stats"]["diverging"].sum()) == 0
     rhat = az.rhat(idata, var_names=gp.hyperparameters)
-    assert max(float(rhat[p]) for p in gp.hyperparameters) < 1.05
-    assert 100 < float(np.median(post["dispersion"])) < 600  # full settings: 267 +- 50
+    r = max(float(rhat[p]) for p in gp.hyperparameters)
+    d = float(np.median(post["dispersion"]))
+    assert r < 1.1  # measured 1.040
+    assert 100 < d < 600  # measured 264; full settings: 267 +- 50
