@@ -272,10 +272,13 @@ def test_sparse_argument_is_validated():
 
 @pytest.mark.slow
 def test_nuts_on_the_sparse_model_recovers_the_length_scale():
-    # data from the pp2 GP itself (ls = 2 on [0, 100]: band ~ 2% of n), nutpie (numba backend)
+    """Data from the pp2 GP itself (ls = 2 on [0, 50]: band ~ 4% of n), nutpie (numba backend):
+    the 99% intervals cover ls, eta, sigma, no divergences. With the noise variance doubled in
+    the likelihood (compact_gp_logp given 2 s2, monkeypatched) sigma's interval is
+    [0.113, 0.168] and misses the true 0.2: the test fails."""
     rng = np.random.default_rng(11)
-    n = 400
-    X = np.sort(rng.uniform(0, 100, n))
+    n = 200  # (400 on [0, 100] until issue 35: the same density of points, half the data)
+    X = np.sort(rng.uniform(0, 50, n))
     C = _dense_C(X[:, None], [2.0], 1.0, 0.0, 2) + 1e-9 * np.eye(n)
     y = np.linalg.cholesky(C) @ rng.standard_normal(n) + 0.2 * rng.standard_normal(n)
     m = GPRegression(X, y, "pp2", mean="zero")
