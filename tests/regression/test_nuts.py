@@ -73,7 +73,7 @@ def _recovery(fits) -> tuple[float, list]:
 
 def test_recovers_true_hyperparameters_across_seeds(fits):
     """The 94% intervals cover the true values: 9 checks (3 data sets x 3 parameters) miss about
-    half a time if calibrated; 3 or more misses has probability 1.1% (Binomial(9, 0.06)). The
+    half a time if calibrated; 3 or more misses has probability 1.4% (Binomial(9, 0.06)). The
     misses alone are a weak check at this length, so the posteriors' standardised errors are
     pooled too: sum z^2 < 27.9, the 0.999 quantile of chi^2(9). Measured 5.2 (no misses). With
     the noise variance doubled in the likelihood (C = K + 2 sigma^2 I, monkeypatched) the misses
