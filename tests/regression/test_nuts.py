@@ -117,16 +117,13 @@ def test_log_likelihood_is_the_exact_leave_one_out_density(fits):
     assert np.isfinite(loo.elpd) and loo.pareto_k.max() < 0.7
 
 
-def test_backends_agree_within_monte_carlo_error(fits):
-    """PyMC's NUTS and numpyro against nutpie: posterior means within four combined MCSEs
-    (4 chains of 250 + 250 each; 500 + 500 in validation/tests/test_nuts_long.py). A wrong
-    density in one backend fails: nutpie's reference sampled with the noise variance doubled
-    (C = K + 2 sigma^2 I, monkeypatched) against the correct model under PyMC gave a sigma
-    difference of 0.084 with a combined MCSE of 0.0015 (bound 0.0058)."""
-    model, reference = fits[12]
+def check_backends_agree(model, reference, *, sample) -> None:
+    """PyMC's NUTS and numpyro (``sample(model, sampler=..., seed=5)``) against nutpie's
+    ``reference``: posterior means within four combined MCSEs (here and in the long version,
+    validation/tests/test_nuts_long.py)."""
     summaries = {"nutpie": az.summary(reference, var_names=list(TRUE))}
     for sampler in ("pymc", "numpyro"):
-        idata = _sample(model, sampler=sampler, seed=5)
+        idata = sample(model, sampler=sampler, seed=5)
         assert idata["posterior"].attrs["bayes_gp_sampler"] == sampler
         summaries[sampler] = az.summary(idata, var_names=list(TRUE))
     ref = summaries["nutpie"]
@@ -136,6 +133,15 @@ def test_backends_agree_within_monte_carlo_error(fits):
             diff = abs(float(s.loc[name, "mean"]) - float(ref.loc[name, "mean"]))
             mcse = np.hypot(float(s.loc[name, "mcse_mean"]), float(ref.loc[name, "mcse_mean"]))
             assert diff < 4 * mcse, (sampler, name, diff, mcse)
+
+
+def test_backends_agree_within_monte_carlo_error(fits):
+    """PyMC's NUTS and numpyro against nutpie: posterior means within four combined MCSEs
+    (4 chains of 250 + 250 each; 500 + 500 in validation/tests/test_nuts_long.py). A wrong
+    density in one backend fails: nutpie's reference sampled with the noise variance doubled
+    (C = K + 2 sigma^2 I, monkeypatched) against the correct model under PyMC gave a sigma
+    difference of 0.084 with a combined MCSE of 0.0015 (bound 0.0058)."""
+    check_backends_agree(*fits[12], sample=_sample)
 
 
 def test_nuts_predictive_is_wider_than_map_where_data_are_scarce_and_calibrated():

@@ -229,11 +229,10 @@ def test_sho_term_matches_foreman_mackey_2017(Q):
 
 
 # ---------------------------------------------------------- log likelihood and gradient
-@pytest.mark.parametrize("case", list(CASES))
-def test_logp_and_gradient_equal_the_dense_exact_gp(case):
-    """Every case at n = 400 (the n = 5000 versions, rounding along a long recursion, are in
-    validation/tests/test_quasisep_long.py)."""
-    n = 400
+def check_against_dense(case: str, n: int) -> None:
+    """The quasiseparable log likelihood and its gradient of ``CASES[case]`` on ``n`` simulated
+    points equal the dense exact GP's to ``RTOL`` (here and in
+    validation/tests/test_quasisep_long.py at n = 5000)."""
     build, kref, theta = CASES[case]
     x, y = data(n, seed=n + len(case), span=n / 10.0)
     want, want_g = dense_logp_grad(kref, theta, x, y)
@@ -241,6 +240,13 @@ def test_logp_and_gradient_equal_the_dense_exact_gp(case):
     np.testing.assert_allclose(got, want, rtol=RTOL)
     for name in theta:
         np.testing.assert_allclose(got_g[name], want_g[name], rtol=RTOL, err_msg=name)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_logp_and_gradient_equal_the_dense_exact_gp(case):
+    """Every case at n = 400 (the n = 5000 versions, rounding along a long recursion, are in
+    validation/tests/test_quasisep_long.py)."""
+    check_against_dense(case, n=400)
 
 
 def test_all_inputs_repeated_stay_finite_with_noise_and_fail_cleanly_without():

@@ -416,6 +416,19 @@ def calibrated():
 
 
 @pytest.mark.slow
+def check_calibrated(res, *, thin_to: int) -> None:
+    """An SBC run that passes: no failed fit, no divergence, r-hat < 1.05, every fit's ESS at
+    least the ``thin_to`` draws its ranks use, and both uniformity tests above 0.1 (here and in
+    validation/tests/test_sbc_long.py)."""
+    assert res.n_failed == 0
+    t = res.table
+    assert (t["divergences"] == 0).all() and (t["max_rhat"] < 1.05).all()
+    assert (t["min_ess"] >= thin_to).all()  # thinned to about the ESS
+    u = res.uniformity()
+    assert res.passed(0.05), u
+    assert (u["ecdf_p"] > 0.1).all() and (u["chi2_p"] > 0.1).all(), u
+
+
 def test_sbc_of_an_exact_gp_passes(calibrated):
     """20 simulations of 2 x 150 draws thinned to L = 19 (the 50-simulation, L = 49 version is
     ``validation/tests/test_sbc_long.py``). Measured: ecdf_p 0.47 (ls), 0.15 (eta); chi2_p
@@ -423,14 +436,7 @@ def test_sbc_of_an_exact_gp_passes(calibrated):
     the noise sd halved (0.15 instead of the simulated 0.3, a wrong likelihood) gives ecdf_p
     3.6e-7 (ls) and 0.039 (eta), chi2_p 4.4e-4 (ls), against the bound 0.1, and passed(0.05)
     is False: the test fails."""
-    res = calibrated
-    assert res.n_failed == 0
-    t = res.table
-    assert (t["divergences"] == 0).all() and (t["max_rhat"] < 1.05).all()
-    assert (t["min_ess"] >= SETTINGS["thin_to"]).all()  # thinned to about the ESS
-    u = res.uniformity()
-    assert res.passed(0.05), u
-    assert (u["ecdf_p"] > 0.1).all() and (u["chi2_p"] > 0.1).all(), u
+    check_calibrated(calibrated, thin_to=SETTINGS["thin_to"])
 
 
 @pytest.mark.slow

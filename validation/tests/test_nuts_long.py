@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bayes_gp import GPRegression
-from tests.regression.test_nuts import TRUE, simulate
+from tests.regression.test_nuts import TRUE, check_backends_agree, simulate
 
 SEEDS = (11, 12, 13, 14, 15, 16)
 
@@ -60,16 +60,4 @@ def test_diagnostics_are_clean_at_full_length(fits):
 
 
 def test_backends_agree_within_monte_carlo_error_at_full_length(fits):
-    model, reference = fits[12]
-    summaries = {"nutpie": az.summary(reference, var_names=list(TRUE))}
-    for sampler in ("pymc", "numpyro"):
-        idata = _sample(model, sampler=sampler, seed=5)
-        assert idata["posterior"].attrs["bayes_gp_sampler"] == sampler
-        summaries[sampler] = az.summary(idata, var_names=list(TRUE))
-    ref = summaries["nutpie"]
-    for sampler in ("pymc", "numpyro"):
-        s = summaries[sampler]
-        for name in TRUE:
-            diff = abs(float(s.loc[name, "mean"]) - float(ref.loc[name, "mean"]))
-            mcse = np.hypot(float(s.loc[name, "mcse_mean"]), float(ref.loc[name, "mcse_mean"]))
-            assert diff < 4 * mcse, (sampler, name, diff, mcse)
+    check_backends_agree(*fits[12], sample=_sample)

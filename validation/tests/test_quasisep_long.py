@@ -8,25 +8,11 @@ each; these run with ``./run validate`` or ``python -m pytest validation/tests``
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from tests.regression.test_quasisep import (
-    CASES,
-    RTOL,
-    data,
-    dense_logp_grad,
-    quasisep_logp_grad_pt,
-)
+from tests.regression.test_quasisep import check_against_dense
 
 
 @pytest.mark.parametrize("case", ["matern52", "product_32_cos"])
 def test_logp_and_gradient_equal_the_dense_exact_gp_at_n_5000(case):
-    n = 5000
-    build, kref, theta = CASES[case]
-    x, y = data(n, seed=n + len(case), span=n / 10.0)
-    want, want_g = dense_logp_grad(kref, theta, x, y)
-    got, got_g = quasisep_logp_grad_pt(build, theta, x, y)
-    np.testing.assert_allclose(got, want, rtol=RTOL)
-    for name in theta:
-        np.testing.assert_allclose(got_g[name], want_g[name], rtol=RTOL, err_msg=name)
+    check_against_dense(case, n=5000)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bayes_gp.validate import SBCResult, sbc
-from tests.validate.test_sbc import X, make_model, make_wrong_model
+from tests.validate.test_sbc import X, check_calibrated, make_model, make_wrong_model
 
 N_SIM = 50
 SETTINGS = {"draws": 200, "tune": 200, "chains": 2, "thin_to": 49, "progressbar": False}
@@ -21,14 +21,7 @@ def calibrated() -> SBCResult:
 def test_sbc_of_an_exact_gp_passes_50_simulations(calibrated: SBCResult):
     """Every fit converged and thinned to about its ESS; both uniformity tests pass (measured
     on 2026-11-25: ecdf_p 0.40 (ls), 0.76 (eta); chi2_p 0.96, 0.70)."""
-    res = calibrated
-    assert res.n_failed == 0
-    t = res.table
-    assert (t["divergences"] == 0).all() and (t["max_rhat"] < 1.05).all()
-    assert (t["min_ess"] >= SETTINGS["thin_to"]).all()
-    u = res.uniformity()
-    assert res.passed(0.05), u
-    assert (u["ecdf_p"] > 0.1).all() and (u["chi2_p"] > 0.1).all(), u
+    check_calibrated(calibrated, thin_to=SETTINGS["thin_to"])
 
 
 def test_sbc_with_a_wrong_fitted_prior_fails_50_simulations():

