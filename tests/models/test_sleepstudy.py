@@ -179,6 +179,44 @@ def test_nuts_report_draws_every_figure(nuts_fits):
 SUBSET = (308, 309)
 
 
+def check_no_pooling(decl, data, subset, *, draws: int, n_workers: int, complete_nuts: dict,
+                     min_diff: float, min_z: float) -> None:
+    """No pooling of the ``subset`` subjects by ``fit_many`` (``draws`` + ``draws``, 2 chains,
+    ``n_workers`` Dask workers): the combined log-likelihood and PSIS-LOO terms are each
+    subject's own at its rows, and no pooling is ahead of complete pooling by more than
+    ``min_diff`` and ``min_z`` standard errors (here and in
+    validation/tests/test_sleepstudy_long.py)."""
+    import arviz as az
+
+    keep = np.isin(data.X_train[:, 1], subset)
+    sub = Dataset(X_train=data.X_train[keep], y_train=data.y_train[keep],
+                  feature_names=data.feature_names, target_name=data.target_name,
+                  source=data.source)  # fmt: skip
+    many, idata = decl.module.no_pooling_fit_many(
+        sub, draws=draws, tune=draws, random_seed=1, n_workers=n_workers,
+        fit_kwargs={"compile_kwargs": {"mode": "FAST_RUN"}},
+    )  # fmt: skip
+    assert many.errors == {} and list(many.groups) == list(subset)
+    assert list(idata["posterior"]["group"].values) == list(subset)
+    ll = np.asarray(idata["log_likelihood"]["y"])
+    assert ll.shape == (2, draws, 10 * len(subset)) and np.all(np.isfinite(ll))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ArviZ: Pareto k above the threshold
+        loo = az.loo(idata, pointwise=True, reff=1.0)
+        for g in subset:
+            rows = np.flatnonzero(sub.X_train[:, 1] == g)
+            own = many.fits[g]
+            np.testing.assert_array_equal(ll[:, :, rows], np.asarray(own["log_likelihood"]["y"]))
+            own_loo = az.loo(own, pointwise=True, reff=1.0)
+            np.testing.assert_allclose(np.asarray(loo.elpd_i)[rows], np.asarray(own_loo.elpd_i),
+                                       rtol=1e-12)  # fmt: skip
+        complete = GPRegression(sub.X_train[:, :1], sub.y_train, "expquad").sample(**complete_nuts)
+        cmp = decl.module.compare({"none": idata, "complete": complete})
+    assert cmp.index[0] == "none", cmp
+    diff, dse = -float(cmp.loc["complete", "elpd_diff"]), float(cmp.loc["complete", "dse"])
+    assert diff > min_diff and diff > min_z * dse, cmp
+
+
 def test_no_pooling_by_fit_many_combines_the_subjects_into_one_loo(decl, data):
     """No pooling as one GPRegression per subject on Dask (``bayes_gp.fit_many``, NUTS): the
     subjects' exact-LOO terms per draw are placed at their rows of the data, so the combined
@@ -189,32 +227,6 @@ def test_no_pooling_by_fit_many_combines_the_subjects_into_one_loo(decl, data):
     pooling). The rows of the combined terms are checked exactly (a term at the wrong reading
     fails ``assert_array_equal``); the long version (four subjects, two workers, 2 x 100 draws:
     45 behind, standard error 7) is validation/tests/test_sleepstudy_long.py."""
-    import arviz as az
-
-    keep = np.isin(data.X_train[:, 1], SUBSET)
-    sub = Dataset(X_train=data.X_train[keep], y_train=data.y_train[keep],
-                  feature_names=data.feature_names, target_name=data.target_name,
-                  source=data.source)  # fmt: skip
-    many, idata = decl.module.no_pooling_fit_many(
-        sub, draws=50, tune=50, random_seed=1, n_workers=1,
-        fit_kwargs={"compile_kwargs": {"mode": "FAST_RUN"}},
-    )  # fmt: skip
-    assert many.errors == {} and list(many.groups) == list(SUBSET)
-    assert list(idata["posterior"]["group"].values) == list(SUBSET)
-    ll = np.asarray(idata["log_likelihood"]["y"])
-    assert ll.shape == (2, 50, 20) and np.all(np.isfinite(ll))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # ArviZ: Pareto k above the threshold
-        loo = az.loo(idata, pointwise=True, reff=1.0)
-        for g in SUBSET:
-            rows = np.flatnonzero(sub.X_train[:, 1] == g)
-            own = many.fits[g]
-            np.testing.assert_array_equal(ll[:, :, rows], np.asarray(own["log_likelihood"]["y"]))
-            own_loo = az.loo(own, pointwise=True, reff=1.0)
-            np.testing.assert_allclose(np.asarray(loo.elpd_i)[rows], np.asarray(own_loo.elpd_i),
-                                       rtol=1e-12)  # fmt: skip
-        complete = GPRegression(sub.X_train[:, :1], sub.y_train, "expquad").sample(**NUTS_COMPLETE)
-        cmp = decl.module.compare({"none": idata, "complete": complete})
-    assert cmp.index[0] == "none", cmp
-    diff, dse = -float(cmp.loc["complete", "elpd_diff"]), float(cmp.loc["complete", "dse"])
-    assert diff > 15 and diff > 3 * dse, cmp  # measured 24.3 and 5.5
+    # measured 24.3 and 5.5
+    check_no_pooling(decl, data, SUBSET, draws=50, n_workers=1, complete_nuts=NUTS_COMPLETE,
+                     min_diff=15, min_z=3)  # fmt: skip

@@ -10,12 +10,11 @@ these run with ``./run validate`` or ``python -m pytest validation/tests``).
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 import pytest
 
 from bayes_gp import GPRegression
-from tests.regression.test_nuts import TRUE, check_backends_agree, simulate
+from tests.regression.test_nuts import TRUE, check_backends_agree, check_diagnostics, simulate
 
 SEEDS = (11, 12, 13, 14, 15, 16)
 
@@ -50,13 +49,7 @@ def test_recovers_true_hyperparameters_across_six_seeds(fits):
 
 
 def test_diagnostics_are_clean_at_full_length(fits):
-    for seed, (_, idata) in fits.items():
-        rhat = az.rhat(idata, var_names=list(TRUE))
-        for name in TRUE:
-            assert float(rhat[name]) < 1.01, (seed, name)
-        assert int(np.asarray(idata["sample_stats"]["diverging"]).sum()) == 0, seed
-        ess = az.ess(idata, var_names=list(TRUE))
-        assert min(float(ess[n]) for n in TRUE) > 400, seed
+    check_diagnostics(fits, min_ess=400)
 
 
 def test_backends_agree_within_monte_carlo_error_at_full_length(fits):

