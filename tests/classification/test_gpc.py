@@ -119,13 +119,10 @@ def _scores(p, y):
     return np.mean((p > 0.5) == y), -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
 
 
-def test_laplace_ep_and_sklearn_on_breast_cancer():
-    """Real data shipped with scikit-learn: accuracy within a few points of each other and of
-    scikit-learn. NUTS on the same split (its held-out log-loss no worse than Laplace's) is
-    ``validation/tests/test_gpc_long.py``; the joint-latent density NUTS samples is checked
-    exactly by ``test_joint_latent_density_is_the_bernoulli_gp``, and short NUTS runs on
-    breast-cancer and Pima data by ``tests/models``."""
-    Xtr, ytr, Xte, yte = _breast_cancer()
+def laplace_ep_sklearn(Xtr, ytr, Xte, yte):
+    """Type-II Laplace (logit), EP (probit) and scikit-learn's Laplace classifier fitted on one
+    split (two starts each, seeded): the logit model, its Laplace fit, the scikit-learn model
+    and each method's held-out ``_scores`` (here and in validation/tests/test_gpc_long.py)."""
     logit = GPClassifier(Xtr, ytr, "expquad")
     probit = GPClassifier(Xtr, ytr, "expquad", link="probit")
     lap = logit.fit_laplace(n_restarts=2, random_seed=0)
@@ -137,6 +134,17 @@ def test_laplace_ep_and_sklearn_on_breast_cancer():
         "ep": _scores(probit.predict_proba(Xte, ep), yte),
         "sklearn": _scores(sk.predict_proba(Xte)[:, 1], yte),
     }
+    return logit, lap, sk, res
+
+
+def test_laplace_ep_and_sklearn_on_breast_cancer():
+    """Real data shipped with scikit-learn: accuracy within a few points of each other and of
+    scikit-learn. NUTS on the same split (its held-out log-loss no worse than Laplace's) is
+    ``validation/tests/test_gpc_long.py``; the joint-latent density NUTS samples is checked
+    exactly by ``test_joint_latent_density_is_the_bernoulli_gp``, and short NUTS runs on
+    breast-cancer and Pima data by ``tests/models``."""
+    Xtr, ytr, Xte, yte = _breast_cancer()
+    *_, res = laplace_ep_sklearn(Xtr, ytr, Xte, yte)
     accs = [a for a, _ in res.values()]
     assert min(accs) > 0.88, res
     assert max(accs) - min(accs) < 0.04, res
@@ -163,17 +171,7 @@ def test_laplace_ep_and_sklearn_on_pima():
     (its held-out log-loss no worse than Laplace's) is ``validation/tests/test_gpc_long.py``."""
     Xtr, ytr, Xte, yte = _pima()
     assert Xtr.shape == (200, 7) and Xte.shape == (332, 7)
-    logit = GPClassifier(Xtr, ytr, "expquad")
-    probit = GPClassifier(Xtr, ytr, "expquad", link="probit")
-    lap = logit.fit_laplace(n_restarts=2, random_seed=0)
-    ep = probit.fit_ep(n_restarts=2, random_seed=0)
-    sk = GaussianProcessClassifier(C(1.0) * RBF(1.0), n_restarts_optimizer=1, random_state=0)
-    sk.fit(Xtr, ytr)
-    res = {
-        "laplace": _scores(logit.predict_proba(Xte, lap), yte),
-        "ep": _scores(probit.predict_proba(Xte, ep), yte),
-        "sklearn": _scores(sk.predict_proba(Xte)[:, 1], yte),
-    }
+    _, lap, sk, res = laplace_ep_sklearn(Xtr, ytr, Xte, yte)
     accs = [a for a, _ in res.values()]
     # Measured: accuracy 0.795-0.798 (error 20.2%), log-loss 0.438-0.442; always predicting
     # "No" scores 0.672 and 0.63.
