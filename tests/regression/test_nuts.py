@@ -43,14 +43,20 @@ def _sample(model, sampler="nutpie", seed=1, draws=250, tune=250):
 SEEDS = (11, 12, 13)
 
 
-@pytest.fixture(scope="module")
-def fits():
+def fit_seeds(seeds, sample) -> dict:
+    """Per seed: the expquad GPRegression on the data set ``simulate(seed, n=50)`` and its NUTS
+    fit ``sample(model, seed=seed)`` (here and in validation/tests/test_nuts_long.py)."""
     out = {}
-    for seed in SEEDS:
+    for seed in seeds:
         x, t, *_ = simulate(seed, n=50)
         model = GPRegression(x, t, "expquad")
-        out[seed] = (model, _sample(model, seed=seed))
+        out[seed] = (model, sample(model, seed=seed))
     return out
+
+
+@pytest.fixture(scope="module")
+def fits():
+    return fit_seeds(SEEDS, _sample)
 
 
 def _recovery(fits) -> tuple[float, list]:

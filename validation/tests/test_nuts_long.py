@@ -13,8 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayes_gp import GPRegression
-from tests.regression.test_nuts import TRUE, check_backends_agree, check_diagnostics, simulate
+from tests.regression.test_nuts import (
+    TRUE,
+    check_backends_agree,
+    check_diagnostics,
+    fit_seeds,
+)
 
 SEEDS = (11, 12, 13, 14, 15, 16)
 
@@ -25,12 +29,7 @@ def _sample(model, sampler="nutpie", seed=1, draws=500):
 
 @pytest.fixture(scope="module")
 def fits():
-    out = {}
-    for seed in SEEDS:
-        x, t, *_ = simulate(seed, n=50)
-        model = GPRegression(x, t, "expquad")
-        out[seed] = (model, _sample(model, seed=seed))
-    return out
+    return fit_seeds(SEEDS, _sample)
 
 
 def test_recovers_true_hyperparameters_across_six_seeds(fits):
