@@ -367,7 +367,7 @@ def cache_info() -> dict[str, int]:
 def _compiled_for(model: pm.Model):
     """nutpie's compiled model for ``model``, from the cache when one of the same structure was
     compiled before; ``None`` when the model is :class:`Unreusable` (the caller compiles it)."""
-    import nutpie
+    from bayes_gp.inference.nutpie_compile import compile_pymc_model
 
     try:
         lifted = lift(model)
@@ -381,7 +381,7 @@ def _compiled_for(model: pm.Model):
             _CACHE.move_to_end(lifted.key)
         _STATS["hits" if entry is not None else "misses"] += 1
     if entry is None:
-        compiled = nutpie.compile_pymc_model(lifted.model, backend="numba")
+        compiled = compile_pymc_model(lifted.model)
         entry = _Entry(compiled, lifted.shared)
         with _CACHE_LOCK:
             _CACHE[lifted.key] = entry

@@ -240,9 +240,10 @@ class _Runner:
     # -- fitting
     def _compiled_model(self):
         if self._compiled is None:
-            import nutpie
             import pymc as pm
             import pytensor
+
+            from bayes_gp.inference.nutpie_compile import compile_pymc_model
 
             t0 = time.perf_counter()
             gp = self.template()
@@ -256,7 +257,7 @@ class _Runner:
             model = pm.observe(gp.model, {obs.name: shared})
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*object mode.*")
-                self._compiled = nutpie.compile_pymc_model(model)
+                self._compiled = compile_pymc_model(model)
             self.setup_seconds += time.perf_counter() - t0
         return self._compiled
 

@@ -12,7 +12,7 @@ import pytensor.tensor as pt
 import pytest
 
 from bayes_gp import GPRegression
-from bayes_gp.inference import compiled
+from bayes_gp.inference import compiled, nutpie_compile
 
 
 @pytest.fixture(autouse=True)
@@ -84,9 +84,11 @@ def test_a_closure_over_a_graph_is_not_reusable():
 def test_a_cached_model_with_new_data_equals_a_fresh_compilation(monkeypatch):
     first, second = _gp(0), _gp(1, scale=3.0)
     calls = []
-    compile_model = nutpie.compile_pymc_model
+    compile_model = nutpie_compile.compile_pymc_model
     monkeypatch.setattr(
-        nutpie, "compile_pymc_model", lambda *a, **k: calls.append(1) or compile_model(*a, **k)
+        nutpie_compile,
+        "compile_pymc_model",
+        lambda *a, **k: calls.append(1) or compile_model(*a, **k),
     )
     options = dict(draws=30, tune=30, chains=2, random_seed=5)
     first.sample(**options)
@@ -142,7 +144,7 @@ class _FakeCompiled:
 
 
 def test_the_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(nutpie, "compile_pymc_model", lambda *a, **k: _FakeCompiled())
+    monkeypatch.setattr(nutpie_compile, "compile_pymc_model", lambda *a, **k: _FakeCompiled())
     monkeypatch.setattr(compiled, "MAX_ENTRIES", 2)
     for n in (20, 21, 22):
         compiled._compiled_for(_gp(0, n=n).model)
