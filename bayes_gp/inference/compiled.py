@@ -18,7 +18,7 @@ code with other numbers in it. So:
    and coordinates. What cannot be described exactly — an Op without ``__props__`` (it compares
    by identity, e.g. the Laplace Ops that hold their data), a log density closing over
    something other than plain values — makes the model :class:`Unreusable`, and it is compiled
-   as before.
+   on its own, outside the cache.
 3. :func:`sample_nutpie` keeps nutpie's compiled models by fingerprint (the last
    :data:`MAX_ENTRIES`) and, on a hit, swaps the new data in with nutpie's ``with_data`` (and in
    the initial-point function), which copies arrays into the compiled model's data table.
@@ -366,7 +366,8 @@ def cache_info() -> dict[str, int]:
 
 def _compiled_for(model: pm.Model):
     """nutpie's compiled model for ``model``, from the cache when one of the same structure was
-    compiled before; ``None`` when the model is :class:`Unreusable` (the caller compiles it)."""
+    compiled before; a model that is :class:`Unreusable` compiles as it is, outside the cache
+    (its C entry points are still cached on disk: :mod:`bayes_gp.inference.nutpie_compile`)."""
     from bayes_gp.inference.nutpie_compile import compile_pymc_model
 
     try:
@@ -374,7 +375,7 @@ def _compiled_for(model: pm.Model):
     except Unreusable:
         with _CACHE_LOCK:
             _STATS["unreusable"] += 1
-        return None
+        return compile_pymc_model(model)
     with _CACHE_LOCK:
         entry = _CACHE.get(lifted.key)
         if entry is not None:
@@ -417,8 +418,7 @@ def sample_nutpie(
     """NUTS with nutpie on ``model`` through the cache of compiled models, as ``pm.sample(...,
     nuts_sampler="nutpie")`` runs it (the same seeds per chain, cores, tuning and ArviZ groups).
 
-    Returns ``None`` when reuse is off or the model is :class:`Unreusable`: the caller then
-    samples with ``pm.sample``.
+    Returns ``None`` when reuse is off: the caller then samples with ``pm.sample``.
     """
     if not _ENABLED:
         return None
@@ -427,8 +427,6 @@ def sample_nutpie(
     from pymc.util import get_random_generator
 
     compiled = _compiled_for(model)
-    if compiled is None:
-        return None
     nuts = dict(nuts)
     if "max_treedepth" in nuts:
         nuts["maxdepth"] = nuts.pop("max_treedepth")

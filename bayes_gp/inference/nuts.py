@@ -125,7 +125,7 @@ def run_nuts(
         if backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS:
             # Through the cache of compiled models (``bayes_gp.inference.compiled``): a model
             # of a structure compiled before samples without compiling; ``None``: reuse is off
-            # or the model is not reusable, and ``pm.sample`` compiles it.
+            # and ``pm.sample`` compiles it.
             idata = compiled.sample_nutpie(model, **options)
         if idata is None:
             idata = pm.sample(nuts_sampler=backend, **options)
