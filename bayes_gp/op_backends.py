@@ -23,18 +23,9 @@ which modules define Ops.
 from __future__ import annotations
 
 import sys
-import zlib
 from collections.abc import Callable
-from pathlib import Path
 
-__all__ = [
-    "BACKENDS",
-    "op_backend",
-    "ensure",
-    "ensure_available",
-    "register_numba_cached",
-    "source_version",
-]
+__all__ = ["BACKENDS", "op_backend", "ensure", "ensure_available"]
 
 #: Backends with registrars.
 BACKENDS = ("numba", "jax")
@@ -83,38 +74,3 @@ def ensure_available() -> None:
     for backend, module in _LOADED_WHEN.items():
         if module is None or module in sys.modules:
             ensure(backend)
-
-
-def source_version(*modules: str) -> int:
-    """A CRC-32 of the source files of ``modules`` (dotted names, already imported): the version
-    of a numba implementation that those files define, for PyTensor's on-disk cache key."""
-    crc = 0
-    for name in modules:
-        crc = zlib.crc32(Path(sys.modules[name].__file__).read_bytes(), crc)
-    return crc
-
-
-def register_numba_cached(op_type: type, *modules: str):
-    """Decorator: register ``funcify(op, node=None, **kwargs) -> njit function`` as ``op_type``'s
-    numba implementation, cached on disk by PyTensor across processes.
-
-    Only for implementations determined by the Op's ``__props__`` and the source of ``modules``
-    (nopython code: no ``objmode`` callback into Python objects, no per-instance state such as an
-    ``id(op)`` key): the cache key is PyTensor's default one (the Op's type and props) salted
-    with :func:`source_version` of ``modules``, so an edit of those files compiles afresh. A
-    graph is cached as a whole only when each of its Ops is; an Op registered with the plain
-    ``numba_funcify`` makes every graph containing it compile in each new process.
-    """
-    from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
-
-    version = source_version(*modules)
-
-    def decorate(funcify: Callable) -> Callable:
-        def versioned(op, node=None, **kwargs):
-            return funcify(op, node=node, **kwargs), version
-
-        versioned.__name__ = funcify.__name__
-        register_funcify_default_op_cache_key(op_type)(versioned)
-        return funcify
-
-    return decorate

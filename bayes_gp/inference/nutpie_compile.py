@@ -1,24 +1,26 @@
-"""nutpie's compiled model with C entry points that compile fast and are cached on disk.
+"""nutpie's compiled model with leaner C entry points, cached on disk where PyTensor caches the graph.
 
 nuts-rs (nutpie's sampler core) calls a model through two C function pointers, the log density
 with its gradient and the "expand" function that computes the stored variables, each given a
 pointer to the model's data. ``nutpie.compile_pymc_model`` builds both as ``numba.cfunc``
-closures that numba cannot cache: each model paid about 4-5 s of numba compilation for them in
-every process, even when PyTensor had its log-density graph cached on disk already (measured:
-a 30-point GP regression, 5.6-6.2 s per ``compile_pymc_model`` with warm caches, of which
-~1.5 s PyTensor's rewrites).
+closures: numba compiles them afresh for every model in every process, about 4-5 s each time
+for a small GP (their data are read through a record type and ``reshape``, the gradient copied
+by a broadcasting assignment, code that numba types and lowers anew each time).
 
-Here the two entry points are generated as source (PyTensor's ``compile_numba_function_src``)
-keyed by PyTensor's own cache key of the compiled graph, so numba caches them next to it
-(``~/.pytensor``): a structure compiled once is loaded in every later process. They are also
-leaner: the data arrays are read from a flat array of addresses and shapes (no record type,
-no ``reshape``), the gradient is copied in a loop, which makes even an uncached compilation
-cheaper. What nuts-rs receives is the same: the same PyTensor functions (nutpie's own
+Here the two entry points are generated as source (PyTensor's ``compile_numba_function_src``):
+the data arrays are read from a flat array of addresses and shapes, the gradient is copied in a
+loop. What nuts-rs receives is the same: the same PyTensor functions (nutpie's own
 ``_make_functions``), the same status codes (0 ok, 1 an exception, 3 a non-finite gradient,
 4 a non-finite log density, -1 a dimension mismatch), the same initial points, dims and coords.
+When PyTensor caches the compiled graph on disk as a whole (every Op in it has a cache key), the
+entry points are cached with it, keyed by its key; graphs with bayes_gp's own Ops are not cached
+(README, "Compiled models reused": writing those entries costs more on a cold cache than a
+second process gains).
 
-:func:`compile_pymc_model` falls back to ``nutpie.compile_pymc_model`` when nutpie's internals
-it builds on are not there (they are not public API).
+:func:`compile_pymc_model` uses nutpie's internals (``_make_functions``,
+``_prepare_dims_and_coords``, ``CompiledPyMCModel``; not public API), checked against nutpie
+0.16 (:data:`NUTPIE_TESTED`); with another nutpie, or when they are not importable, it calls
+``nutpie.compile_pymc_model`` itself.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["compile_pymc_model"]
+__all__ = ["NUTPIE_TESTED", "compile_pymc_model"]
+
+#: nutpie's ``major.minor`` versions whose internals this module was checked against.
+NUTPIE_TESTED = ("0.16",)
 
 #: Bumped when the generated source changes meaning (part of the cache key).
 _SOURCE_VERSION = 1
@@ -149,6 +154,8 @@ def compile_pymc_model(model) -> Any:
         from pymc.initial_point import make_initial_point_fn
         from pytensor.link.numba.cache import compile_numba_function_src  # noqa: F401
     except ImportError:  # pragma: no cover - depends on nutpie's and PyTensor's internals
+        return nutpie.compile_pymc_model(model, backend="numba")
+    if ".".join(nutpie.__version__.split(".")[:2]) not in NUTPIE_TESTED:
         return nutpie.compile_pymc_model(model, backend="numba")
     import numba
 

@@ -38,7 +38,7 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 from pytensor.graph.traversal import graph_inputs
 
-from bayes_gp.op_backends import ensure_available, op_backend, register_numba_cached
+from bayes_gp.op_backends import ensure_available, op_backend
 
 __all__ = ["ARDSquareDist", "ARDSquareDistGrad", "ard_square_dist", "BLOCK_ELEMENTS"]
 
@@ -186,7 +186,7 @@ def ard_square_dist(X, Xs, ls) -> pt.TensorVariable:
 # ------------------------------------------------------------------------ backends
 @op_backend("numba")
 def _register_numba() -> None:
-    from pytensor.link.numba.dispatch.basic import numba_njit
+    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
 
     @numba_njit
     def square_dist_numba(X, Xs, ls):
@@ -204,11 +204,11 @@ def _register_numba() -> None:
                     out[i, j] += t * t * wd
         return out
 
-    @register_numba_cached(ARDSquareDist, __name__)
+    @numba_funcify.register(ARDSquareDist)
     def _numba_square_dist(op, node=None, **kwargs):
         return square_dist_numba
 
-    @register_numba_cached(ARDSquareDistGrad, __name__)
+    @numba_funcify.register(ARDSquareDistGrad)
     def _numba_square_dist_grad(op, node=None, **kwargs):
         wrt_inputs = op.wrt_inputs
 

@@ -49,7 +49,7 @@ from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import WalkingGraphRewriter, copy_stack_trace, node_rewriter
 from scipy.linalg import lapack
 
-from bayes_gp.op_backends import ensure_available, op_backend, register_numba_cached
+from bayes_gp.op_backends import ensure_available, op_backend
 
 __all__ = ["GPLogp", "CholeskyInverse", "gp_logp", "marginal_normal"]
 
@@ -293,14 +293,8 @@ def _register_numba() -> None:
     from bayes_gp.regression._numba_lapack import build
 
     native = build()  # LAPACK from nopython code; None: PyTensor's bindings are not importable
-    # nopython LAPACK: cached on disk, so a graph with these Ops compiles once across processes
-    register = (
-        numba_funcify.register
-        if native is None
-        else lambda op: register_numba_cached(op, __name__, "bayes_gp.regression._numba_lapack")
-    )
 
-    @register(GPLogp)
+    @numba_funcify.register(GPLogp)
     def _numba_gp_logp(op, node=None, **kwargs):
         overwrite = op.inplace
         if native is not None:  # no objmode: chains in nutpie's threads do not wait for the GIL
@@ -322,7 +316,7 @@ def _register_numba() -> None:
 
         return gp_logp_numba
 
-    @register(CholeskyInverse)
+    @numba_funcify.register(CholeskyInverse)
     def _numba_chol_inverse(op, node=None, **kwargs):
         overwrite = op.inplace
         if native is not None:

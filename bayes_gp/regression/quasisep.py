@@ -84,7 +84,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from bayes_gp._validation import as_inputs, as_targets, check_aligned, check_jitter
-from bayes_gp.op_backends import ensure_available, op_backend, register_numba_cached
+from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import _broadcast_mean, _ObservedLikelihood, _with_noise
 from bayes_gp.regression.quasisep_terms import (
     NP,
@@ -902,9 +902,9 @@ def quasisep_marginal(
 # ----------------------------------------------------------------------------- backends
 @op_backend("numba")
 def _register_numba() -> None:
-    from pytensor.link.numba.dispatch.basic import numba_njit
+    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
 
-    @register_numba_cached(QuasisepLogp, __name__)
+    @numba_funcify.register(QuasisepLogp)
     def _numba_quasisep(op, node=None, **kwargs):
         core = _logp_grad_core(op.J, op.K)
 
