@@ -16,29 +16,60 @@ DURATIONS_FILE = Path(__file__).with_name("durations.json")
 DEFAULT_UNIT_SECONDS = 10.0
 
 
-def work_unit(item: pytest.Item) -> str:
-    """The unit of work that one xdist worker runs whole: the test file (its module fixtures are
-    computed once), except for the notebooks, each of which is a unit of its own."""
-    path = item.nodeid.split("::", 1)[0]
-    if item.originalname == "test_notebook_runs":
-        return f"{path}::{item.callspec.id}"
+def unit_of(nodeid: str) -> str:
+    """The unit of work that one xdist worker runs whole, from a test's node id: its test file
+    (its module fixtures are computed once), except for the notebooks, each of which is a unit
+    of its own (``tests/test_notebooks.py::<notebook>``)."""
+    path, _, rest = nodeid.partition("::")
+    if rest.startswith("test_notebook_runs[") and rest.endswith("]"):
+        return f"{path}::{rest[len('test_notebook_runs[') : -1]}"
     return path
+
+
+def work_unit(item: pytest.Item) -> str:
+    """:func:`unit_of` the item's node id."""
+    return unit_of(item.nodeid)
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    """Whether this run distributes with ``--dist loadgroup``: the controller sees the option,
+    an xdist worker runs with dist "no" and its own flag ``loadgroup`` (``xdist.remote``)."""
+    return config.getoption("dist", "no") == "loadgroup" or bool(
+        getattr(config.option, "loadgroup", False)
+    )
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadgroup``: xdist's scope scheduler with :func:`unit_of` as the scope.
+
+    xdist's own loadgroup turns ``xdist_group`` marks into a node-id suffix, which pytest 9
+    ignores (node ids are no longer the attribute xdist writes): every test was a unit of its
+    own, a file's tests ran on both workers with their module fixtures computed twice, and the
+    units ran in file order, the notebooks last."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return WorkUnitScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under ``--dist loadgroup`` (``./run test``): one xdist group per :func:`work_unit`, and
-    the units in order of their measured duration, longest first, so that the two workers
-    finish together instead of one running the longest file while the other idles (the longest
-    processing time rule; run with ``--no-loadscope-reorder``, which keeps this order)."""
-    if config.getoption("dist", "no") != "loadgroup":
+    """Under ``--dist loadgroup`` (``./run test``): the units in order of their measured
+    duration, longest first, so that the two workers finish together instead of one running
+    the longest file while the other idles (the longest processing time rule; run with
+    ``--no-loadscope-reorder``, which keeps this order). This runs in each worker, whose
+    collection order is the one the controller hands out."""
+    if not _loadgroup(config):
         return
     try:
         seconds = json.loads(DURATIONS_FILE.read_text())
     except (OSError, ValueError):
         seconds = {}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(work_unit(item)))
     # a stable sort: the tests of a unit stay together and in their order
     items.sort(key=lambda item: -float(seconds.get(work_unit(item), DEFAULT_UNIT_SECONDS)))
 

@@ -3,7 +3,7 @@
     python -m tests.durations report.xml
 
 Each test's setup, call and teardown time (what the XML's ``time`` holds) is summed per work
-unit (:func:`tests.conftest.work_unit`: the test file, or one notebook), rounded to a second.
+unit (:func:`tests.conftest.unit_of`: the test file, or one notebook), rounded to a second.
 ``./run test`` schedules the units longest first on the xdist workers.
 """
 
