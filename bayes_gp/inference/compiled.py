@@ -367,7 +367,7 @@ def cache_info() -> dict[str, int]:
 def _compiled_for(model: pm.Model):
     """nutpie's compiled model for ``model``, from the cache when one of the same structure was
     compiled before; a model that is :class:`Unreusable` compiles as it is, outside the cache
-    (its C entry points are still cached on disk: :mod:`bayes_gp.inference.nutpie_compile`)."""
+    (through :mod:`bayes_gp.inference.nutpie_compile`, as every other)."""
     from bayes_gp.inference.nutpie_compile import compile_pymc_model
 
     try:
