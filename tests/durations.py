@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.conftest import DURATIONS_FILE
+from tests.conftest import unit_of as unit_of_nodeid
 
 
 def unit_of(case: ET.Element) -> str:
@@ -30,9 +31,7 @@ def unit_of(case: ET.Element) -> str:
             break
     else:
         path = Path(*parts).with_suffix(".py")
-    if name.startswith("test_notebook_runs["):
-        return f"{path.as_posix()}::{name[len('test_notebook_runs[') : -1]}"
-    return path.as_posix()
+    return unit_of_nodeid(f"{path.as_posix()}::{name}")
 
 
 def main(argv: list[str]) -> int:
