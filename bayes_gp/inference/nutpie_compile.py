@@ -119,7 +119,7 @@ def _cfunc(template: str, name: str, inner, sig, keys, order, data, **fmt):
         shape = "".join(f"np.intp(ud[{off + 1 + d}]), " for d in range(ndim))
         lines.append(f"        s{k} = numba.carray(as_pointer(ud[{off}]), ({shape}), dtype{k})")
         args.append(f", s{k}")
-    n_ud = len(_user_data(order, data))
+    n_ud = max(1, sum(1 + data[key].ndim for key in order))  # the length of _user_data's array
     src = template.format(name=name, unpack="\n".join(lines), args="".join(args), n_ud=n_ud, **fmt)
     env: dict[str, Any] = {
         "__name__": __name__,  # numba rebuilds a cached function's environment from its module
@@ -149,10 +149,10 @@ def compile_pymc_model(model) -> Any:
             _make_functions,
             _prepare_dims_and_coords,
             _wrap_with_lock,
-            address_as_void_pointer,  # noqa: F401  (used by the generated source)
+            address_as_void_pointer,  # noqa: F401  (probed here: _cfunc's generated source)
         )
         from pymc.initial_point import make_initial_point_fn
-        from pytensor.link.numba.cache import compile_numba_function_src  # noqa: F401
+        from pytensor.link.numba.cache import compile_numba_function_src  # noqa: F401  (probed)
     except ImportError:  # pragma: no cover - depends on nutpie's and PyTensor's internals
         return nutpie.compile_pymc_model(model, backend="numba")
     if ".".join(nutpie.__version__.split(".")[:2]) not in NUTPIE_TESTED:
