@@ -23,6 +23,10 @@ code with other numbers in it. So:
    :data:`MAX_ENTRIES`) and, on a hit, swaps the new data in with nutpie's ``with_data`` (and in
    the initial-point function), which copies arrays into the compiled model's data table.
 
+The compiled model is numba's (:mod:`bayes_gp.inference.nutpie_compile`) unless
+:func:`set_nutpie_backend` asks for JAX (:mod:`bayes_gp.inference.nutpie_jax`) or for the choice
+of :func:`choose_backend`; the cache keeps each backend's models apart.
+
 The result equals a fresh compilation of the same model (``tests/inference/test_compiled.py``:
 identical draws with the same seed). ``BAYES_GP_REUSE_COMPILED=0`` in the environment, or
 :func:`set_enabled`, turns reuse off.
@@ -336,19 +340,41 @@ def _dim_length(length) -> Any:
 class _Entry:
     compiled: Any
     shared: dict[str, SharedVariable]
+    #: the JAX model's cost (``nutpie_jax.JaxModel``) for a ``"jax"`` entry, else ``None``
+    jax: Any = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
 
-_CACHE: OrderedDict[str, _Entry] = OrderedDict()
+#: Compiled models by (fingerprint, nutpie backend)
+_CACHE: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _STATS = {"hits": 0, "misses": 0, "unreusable": 0}
 _ENABLED = os.environ.get("BAYES_GP_REUSE_COMPILED", "1").strip().lower() not in ("0", "false")
+
+#: nutpie's backends: ``"numba"`` (the default), ``"jax"``, ``"auto"`` (:func:`choose_backend`;
+#: opt-in: its estimate misjudges posteriors with deep trees, README "nutpie's backend")
+NUTPIE_BACKENDS = ("numba", "jax", "auto")
+_BACKEND = os.environ.get("BAYES_GP_NUTPIE_BACKEND", "numba").strip().lower() or "numba"
+#: ``"auto"`` takes JAX when its whole run is estimated at most this long (seconds): what
+#: numba's compilation of one more model costs (8-10 s measured, 16-32 s for a process's first;
+#: :mod:`bayes_gp.inference.nutpie_jax`).
+JAX_MAX_SECONDS = 8.0
 
 
 def set_enabled(enabled: bool) -> None:
     """Turn the reuse of compiled models on or off (off: every model compiles afresh)."""
     global _ENABLED
     _ENABLED = bool(enabled)
+
+
+def set_nutpie_backend(backend: str) -> None:
+    """Which backend compiles a model for nutpie: ``"numba"`` (the default), ``"jax"`` or
+    ``"auto"`` (:func:`choose_backend`). The environment variable ``BAYES_GP_NUTPIE_BACKEND``
+    sets the same at import."""
+    global _BACKEND
+    if backend not in NUTPIE_BACKENDS:
+        raise ValueError(f"nutpie backend must be one of {NUTPIE_BACKENDS}, got {backend!r}")
+    _BACKEND = backend
 
 
 def clear_cache() -> None:
@@ -364,33 +390,113 @@ def cache_info() -> dict[str, int]:
         return {**_STATS, "size": len(_CACHE)}
 
 
-def _compiled_for(model: pm.Model):
-    """nutpie's compiled model for ``model``, from the cache when one of the same structure was
-    compiled before; a model that is :class:`Unreusable` compiles as it is, outside the cache
-    (through :mod:`bayes_gp.inference.nutpie_compile`, as every other)."""
+def _cached(key: tuple[str, str] | None) -> _Entry | None:
+    if key is None:
+        return None
+    with _CACHE_LOCK:
+        entry = _CACHE.get(key)
+        if entry is not None:
+            _CACHE.move_to_end(key)
+        return entry
+
+
+def _store(key: tuple[str, str] | None, entry: _Entry) -> None:
+    if key is None:
+        return
+    with _CACHE_LOCK:
+        _CACHE[key] = entry
+        while len(_CACHE) > MAX_ENTRIES:
+            _CACHE.popitem(last=False)
+
+
+def choose_backend(model: pm.Model, iterations: int, key: str | None = None, shared=None):
+    """The nutpie backend for ``iterations`` NUTS iterations (all chains) of ``model``, the
+    reason, and the entry compiled on the way (``None`` if none was):
+
+    * the setting (:func:`set_nutpie_backend`) when it is not ``"auto"``;
+    * ``"numba"`` when a numba-compiled model of this structure is cached (no compilation left),
+      when JAX is not installed, or when an Op of the model has no JAX implementation;
+    * otherwise the JAX model is compiled (about a second) and taken when its whole run is
+      estimated at most :data:`JAX_MAX_SECONDS` (:func:`~bayes_gp.inference.nutpie_jax.
+      estimate_seconds`, from XLA's cost analysis of the gradient: deterministic, so one seed
+      gives one choice and the same draws); longer runs compile with numba, whose gradient is
+      3-6x cheaper and runs off the GIL.
+    """
+    from bayes_gp.inference import nutpie_jax
+
+    setting = _BACKEND
+    if setting == "numba":
+        return "numba", "the nutpie backend is set to numba", None
+    if setting == "auto" and _cached(None if key is None else (key, "numba")) is not None:
+        return "numba", "a model of this structure was compiled with numba before", None
+    if not nutpie_jax.jax_available():
+        if setting == "jax":
+            raise ValueError("the nutpie backend is set to jax, but JAX is not installed")
+        return "numba", "JAX is not installed", None
+    refused = nutpie_jax.refuses_jax(model)
+    if refused is not None:
+        if setting == "jax":
+            raise ValueError(f"the nutpie backend is set to jax, but {refused} has no JAX version")
+        return "numba", f"{refused} has no JAX implementation", None
+    entry = _cached(None if key is None else (key, "jax"))
+    if entry is None:
+        try:
+            jm = nutpie_jax.compile_pymc_model(model)
+        except Exception as err:  # any JAX failure: numba compiles it instead
+            if setting == "jax":
+                raise
+            return "numba", f"JAX could not compile the model ({type(err).__name__}: {err})", None
+        entry = _Entry(jm.compiled, dict(shared or {}), jax=jm)
+    seconds = nutpie_jax.estimate_seconds(entry.jax, iterations)
+    estimate = (
+        f"{iterations} iterations x {nutpie_jax.LEAPFROGS} gradients x "
+        f"{1e3 * entry.jax.seconds_per_eval():.2f} ms = {seconds:.1f} s in JAX"
+    )
+    if setting == "jax":
+        return "jax", f"the nutpie backend is set to jax ({estimate})", entry
+    if seconds <= JAX_MAX_SECONDS:
+        return "jax", f"{estimate}, under the {JAX_MAX_SECONDS:g} s numba compiles for", entry
+    return "numba", f"{estimate}, over the {JAX_MAX_SECONDS:g} s numba compiles for", entry
+
+
+def _compiled_for(model: pm.Model, iterations: int = 0):
+    """nutpie's compiled model for ``model`` and its backend and the reason for it
+    (:func:`choose_backend`; ``iterations``: NUTS iterations of all chains together), from the
+    cache when one of the same structure was compiled before; a model that is
+    :class:`Unreusable`, or any model while reuse is off, compiles as it is, outside the cache."""
     from bayes_gp.inference.nutpie_compile import compile_pymc_model
 
-    try:
-        lifted = lift(model)
-    except Unreusable:
+    lifted = None
+    if _ENABLED:
+        try:
+            lifted = lift(model)
+        except Unreusable:
+            with _CACHE_LOCK:
+                _STATS["unreusable"] += 1
+    target = model if lifted is None else lifted.model
+    key = None if lifted is None else lifted.key
+    backend, reason, jax_entry = choose_backend(
+        target, iterations, key, None if lifted is None else lifted.shared
+    )
+    entry = _cached(None if key is None else (key, backend))
+    if key is not None:
         with _CACHE_LOCK:
-            _STATS["unreusable"] += 1
-        return compile_pymc_model(model)
-    with _CACHE_LOCK:
-        entry = _CACHE.get(lifted.key)
-        if entry is not None:
-            _CACHE.move_to_end(lifted.key)
-        _STATS["hits" if entry is not None else "misses"] += 1
+            _STATS["hits" if entry is not None else "misses"] += 1
+    if jax_entry is not None and _cached(None if key is None else (key, "jax")) is None:
+        _store(None if key is None else (key, "jax"), jax_entry)
     if entry is None:
-        compiled = compile_pymc_model(lifted.model)
-        entry = _Entry(compiled, lifted.shared)
-        with _CACHE_LOCK:
-            _CACHE[lifted.key] = entry
-            while len(_CACHE) > MAX_ENTRIES:
-                _CACHE.popitem(last=False)
-    in_logp = {v.name for v in entry.compiled.shared_var_keys}
+        entry = jax_entry if backend == "jax" else None
+    if entry is None:
+        entry = _Entry(compile_pymc_model(target), {} if lifted is None else lifted.shared)
+        _store(None if key is None else (key, backend), entry)
+    if lifted is None:
+        return entry.compiled, backend, reason
+    if backend == "jax":
+        in_logp = set(entry.compiled._shared_data)
+    else:
+        in_logp = {v.name for v in entry.compiled.shared_var_keys}
     compiled = entry.compiled.with_data(**{k: v for k, v in lifted.data.items() if k in in_logp})
-    initial = entry.compiled.initial_point_func
+    initial = _initial_point_func(entry.compiled)
 
     def initial_point(seed, _data=lifted.data, _entry=entry):
         # The initial-point function reads the cached model's shared variables: set them to
@@ -400,7 +506,22 @@ def _compiled_for(model: pm.Model):
                 var.set_value(_data[name])
             return initial(seed)
 
-    return dataclasses.replace(compiled, initial_point_func=initial_point)
+    return _with_initial_point_func(compiled, initial_point), backend, reason
+
+
+def _initial_point_func(compiled):
+    """The initial-point function of a nutpie model (numba: ``initial_point_func``; JAX:
+    ``_make_initial_points``)."""
+    if hasattr(compiled, "initial_point_func"):
+        return compiled.initial_point_func
+    return compiled._make_initial_points
+
+
+def _with_initial_point_func(compiled, func):
+    """``compiled`` with ``func`` as its initial-point function (either kind, as above)."""
+    numba = hasattr(compiled, "initial_point_func")
+    field = "initial_point_func" if numba else "_make_initial_points"
+    return dataclasses.replace(compiled, **{field: func})
 
 
 def sample_nutpie(
@@ -418,15 +539,15 @@ def sample_nutpie(
     """NUTS with nutpie on ``model`` through the cache of compiled models, as ``pm.sample(...,
     nuts_sampler="nutpie")`` runs it (the same seeds per chain, cores, tuning and ArviZ groups).
 
-    Returns ``None`` when reuse is off: the caller then samples with ``pm.sample``.
+    The model is compiled by numba, or by JAX when :func:`set_nutpie_backend` says so
+    (:func:`choose_backend`); the posterior's attributes
+    ``bayes_gp_nutpie_backend`` and ``bayes_gp_nutpie_backend_reason`` say which and why.
     """
-    if not _ENABLED:
-        return None
     import nutpie
     from pymc.backends.arviz import patch_nutpie_idata
     from pymc.util import get_random_generator
 
-    compiled = _compiled_for(model)
+    compiled, backend, reason = _compiled_for(model, chains * (max(tune, 1) + draws))
     nuts = dict(nuts)
     if "max_treedepth" in nuts:
         nuts["maxdepth"] = nuts.pop("max_treedepth")
@@ -447,4 +568,6 @@ def sample_nutpie(
         **nuts,
     )
     patch_nutpie_idata(idata, model, sampling_time=time.time() - t0)
+    idata["posterior"].attrs["bayes_gp_nutpie_backend"] = backend
+    idata["posterior"].attrs["bayes_gp_nutpie_backend_reason"] = reason
     return idata

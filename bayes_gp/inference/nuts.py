@@ -9,7 +9,8 @@ per second of wall time (compilation included; ``benchmarks/README.md``):
   overhead. ``regression.py`` (SE kernel, 2 chains x (500 + 500)): at N = 300 nutpie 23.0
   min-ESS/s, PyMC 13.3, numpyro 8.1, a hand-written numpyro model 5.8; at N = 1000 nutpie 0.66,
   PyMC 0.14, numpyro 0.18, hand-written 0.24. At N = 100 compilation dominates and the JAX
-  backends win by seconds (whole fits: numpyro 5.4 s, PyMC 7.3 s, nutpie 8.8 s). The
+  backends win by seconds (whole fits: numpyro 5.4 s, PyMC 7.3 s, nutpie 8.8 s); nutpie
+  can compile with JAX too (opt-in: :func:`bayes_gp.inference.compiled.set_nutpie_backend`). The
   heteroscedastic GP (latent log-noise values sampled, f integrated out; ``samplers.py``,
   ``mcycle``): nutpie 1.70 min-ESS/s, numpyro 1.33, PyMC 1.25.
 * **Latent GP under a Bernoulli likelihood** (:class:`~bayes_gp.GPClassifier`, ``latent=True``
@@ -124,8 +125,8 @@ def run_nuts(
         idata = None
         if backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS:
             # Through the cache of compiled models (``bayes_gp.inference.compiled``): a model
-            # of a structure compiled before samples without compiling; ``None``: reuse is off
-            # and ``pm.sample`` compiles it.
+            # of a structure compiled before samples without compiling, and a short run on
+            # small data compiles with JAX in a second rather than with numba in ten.
             idata = compiled.sample_nutpie(model, **options)
         if idata is None:
             idata = pm.sample(nuts_sampler=backend, **options)

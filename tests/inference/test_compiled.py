@@ -12,16 +12,18 @@ import pytensor.tensor as pt
 import pytest
 
 from bayes_gp import GPRegression
-from bayes_gp.inference import compiled, nutpie_compile
+from bayes_gp.inference import compiled, nutpie_compile, nutpie_jax
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     compiled.clear_cache()
     compiled.set_enabled(True)
+    compiled.set_nutpie_backend("numba")
     yield
     compiled.clear_cache()
     compiled.set_enabled(True)
+    compiled.set_nutpie_backend("numba")
 
 
 def _data(seed: int, n: int = 30, scale: float = 1.0):
@@ -81,14 +83,15 @@ def test_a_closure_over_a_graph_is_not_reusable():
         compiled.lift(m)
 
 
-def test_a_cached_model_with_new_data_equals_a_fresh_compilation(monkeypatch):
+@pytest.mark.parametrize("backend", ["numba", "jax"])
+def test_a_cached_model_with_new_data_equals_a_fresh_compilation(monkeypatch, backend):
+    compiled.set_nutpie_backend(backend)
     first, second = _gp(0), _gp(1, scale=3.0)
     calls = []
-    compile_model = nutpie_compile.compile_pymc_model
+    module = nutpie_compile if backend == "numba" else nutpie_jax
+    compile_model = module.compile_pymc_model
     monkeypatch.setattr(
-        nutpie_compile,
-        "compile_pymc_model",
-        lambda *a, **k: calls.append(1) or compile_model(*a, **k),
+        module, "compile_pymc_model", lambda *a, **k: calls.append(1) or compile_model(*a, **k)
     )
     options = dict(draws=30, tune=30, chains=2, random_seed=5)
     first.sample(**options)
@@ -102,6 +105,7 @@ def test_a_cached_model_with_new_data_equals_a_fresh_compilation(monkeypatch):
         np.testing.assert_array_equal(cached["posterior"][name], fresh["posterior"][name])
     np.testing.assert_array_equal(cached["log_likelihood"]["y"], fresh["log_likelihood"]["y"])
     assert cached["posterior"].attrs["bayes_gp_sampler"] == "nutpie"
+    assert cached["posterior"].attrs["bayes_gp_nutpie_backend"] == backend
     np.testing.assert_array_equal(cached["observed_data"]["y"], second.y)
 
 
@@ -109,13 +113,13 @@ def test_the_initial_point_follows_the_new_priors():
     # scale 7: the data-scaled priors' parameters differ from the cached model's
     first, second = _gp(0), _gp(1, scale=7.0)
     compiled._compiled_for(first.model)
-    reused = compiled._compiled_for(second.model)
+    reused, _, _ = compiled._compiled_for(second.model)
     direct = nutpie.compile_pymc_model(second.model)
     for seed in (3, 4):
         np.testing.assert_allclose(
             reused.initial_point_func(seed), direct.initial_point_func(seed), rtol=0, atol=1e-12
         )
-    back = compiled._compiled_for(first.model)  # a hit: the first model's priors again
+    back, _, _ = compiled._compiled_for(first.model)  # a hit: the first model's priors again
     assert not np.allclose(reused.initial_point_func(3), back.initial_point_func(3))
 
 
