@@ -34,6 +34,7 @@ identical draws with the same seed). ``BAYES_GP_REUSE_COMPILED=0`` in the enviro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -62,8 +63,10 @@ __all__ = [
     "cache_info",
     "clear_cache",
     "lift",
+    "nutpie_backend",
     "sample_nutpie",
     "set_enabled",
+    "set_nutpie_backend",
 ]
 
 #: Compiled models kept (least recently used dropped first).
@@ -375,6 +378,18 @@ def set_nutpie_backend(backend: str) -> None:
     if backend not in NUTPIE_BACKENDS:
         raise ValueError(f"nutpie backend must be one of {NUTPIE_BACKENDS}, got {backend!r}")
     _BACKEND = backend
+
+
+@contextlib.contextmanager
+def nutpie_backend(backend: str):
+    """:func:`set_nutpie_backend` for the ``with`` block only (the setting before is restored):
+    ``with nutpie_backend("jax"): gp.sample(draws=150, tune=150)``."""
+    before = _BACKEND
+    set_nutpie_backend(backend)
+    try:
+        yield
+    finally:
+        set_nutpie_backend(before)
 
 
 def clear_cache() -> None:

@@ -95,6 +95,9 @@ def test_a_model_whose_op_has_no_jax_version_takes_numba():
 def test_the_setting_is_checked_and_honoured():
     with pytest.raises(ValueError, match="nutpie backend must be one of"):
         compiled.set_nutpie_backend("xla")
+    with compiled.nutpie_backend("numba"):
+        assert compiled._BACKEND == "numba"
+    assert compiled._BACKEND == "auto"  # restored
     compiled.set_nutpie_backend("numba")
     assert compiled.choose_backend(_gp().model, 10)[0] == "numba"
     compiled.set_nutpie_backend("jax")
