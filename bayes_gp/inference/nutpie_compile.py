@@ -140,24 +140,12 @@ def _cfunc(template: str, name: str, inner, sig, keys, order, data, **fmt):
     return numba.cfunc(sig, cache=key is not None)(fn)
 
 
-def compile_pymc_model(model) -> Any:
-    """``nutpie.compile_pymc_model(model, backend="numba")``, with cached C entry points."""
-    import nutpie
-
-    try:
-        from nutpie.compile_pymc import (
-            _make_functions,
-            _prepare_dims_and_coords,
-            _wrap_with_lock,
-            address_as_void_pointer,  # noqa: F401  (probed here: _cfunc's generated source)
-        )
-        from pymc.initial_point import make_initial_point_fn
-        from pytensor.link.numba.cache import compile_numba_function_src  # noqa: F401  (probed)
-    except ImportError:  # pragma: no cover - depends on nutpie's and PyTensor's internals
-        return nutpie.compile_pymc_model(model, backend="numba")
-    if ".".join(nutpie.__version__.split(".")[:2]) not in NUTPIE_TESTED:
-        return nutpie.compile_pymc_model(model, backend="numba")
-    import numba
+def make_functions(model, mode: str) -> tuple:
+    """nutpie's ``_make_functions(model, mode=mode, ...)`` as ``nutpie.compile_pymc_model`` calls
+    it: the log density with PyTensor's gradient, the expand function (joined into one vector
+    for numba, separate for JAX) and the initial points (support points, jittered)."""
+    from nutpie.compile_pymc import _make_functions, _wrap_with_lock
+    from pymc.initial_point import make_initial_point_fn
 
     initial = _wrap_with_lock(
         make_initial_point_fn(
@@ -167,13 +155,43 @@ def compile_pymc_model(model) -> Any:
             return_transformed=True,
         )
     )
-    n_dim, n_expanded, logp_pt, expand_pt, initial_point_fn, shape_info, reparam = _make_functions(
+    return _make_functions(
         model,
-        mode="NUMBA",
+        mode=mode,
         compute_grad=True,
-        join_expanded=True,
+        join_expanded=mode == "NUMBA",
         pymc_initial_point_fn=initial,
         var_names=None,
+    )
+
+
+def tested_nutpie() -> bool:
+    """Whether the installed nutpie is one whose internals this module was checked against."""
+    import nutpie
+
+    return ".".join(nutpie.__version__.split(".")[:2]) in NUTPIE_TESTED
+
+
+def compile_pymc_model(model) -> Any:
+    """``nutpie.compile_pymc_model(model, backend="numba")``, with cached C entry points."""
+    import nutpie
+
+    try:
+        from nutpie.compile_pymc import (  # noqa: F401  (probed: make_functions, _cfunc's source)
+            _make_functions,
+            _prepare_dims_and_coords,
+            _wrap_with_lock,
+            address_as_void_pointer,
+        )
+        from pytensor.link.numba.cache import compile_numba_function_src  # noqa: F401  (probed)
+    except ImportError:  # pragma: no cover - depends on nutpie's and PyTensor's internals
+        return nutpie.compile_pymc_model(model, backend="numba")
+    if not tested_nutpie():
+        return nutpie.compile_pymc_model(model, backend="numba")
+    import numba
+
+    n_dim, n_expanded, logp_pt, expand_pt, initial_point_fn, shape_info, reparam = make_functions(
+        model, "NUMBA"
     )
     shared_vars = list(dict.fromkeys([*logp_pt.get_shared(), *expand_pt.get_shared()]))
     var_keys = {var: f"s{i}" for i, var in enumerate(shared_vars)}

@@ -123,29 +123,22 @@ def compile_pymc_model(model) -> JaxModel:
     # parallel, one device each) when it is imported before JAX starts its backend: import it
     # first, or a numpyro run after this model would draw its chains one after another.
     import jax
+    import nutpie
     import pymc.sampling.jax  # noqa: F401
-    from nutpie.compile_pymc import _make_functions, _prepare_dims_and_coords, _wrap_with_lock
+    from nutpie.compile_pymc import _prepare_dims_and_coords
     from nutpie.compiled_pyfunc import from_pyfunc
-    from pymc.initial_point import make_initial_point_fn
 
     from bayes_gp import op_backends
+    from bayes_gp.inference.nutpie_compile import make_functions, tested_nutpie
 
     op_backends.ensure("jax")
-    initial = _wrap_with_lock(
-        make_initial_point_fn(
-            model=model,
-            default_strategy="support_point",
-            jitter_rvs=set(model.free_RVs),
-            return_transformed=True,
+    if not tested_nutpie():  # nutpie's own (no cost analysis: "auto" then takes numba)
+        compiled = nutpie.compile_pymc_model(
+            model, backend="jax", gradient_backend="pytensor", freeze_model=False
         )
-    )
-    n_dim, _, logp_pt, expand_pt, initial_point_fn, shape_info, reparam = _make_functions(
-        model,
-        mode="JAX",
-        compute_grad=True,
-        join_expanded=False,
-        pymc_initial_point_fn=initial,
-        var_names=None,
+        return JaxModel(compiled, np.inf)
+    n_dim, _, logp_pt, expand_pt, initial_point_fn, shape_info, reparam = make_functions(
+        model, "JAX"
     )
     logp_fn = logp_pt.vm.jit_fn
     expand_fn = expand_pt.vm.jit_fn
