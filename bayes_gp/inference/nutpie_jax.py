@@ -3,7 +3,8 @@
 nutpie samples a PyMC model compiled either by numba (C entry points that nuts-rs calls with no
 Python in between; :mod:`bayes_gp.inference.nutpie_compile`) or by JAX (a jitted log density and
 gradient that nuts-rs calls through Python, holding the GIL). They trade compilation for speed
-per step. Measured on the 2-core machine (``GPRegression``, ExpQuad, one process, warm caches):
+per step. Measured on the 2-core machine (``GPRegression`` with Matérn and ExpQuad kernels, one
+process; first-model compile times from a fresh and a warm cache):
 
 ====================  ==============  ===============  ================================
                       numba           JAX              JAX per gradient (one thread)
