@@ -405,21 +405,24 @@ def cache_info() -> dict[str, int]:
         return {**_STATS, "size": len(_CACHE)}
 
 
-def _cached(key: tuple[str, str] | None) -> _Entry | None:
+def _cached(key: str | None, backend: str) -> _Entry | None:
+    """The cached model of fingerprint ``key`` compiled by ``backend`` (``None`` for no key)."""
     if key is None:
         return None
     with _CACHE_LOCK:
-        entry = _CACHE.get(key)
+        entry = _CACHE.get((key, backend))
         if entry is not None:
-            _CACHE.move_to_end(key)
+            _CACHE.move_to_end((key, backend))
         return entry
 
 
-def _store(key: tuple[str, str] | None, entry: _Entry) -> None:
+def _store(key: str | None, backend: str, entry: _Entry) -> None:
+    """Keep ``entry`` as the model of fingerprint ``key`` compiled by ``backend`` (not without a
+    key: an unreusable model, or reuse off)."""
     if key is None:
         return
     with _CACHE_LOCK:
-        _CACHE[key] = entry
+        _CACHE[(key, backend)] = entry
         while len(_CACHE) > MAX_ENTRIES:
             _CACHE.popitem(last=False)
 
@@ -442,19 +445,22 @@ def choose_backend(model: pm.Model, iterations: int, key: str | None = None, sha
     setting = _BACKEND
     if setting == "numba":
         return "numba", "the nutpie backend is set to numba", None
-    if setting == "auto" and _cached(None if key is None else (key, "numba")) is not None:
+    if setting == "auto" and _cached(key, "numba") is not None:
         return "numba", "a model of this structure was compiled with numba before", None
-    if not nutpie_jax.jax_available():
-        if setting == "jax":
-            raise ValueError("the nutpie backend is set to jax, but JAX is not installed")
-        return "numba", "JAX is not installed", None
-    refused = nutpie_jax.refuses_jax(model)
-    if refused is not None:
-        if setting == "jax":
-            raise ValueError(f"the nutpie backend is set to jax, but {refused} has no JAX version")
-        return "numba", f"{refused} has no JAX implementation", None
-    entry = _cached(None if key is None else (key, "jax"))
+    # a JAX model of this structure compiled before: JAX is installed and no Op refused it
+    entry = _cached(key, "jax")
     if entry is None:
+        if not nutpie_jax.jax_available():
+            if setting == "jax":
+                raise ValueError("the nutpie backend is set to jax, but JAX is not installed")
+            return "numba", "JAX is not installed", None
+        refused = nutpie_jax.refuses_jax(model)
+        if refused is not None:
+            if setting == "jax":
+                raise ValueError(
+                    f"the nutpie backend is set to jax, but {refused} has no JAX version"
+                )
+            return "numba", f"{refused} has no JAX implementation", None
         try:
             jm = nutpie_jax.compile_pymc_model(model)
         except Exception as err:  # any JAX failure: numba compiles it instead
@@ -493,17 +499,17 @@ def _compiled_for(model: pm.Model, iterations: int = 0):
     backend, reason, jax_entry = choose_backend(
         target, iterations, key, None if lifted is None else lifted.shared
     )
-    entry = _cached(None if key is None else (key, backend))
+    entry = _cached(key, backend)
     if key is not None:
         with _CACHE_LOCK:
             _STATS["hits" if entry is not None else "misses"] += 1
-    if jax_entry is not None and _cached(None if key is None else (key, "jax")) is None:
-        _store(None if key is None else (key, "jax"), jax_entry)
+    if jax_entry is not None and _cached(key, "jax") is None:
+        _store(key, "jax", jax_entry)  # compiled for the choice: kept for a shorter run
     if entry is None:
         entry = jax_entry if backend == "jax" else None
     if entry is None:
         entry = _Entry(compile_pymc_model(target), {} if lifted is None else lifted.shared)
-        _store(None if key is None else (key, backend), entry)
+        _store(key, backend, entry)
     if lifted is None:
         return entry.compiled, backend, reason
     if backend == "jax":

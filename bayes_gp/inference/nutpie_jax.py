@@ -103,7 +103,7 @@ def refuses_jax(model) -> str | None:
 
     op_backends.ensure("jax")
     logp = model.logp()
-    inputs = [v for v in model.value_vars]
+    inputs = list(model.value_vars)
     seen: set[type] = set()
     for node in applys_between(inputs, [logp]):
         cls = type(node.op)
@@ -121,8 +121,9 @@ def compile_pymc_model(model) -> JaxModel:
     """nutpie's JAX model of ``model`` (module docstring): its log density and PyTensor's
     gradient compiled by JAX, the model's shared variables kept as arguments."""
     # PyMC's JAX sampling module sets XLA's host device count (its numpyro chains run in
-    # parallel, one device each) when it is imported before JAX starts its backend: import it
-    # first, or a numpyro run after this model would draw its chains one after another.
+    # parallel, one device each) when it is imported before JAX starts its backend (importing
+    # jax does not start it; this model's first call does): import it here, or a numpyro run
+    # after this model would draw its chains one after another.
     import jax
     import nutpie
     import pymc.sampling.jax  # noqa: F401

@@ -125,8 +125,8 @@ def run_nuts(
         idata = None
         if backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS:
             # Through the cache of compiled models (``bayes_gp.inference.compiled``): a model
-            # of a structure compiled before samples without compiling, and a short run on
-            # small data compiles with JAX in a second rather than with numba in ten.
+            # of a structure compiled before samples without compiling (by numba, or by JAX
+            # when ``compiled.set_nutpie_backend`` asks for it).
             idata = compiled.sample_nutpie(model, **options)
         if idata is None:
             idata = pm.sample(nuts_sampler=backend, **options)
