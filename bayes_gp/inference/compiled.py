@@ -64,6 +64,7 @@ __all__ = [
     "clear_cache",
     "lift",
     "nutpie_backend",
+    "nutpie_backend_setting",
     "sample_nutpie",
     "set_enabled",
     "set_nutpie_backend",
@@ -378,6 +379,11 @@ def set_nutpie_backend(backend: str) -> None:
     if backend not in NUTPIE_BACKENDS:
         raise ValueError(f"nutpie backend must be one of {NUTPIE_BACKENDS}, got {backend!r}")
     _BACKEND = backend
+
+
+def nutpie_backend_setting() -> str:
+    """The current setting of :func:`set_nutpie_backend`: ``"numba"``, ``"jax"`` or ``"auto"``."""
+    return _BACKEND
 
 
 @contextlib.contextmanager

@@ -347,6 +347,8 @@ def _make_spec(
     names = None
     if var_names is not None:
         names = (var_names,) if isinstance(var_names, str) else tuple(var_names)
+    from bayes_gp.inference.compiled import nutpie_backend_setting
+
     return _Spec(
         make_model,
         simulate_model,
@@ -359,6 +361,10 @@ def _make_spec(
         int(thin_to),
         max_draws,
         dict(sample_kwargs or {}),
+        # nutpie's backend for fit="compiled" (worker processes take the caller's): JAX when
+        # bayes_gp.inference.compiled's setting asks for it, else numba (also under "auto":
+        # one compilation serves every simulation, and numba's gradient is the cheaper one)
+        "jax" if nutpie_backend_setting() == "jax" else "numba",
     )
 
 
@@ -501,6 +507,7 @@ def sbc(
         "thin_to": spec.thin_to,
         "max_draws": spec.max_draws,
         "n_workers": n_workers,
+        "nutpie_backend": spec.nutpie_backend if spec.fit == "compiled" else None,
     }
     return SBCResult(
         tuple(sims),

@@ -137,6 +137,7 @@ class _Spec:
     thin_to: int
     max_draws: int
     sample_kwargs: Mapping[str, Any]
+    nutpie_backend: str = "numba"  # of fit="compiled": "numba" or "jax"
 
 
 # ------------------------------------------------------------------------------ the runner
@@ -243,6 +244,7 @@ class _Runner:
             import pymc as pm
             import pytensor
 
+            from bayes_gp.inference.compiled import choose_backend, nutpie_backend
             from bayes_gp.inference.nutpie_compile import compile_pymc_model
 
             t0 = time.perf_counter()
@@ -255,9 +257,14 @@ class _Runner:
             self._dtype = obs.type.dtype
             shared = pytensor.shared(np.asarray(self.spec.y).astype(self._dtype), name=SHARED_NAME)
             model = pm.observe(gp.model, {obs.name: shared})
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*object mode.*")
-                self._compiled = compile_pymc_model(model)
+            if self.spec.nutpie_backend == "jax":
+                # (an Op without a JAX version is named by choose_backend's error)
+                with nutpie_backend("jax"):
+                    self._compiled = choose_backend(model, 0)[2].compiled
+            else:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message=".*object mode.*")
+                    self._compiled = compile_pymc_model(model)
             self.setup_seconds += time.perf_counter() - t0
         return self._compiled
 

@@ -69,6 +69,7 @@ def test_map_fit_and_relevance(decl, data):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("nutpie_jax")
 def test_short_nuts_run(decl, data):
     gp = decl.build(data, "nuts")
     idata = gp.sample(draws=50, tune=50, chains=1, random_seed=5)

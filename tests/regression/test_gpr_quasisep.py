@@ -188,6 +188,7 @@ def test_preflight_checks_the_o_n_factorisation_and_raises_the_jitter():
 
 
 # ------------------------------------------------------------------------------------ NUTS
+@pytest.mark.usefixtures("nutpie_jax")
 def test_nuts_runs_and_agrees_with_the_dense_posterior():
     x, y = data(40, seed=5)
     post = {}

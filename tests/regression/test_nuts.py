@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from bayes_gp import GPRegression
+from bayes_gp.inference.compiled import nutpie_backend
 from bayes_gp.linalg import jittered_cholesky
 from bayes_gp.predictive import factorize, predict
 
@@ -56,7 +57,8 @@ def fit_seeds(seeds, sample) -> dict:
 
 @pytest.fixture(scope="module")
 def fits():
-    return fit_seeds(SEEDS, _sample)
+    with nutpie_backend("jax"):  # (the same draws as numba's: tests/conftest.py::nutpie_jax)
+        return fit_seeds(SEEDS, _sample)
 
 
 def _recovery(fits) -> tuple[float, list]:
@@ -172,6 +174,7 @@ def test_nuts_predictive_is_wider_than_map_where_data_are_scarce_and_calibrated(
     assert pred.extra["n_draws"] == 500
 
 
+@pytest.mark.usefixtures("nutpie_jax")
 def test_ard_relevance_from_nuts_has_credible_intervals(fits):
     model, idata = fits[13]
     with pytest.raises(ValueError, match="ARD"):
