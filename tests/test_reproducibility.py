@@ -11,7 +11,7 @@ What each backend promises, and what is checked here:
   bit-identical hyperparameters and objective; restarts from another seed start elsewhere.
 
 Models are tiny (n = 12, 2 chains x 20 draws) so that compilation dominates; PyMC's own sampler
-compiles with the C backend (``FAST_RUN``), which is seconds instead of a numba compile.
+compiles with ``FAST_RUN`` (numba in PyTensor 3).
 """
 
 from __future__ import annotations

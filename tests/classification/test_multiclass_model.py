@@ -20,7 +20,8 @@ from bayes_gp.classification.multiclass_model import MulticlassFit, MulticlassGP
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.protocol import GPModel
 
-#: PyTensor's C backend for the NUTS tests: compiles in seconds where numba takes ~50 s.
+#: The NUTS tests' compile mode: ``FAST_RUN`` (numba in PyTensor 3, as the default; an earlier
+#: note here called it the C backend, which was measured slower to compile on a fresh HOME).
 FAST = {"compile_kwargs": {"mode": "FAST_RUN"}}
 
 

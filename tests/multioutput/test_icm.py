@@ -129,7 +129,7 @@ def test_heterotopic_dense_path_equals_restricted_mvn(rng):
 @pytest.mark.parametrize("missing", [False, True])
 def test_pymc_model_logp_equals_reference(rng, missing):
     """icm_marginal with PyMC random variables: the model's log-likelihood term is the reference
-    density at the point (PyTensor's C backend)."""
+    density at the point (PyTensor's default backend, numba)."""
     X, Y = data(rng, n=10)
     if missing:
         Y[3:6, 1] = np.nan
@@ -150,15 +150,16 @@ def test_pymc_model_logp_equals_reference(rng, missing):
 
 
 def test_numba_backend_and_prior_draws(rng):
-    """The Op's numba registration gives the C backend's values and gradients; the Kronecker
-    observed variable draws from its prior (stacked vec(Y), output-major)."""
+    """The Op's numba registration gives the values and gradients of its ``perform`` (the
+    Python linker; the reference was ``FAST_RUN``, which is numba itself in PyTensor 3); the
+    Kronecker observed variable draws from its prior (stacked vec(Y), output-major)."""
     X, Y = data(rng, n=9, P=2)
     W, kappa, sigma = pt.dmatrix("W"), pt.dvector("kappa"), pt.dvector("sigma")
     lp = icm_logp(X, Y, Matern52(1, ls=0.8), W, kappa, sigma)
     outs = [lp, *pt.grad(lp, [W, kappa, sigma])]
     x0 = (np.array([[1.0], [0.5]]), np.array([0.2, 0.1]), np.array([0.3, 0.4]))
     a = pytensor.function([W, kappa, sigma], outs, mode="NUMBA")(*x0)
-    b = pytensor.function([W, kappa, sigma], outs, mode="FAST_RUN")(*x0)
+    b = pytensor.function([W, kappa, sigma], outs, mode="FAST_COMPILE")(*x0)
     for u, v in zip(a, b, strict=True):
         np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
     with pm.Model() as model:

