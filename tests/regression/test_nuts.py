@@ -2,8 +2,9 @@
 predictive bands that carry hyperparameter uncertainty, calibrated coverage, LOO.
 
 Data are simulated from a known GP (SE kernel, ls=1.2, eta=1.0, sigma=0.3) with fixed seeds.
-Sampling costs tens of seconds per model (mostly numba compilation), so fits are module-scoped;
-the fits of the same structure reuse nutpie's compiled model. The long versions (six data sets,
+Sampling costs tens of seconds per model (mostly numba compilation), so fits are module-scoped,
+compiled by nutpie's JAX backend (seconds; the same steps as numba), and the fits of the same
+structure reuse nutpie's compiled model. The long versions (six data sets,
 4 chains of 500 + 500, every backend at that length) are validation/tests/test_nuts_long.py.
 """
 
