@@ -376,9 +376,14 @@ def set_nutpie_backend(backend: str) -> None:
     ``"auto"`` (:func:`choose_backend`). The environment variable ``BAYES_GP_NUTPIE_BACKEND``
     sets the same at import."""
     global _BACKEND
+    _BACKEND = _checked_backend(backend)
+
+
+def _checked_backend(backend: str) -> str:
+    """``backend`` if it is one of :data:`NUTPIE_BACKENDS`, else a ``ValueError``."""
     if backend not in NUTPIE_BACKENDS:
         raise ValueError(f"nutpie backend must be one of {NUTPIE_BACKENDS}, got {backend!r}")
-    _BACKEND = backend
+    return backend
 
 
 def nutpie_backend_setting() -> str:
@@ -433,11 +438,17 @@ def _store(key: str | None, backend: str, entry: _Entry) -> None:
             _CACHE.popitem(last=False)
 
 
-def choose_backend(model: pm.Model, iterations: int, key: str | None = None, shared=None):
+def choose_backend(
+    model: pm.Model,
+    iterations: int,
+    key: str | None = None,
+    shared=None,
+    setting: str | None = None,
+):
     """The nutpie backend for ``iterations`` NUTS iterations (all chains) of ``model``, the
     reason, and the entry compiled on the way (``None`` if none was):
 
-    * the setting (:func:`set_nutpie_backend`) when it is not ``"auto"``;
+    * ``setting`` (default: :func:`set_nutpie_backend`'s) when it is not ``"auto"``;
     * ``"numba"`` when a numba-compiled model of this structure is cached (no compilation left),
       when JAX is not installed, or when an Op of the model has no JAX implementation;
     * otherwise the JAX model is compiled (about a second) and taken when its whole run is
@@ -448,7 +459,7 @@ def choose_backend(model: pm.Model, iterations: int, key: str | None = None, sha
     """
     from bayes_gp.inference import nutpie_jax
 
-    setting = _BACKEND
+    setting = _BACKEND if setting is None else _checked_backend(setting)
     if setting == "numba":
         return "numba", "the nutpie backend is set to numba", None
     if setting == "auto" and _cached(key, "numba") is not None:

@@ -244,7 +244,7 @@ class _Runner:
             import pymc as pm
             import pytensor
 
-            from bayes_gp.inference.compiled import choose_backend, nutpie_backend
+            from bayes_gp.inference.compiled import choose_backend
             from bayes_gp.inference.nutpie_compile import compile_pymc_model
 
             t0 = time.perf_counter()
@@ -259,8 +259,8 @@ class _Runner:
             model = pm.observe(gp.model, {obs.name: shared})
             if self.spec.nutpie_backend == "jax":
                 # (an Op without a JAX version is named by choose_backend's error)
-                with nutpie_backend("jax"):
-                    self._compiled = choose_backend(model, 0)[2].compiled
+                _, _, entry = choose_backend(model, 0, setting="jax")
+                self._compiled = entry.compiled
             else:
                 with warnings.catch_warnings():
                     warnings.filterwarnings("ignore", message=".*object mode.*")
