@@ -413,9 +413,9 @@ def sbc(
         ``"compiled"``: nutpie's compiled model of ``make_model(y)``, compiled once, with each
         simulated data set swapped in (fast; the sampler is nutpie with
         ``target_accept=0.9`` as in ``GPRegression.sample``, compiled by numba, or by JAX
-        under ``bayes_gp.inference.compiled.nutpie_backend("jax")``: the same steps, recorded
-        in ``settings["nutpie_backend"]``). ``"sample"``:
-        ``make_model(y_sim).sample(draws=, tune=, chains=, random_seed=, **sample_kwargs)``
+        under ``bayes_gp.inference.compiled.nutpie_backend("jax")``, recorded in
+        ``settings["nutpie_backend"]``; the two round differently, so long runs may differ).
+        ``"sample"``: ``make_model(y_sim).sample(draws=, tune=, chains=, random_seed=, **sample_kwargs)``
         for each simulation (compiles every time, uses the model's own sampler choice and
         jitter check). A callable ``fit(model, *, draws, tune, chains, random_seed,
         **sample_kwargs)`` returning ArviZ data with a ``posterior`` group.
