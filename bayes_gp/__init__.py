@@ -13,12 +13,20 @@ classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
     ``MulticlassGPClassifier``: C latent GPs with a softmax likelihood; Laplace, NUTS.
 hierarchical
-    ``HierarchicalGP``: many related groups, partial pooling of their hyperparameters.
+    ``HierarchicalGP``: many related groups, partial pooling of their hyperparameters
+    (``HierarchicalLatentGP``: the same for a non-Gaussian likelihood).
+deep
+    ``DeepKernelRegression``: a GP on the features of a small neural network (deep kernel
+    learning); its type-II fit is a ``DKLFit``.
+weight_space
+    ``BayesianLinearRegression``, ``KernelRidge``: the weight-space view (PRML §3.3, §6.1).
 multioutput
-    ``MultiOutputGP``: correlated outputs (intrinsic / linear coregionalisation), NaN-missing.
+    ``MultiOutputGP``: correlated outputs (intrinsic / linear coregionalisation), NaN-missing;
+    its predictions are ``MultiOutputPrediction``.
 latent
     ``LatentGP``: latent GPs for counts, proportions, binary outcomes and outliers (Bernoulli,
-    binomial, Poisson, negative binomial, Student-t), NUTS with the GP integrated out by Laplace.
+    binomial, Poisson, negative binomial, Student-t), NUTS with the GP integrated out by Laplace;
+    type-II fits ``LatentFit`` (Laplace), ``VIFit``, ``EPFit`` (both ``SiteFit``).
 inference
     Type-II fits (ML-II, MAP) with restarts, NUTS backends, the jitter pre-flight.
 many
@@ -42,13 +50,13 @@ from bayes_gp.classification import (
     MulticlassFit,
     MulticlassGPClassifier,
 )
-from bayes_gp.deep import DeepKernelRegression
-from bayes_gp.hierarchical import HierarchicalGP
+from bayes_gp.deep import DeepKernelRegression, DKLFit
+from bayes_gp.hierarchical import HierarchicalGP, HierarchicalLatentGP
 from bayes_gp.inference import MapFit
-from bayes_gp.latent import LatentFit, LatentGP
+from bayes_gp.latent import EPFit, LatentFit, LatentGP, SiteFit, VIFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.many import ManyFit, fit_many
-from bayes_gp.multioutput import MultiOutputGP
+from bayes_gp.multioutput import MultiOutputGP, MultiOutputPrediction
 from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
 from bayes_gp.regression.term import MarginalPrediction, MarginalTerm, marginal_gp, predict_marginal
 from bayes_gp.report import Report
@@ -68,7 +76,12 @@ __all__ = [
     "LatentGP",
     "MultiOutputGP",
     "HierarchicalGP",
+    "HierarchicalLatentGP",
     "LatentFit",
+    "SiteFit",
+    "VIFit",
+    "EPFit",
+    "MultiOutputPrediction",
     "Prediction",
     "MapFit",
     "fit_many",
@@ -82,6 +95,7 @@ __all__ = [
     "BayesianLinearRegression",
     "KernelRidge",
     "DeepKernelRegression",
+    "DKLFit",
     "marginal_gp",
     "predict_marginal",
     "MarginalTerm",

@@ -14,6 +14,7 @@ All functions take ``C`` = the covariance of the observations (kernel Gram matri
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,11 +36,22 @@ __all__ = [
     "binary_scores",
     "held_out_vector",
     "gaussian_mixture_cdf",
+    "gaussian_mixture_quantiles",
+    "CI_PROB",
+    "CI_QUANTILES",
+    "Z_CI",
     "Prediction",
     "GaussianPredictions",
 ]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
+#: Probability of every central interval the package reports: the ``lower``/``upper`` of every
+#: prediction, the predictive bands and the report's HDIs (ArviZ's default, 94%).
+CI_PROB = 0.94
+#: The quantiles that bound the central ``CI_PROB`` interval, :math:`((1 - p)/2, (1 + p)/2)`.
+CI_QUANTILES = (0.03, 0.97)
+#: :math:`\Phi^{-1}(0.97)`: a Gaussian's central 94% interval is mean ± ``Z_CI`` sd.
+Z_CI = 1.880793608151251
 
 
 @dataclass(frozen=True)
@@ -186,6 +198,38 @@ def gaussian_mixture_cdf(y: np.ndarray, means: np.ndarray, variances: np.ndarray
     means = np.atleast_2d(np.asarray(means, float))
     sd = np.sqrt(np.atleast_2d(np.asarray(variances, float)))
     return ndtr((np.asarray(y, float)[None, :] - means) / sd).mean(axis=0)
+
+
+def gaussian_mixture_quantiles(
+    means: np.ndarray, sds: np.ndarray, probs: Sequence[float] = CI_QUANTILES
+) -> list[np.ndarray]:
+    r"""Quantiles of the equal-weight mixtures :math:`\frac1S \sum_s N(\mu_s, s_s^2)`, one per
+    column of ``means``/``sds`` ``(S, m)``, by bisection on the mixture CDF
+    (:func:`gaussian_mixture_cdf`): one array ``(m,)`` per probability in ``probs`` (default:
+    the bounds of the central :data:`CI_PROB` interval).
+
+    The quantile lies between the smallest and the largest component quantile: there every
+    component CDF is at most (at least) the probability.
+    """
+    from scipy.special import ndtri
+
+    tiny = np.finfo(float).tiny
+    safe = np.maximum(sds, tiny)
+    out = []
+    for p in probs:
+        q = means + sds * ndtri(p)
+        lo, hi = q.min(axis=0), q.max(axis=0)
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            with np.errstate(over="ignore", invalid="ignore"):
+                cdf = ndtr((mid - means) / safe).mean(axis=0)
+            below = cdf < p
+            lo = np.where(below, mid, lo)
+            hi = np.where(below, hi, mid)
+            if np.all(hi - lo <= 4 * np.finfo(float).eps * np.maximum(np.abs(lo), np.abs(hi))):
+                break
+        out.append(0.5 * (lo + hi))
+    return out
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from bayes_gp._validation import check_aligned, new_inputs
 from bayes_gp.classification.likelihoods import LINKS, average_probability
 from bayes_gp.latent.model import EPFit, LatentFit, LatentGP
 from bayes_gp.linalg import single_blas_thread
-from bayes_gp.predictive import binary_scores
+from bayes_gp.predictive import CI_QUANTILES, binary_scores
 from bayes_gp.protocol import Bands, HeldOutPredictive, is_nuts
 from bayes_gp.regression.catalogue import kernel_formula
 
@@ -227,7 +227,7 @@ class GPClassifier(LatentGP):
         per_draw = average_probability(self.link, means, variances)
         lower = upper = None
         if is_nuts(fit):
-            lower, upper = np.quantile(per_draw, [0.03, 0.97], axis=0)
+            lower, upper = np.quantile(per_draw, CI_QUANTILES, axis=0)
         return Bands("probability", self.X[:, 0], self.t, grid, per_draw.mean(axis=0), lower,
                      upper, positive=str(self.classes_[1]))  # fmt: skip
 

@@ -76,6 +76,7 @@ from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.latent.model import DEFAULT_ABSOLUTE_JITTER, ETA_WARN, LINK_SCALE
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
+from bayes_gp.predictive import CI_QUANTILES
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.regression.catalogue import (
@@ -641,7 +642,7 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
                          for k, (m, c) in enumerate(moments)])  # fmt: skip
         lower = upper = None
         if is_nuts(fit):
-            lower, upper = np.quantile(last, [0.03, 0.97], axis=0)
+            lower, upper = np.quantile(last, CI_QUANTILES, axis=0)
         return Bands("probability", self.X[:, 0], (self.t == self.n_classes - 1).astype(int),
                      grid, last.mean(axis=0), lower, upper,
                      positive=str(self.classes_[-1]))  # fmt: skip

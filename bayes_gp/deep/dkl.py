@@ -68,7 +68,9 @@ from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import Restart, function_of_values
 from bayes_gp.linalg import EAGER_MODE, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
+    CI_QUANTILES,
     LOG_2PI,
+    Z_CI,
     GaussianPredictions,
     Prediction,
     factorize,
@@ -88,7 +90,6 @@ from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["DeepKernelRegression", "DKLFit"]
 
-_Z94 = 1.880793608151251  # 94% central interval of a normal
 
 #: Initial values of kernel hyperparameters by name (``eta``/``theta0``/``theta2`` on the scale of y,
 #: ``ls`` on the scale of the initial features; see ``DeepKernelRegression._initial_hyper``).
@@ -604,7 +605,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         if include_noise:
             var = var + s2
         sd = np.sqrt(var)
-        return Prediction(mean, var, None, mean - _Z94 * sd, mean + _Z94 * sd)
+        return Prediction(mean, var, None, mean - Z_CI * sd, mean + Z_CI * sd)
 
     @single_blas_thread
     def log_predictive_density(self, X_new, y_new, fit) -> np.ndarray:
@@ -866,7 +867,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         samples = np.concatenate(
             [m + np.sqrt(v) * rng.standard_normal((4, m.size)) for m, v in draws]
         )
-        lower, upper = np.quantile(samples, [0.03, 0.97], axis=0)
+        lower, upper = np.quantile(samples, CI_QUANTILES, axis=0)
         mean = means.mean(axis=0)
         var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
         return Prediction(mean, var, None, lower, upper, {"n_draws": len(draws)})

@@ -102,9 +102,12 @@ from bayes_gp.inference.typeii import (
 )
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
+    CI_QUANTILES,
+    Z_CI,
     Prediction,
     gaussian_columns,
     gaussian_mixture_cdf,
+    gaussian_mixture_quantiles,
     gaussian_scores,
     held_out_vector,
 )
@@ -114,7 +117,6 @@ from bayes_gp.regression.approx_options import approx_spec
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.regression.gpr import PRIOR_PREDICTIVE_MAX_N
 from bayes_gp.regression.hsgp import HSGP_MAX_DEFAULT_BASIS, hsgp_m_c
-from bayes_gp.regression.term import _mixture_quantiles
 
 __all__ = ["HierarchicalGP", "HSGPCostWarning", "POOLINGS", "LIKELIHOODS"]
 
@@ -138,8 +140,6 @@ _LATENT_MODEL: list[type] = []
 GROUP_DIM = "group_label"
 #: Scale of the HalfNormal hyperprior of a partially pooled parameter's log-scale spread.
 TAU_SCALE = 0.5
-#: Central interval of the predictive bands.
-PROB = 0.94
 #: Catalogue kernels evaluated for all groups at once from scaled distances (their unit
 #: length-scale classes); other kernels are evaluated group by group.
 _BATCHED = {"expquad": K.ExpQuad, "matern12": K.Matern12, "exponential": K.Exponential,
@@ -1122,15 +1122,13 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         means, variances, jit = self._components(Xn, Cn, codes, fit, include_noise,
                                                  max_draws, seed)  # fmt: skip
         if isinstance(fit, MapFit):
-            z = 1.880793608151251  # 94% central interval
             mean, var = means[0], variances[0]
             sd = np.sqrt(var)
-            return Prediction(mean, var, None, mean - z * sd, mean + z * sd,
+            return Prediction(mean, var, None, mean - Z_CI * sd, mean + Z_CI * sd,
                               {"jitter": jit, **extra})  # fmt: skip
         mean = means.mean(axis=0)
         var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
-        lower, upper = _mixture_quantiles(means, np.sqrt(variances), ((1 - PROB) / 2,
-                                                                        (1 + PROB) / 2))  # fmt: skip
+        lower, upper = gaussian_mixture_quantiles(means, np.sqrt(variances), CI_QUANTILES)
         extra.update(n_draws=len(means), jitter=jit)
         return Prediction(mean, var, None, lower, upper, extra)
 

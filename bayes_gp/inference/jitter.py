@@ -55,7 +55,7 @@ import pytensor
 from pymc.initial_point import make_initial_point_fn
 
 from bayes_gp._validation import check_jitter
-from bayes_gp.linalg import EAGER_MODE, NotPSDError, _eig_check
+from bayes_gp.linalg import EAGER_MODE, NotPSDError, check_psd
 
 __all__ = [
     "Jitter",
@@ -224,7 +224,7 @@ def choose_jitter(
         if step > limit:
             break
         jitter = step
-    worst = min((_eig_check(A, None).min_eigenvalue for A in pending), default=float("nan"))
+    worst = min((check_psd(A).min_eigenvalue for A in pending), default=float("nan"))
     raise NotPSDError(
         f"the covariance matrix is not positive definite even with jitter {jitter:.3g} "
         f"({maximum:g} x its mean diagonal {scale:.3g}) at {len(pending)} of {len(matrices)} "

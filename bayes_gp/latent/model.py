@@ -70,7 +70,7 @@ from bayes_gp.latent.predictive import (
 )
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan, site_precision
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
-from bayes_gp.predictive import held_out_vector
+from bayes_gp.predictive import CI_QUANTILES, held_out_vector
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, PointFit, is_nuts
 from bayes_gp.regression.catalogue import (
@@ -808,7 +808,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             resp.append(expected_response(self.likelihood, phi, mu, var, size))
             fs = mu[None] + np.sqrt(var)[None] * rng.standard_normal((Y_DRAWS_PER_DRAW, mu.size))
             ys.append(self.likelihood.draw(fs, phi, rng, size))
-        lower, upper = np.quantile(np.concatenate(ys, axis=0), [0.03, 0.97], axis=0)
+        lower, upper = np.quantile(np.concatenate(ys, axis=0), CI_QUANTILES, axis=0)
         mean = means.mean(axis=0)
         sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
         return {"latent_mean": mean, "latent_sd": sd, "mean": np.mean(resp, axis=0),
@@ -928,7 +928,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         resp = np.concatenate([
             self.likelihood.response_mean(fs[i], phis[i]) for i in range(len(phis))
         ])  # fmt: skip
-        lower, upper = np.quantile(resp, [0.03, 0.97], axis=0)
+        lower, upper = np.quantile(resp, CI_QUANTILES, axis=0)
         size = self.likelihood.sizes()
         y = self.y if size is None else self.y / size
         per = {"exposure": " per unit exposure", "trials": " per trial"}.get(

@@ -94,7 +94,7 @@ from bayes_gp.inference.typeii import (
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.multioutput.icm import icm_data, linear_mean, lmc_marginal, predict_terms
 from bayes_gp.multioutput.kronecker import kronecker_factors
-from bayes_gp.predictive import factorize, gaussian_mixture_cdf, loo_log_density
+from bayes_gp.predictive import CI_QUANTILES, Z_CI, factorize, gaussian_mixture_cdf, loo_log_density
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
 from bayes_gp.regression.catalogue import (
@@ -108,8 +108,6 @@ from bayes_gp.regression.catalogue import (
 
 __all__ = ["MultiOutputGP", "MultiOutputPrediction"]
 
-#: Central 94% interval of a normal distribution: mean ± Z94 sd.
-Z94 = 1.880793608151251
 #: Largest number of observed entries for which the pre-flight check factorises prior draws
 #: (each costs a dense Cholesky factor of that size); above it only the initial point.
 PREFLIGHT_DRAWS_MAX = 3000
@@ -854,15 +852,15 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         if not is_nuts(fit):
             mean, cov, added = self._predict_at(self._values(fit.params), Xn, include_noise)
             sd = np.sqrt(np.clip(np.einsum("jpp->jp", cov), 0.0, None))
-            return MultiOutputPrediction(self.outputs, mean, sd, mean - Z94 * sd,
-                                         mean + Z94 * sd, cov, {"jitter": added})  # fmt: skip
+            return MultiOutputPrediction(self.outputs, mean, sd, mean - Z_CI * sd,
+                                         mean + Z_CI * sd, cov, {"jitter": added})  # fmt: skip
         rng = np.random.default_rng(0)
         means, variances, added = self._components(Xn, fit, include_noise)
         samples = [mu + np.sqrt(var) * rng.standard_normal((4, *mu.shape))
                    for mu, var in zip(means, variances, strict=True)]  # fmt: skip
         mean = means.mean(axis=0)
         sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))  # law of total variance
-        lower, upper = np.quantile(np.concatenate(samples), [0.03, 0.97], axis=0)
+        lower, upper = np.quantile(np.concatenate(samples), CI_QUANTILES, axis=0)
         extra = {"jitter": added, "n_draws": len(means)}
         return MultiOutputPrediction(self.outputs, mean, sd, lower, upper, None, extra)
 

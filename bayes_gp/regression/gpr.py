@@ -47,10 +47,7 @@ from bayes_gp.inference.typeii import (
     optimize,
 )
 from bayes_gp.linalg import single_blas_thread
-from bayes_gp.predictive import (
-    GaussianPredictions,
-    Prediction,
-)
+from bayes_gp.predictive import CI_PROB, CI_QUANTILES, Z_CI, GaussianPredictions, Prediction
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import GPModel, is_nuts
 from bayes_gp.regression.approx import approx_spec, build_likelihood
@@ -472,9 +469,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             jitters: list[float] = []
             values = self._values(fit.params)
             mean, var, cov = self._predict_at(values, Xn, diag, include_noise, jitters)
-            z = 1.880793608151251  # 94% central interval
             sd = np.sqrt(var)
-            return Prediction(mean, var, cov, mean - z * sd, mean + z * sd, {"jitter": jitters[0]})
+            lo, hi = mean - Z_CI * sd, mean + Z_CI * sd
+            return Prediction(mean, var, cov, lo, hi, {"jitter": jitters[0]})
         if not diag:
             raise ValueError("`diag=False` is only available for MAP fits")
         return self._predict_mixture(Xn, fit, include_noise)
@@ -507,7 +504,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         mean = means.mean(axis=0)
         var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
         draws = np.concatenate(samples, axis=0)
-        lower, upper = np.quantile(draws, [0.03, 0.97], axis=0)
+        lower, upper = np.quantile(draws, CI_QUANTILES, axis=0)
         extra = {"n_draws": len(means), "jitter": float(max(jitters, default=0.0))}
         return Prediction(mean, var, None, lower, upper, extra)
 
@@ -583,7 +580,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         return np.array(out)
 
     # --------------------------------------------------------------- relevance
-    def relevance(self, fit, prob: float = 0.94):
+    def relevance(self, fit, prob: float = CI_PROB):
         """ARD relevance: per-input inverse length-scale :math:`1/\\ell_d` (PRML §6.4.4, R&W §5.1).
 
         Returns a ``pandas.DataFrame`` indexed by feature with the point estimate (MAP) or the

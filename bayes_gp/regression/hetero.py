@@ -69,6 +69,7 @@ from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
+    CI_QUANTILES,
     Prediction,
     factorize,
     gaussian_columns,
@@ -89,7 +90,6 @@ from bayes_gp.regression.likelihood import marginal_normal
 
 __all__ = ["HeteroscedasticGPRegression"]
 
-_INTERVAL = (0.03, 0.97)  # central 94% interval
 
 
 class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
@@ -437,7 +437,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             var_d = vf
         mean = mf.mean(axis=0)
         var = var_d.mean(axis=0) + mf.var(axis=0)  # law of total variance
-        lower, upper = np.quantile(ys.reshape(-1, m), _INTERVAL, axis=0)
+        lower, upper = np.quantile(ys.reshape(-1, m), CI_QUANTILES, axis=0)
         return Prediction(mean, var, None, lower, upper, {"n_draws": S})
 
     @single_blas_thread
@@ -464,7 +464,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         rng = np.random.default_rng(seed)
         S, m = mg.shape
         gs = mg[:, None] + np.sqrt(vg)[:, None] * rng.standard_normal((S, n_per_draw, m))
-        lower, upper = np.quantile(np.exp(gs).reshape(-1, m), _INTERVAL, axis=0)
+        lower, upper = np.quantile(np.exp(gs).reshape(-1, m), CI_QUANTILES, axis=0)
         return np.exp(mg + vg / 2.0).mean(axis=0), lower, upper
 
     @single_blas_thread

@@ -61,7 +61,6 @@ from pymc.pytensorf import rvs_in_graph
 from pytensor.graph.replace import graph_replace
 from pytensor.graph.traversal import ancestors
 from scipy.linalg import cho_solve
-from scipy.special import ndtr
 
 from bayes_gp._validation import (
     as_inputs,
@@ -77,7 +76,14 @@ from bayes_gp._validation import (
 from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
-from bayes_gp.predictive import GaussianFactor, JitterWarning, predict
+from bayes_gp.predictive import (
+    CI_PROB,
+    CI_QUANTILES,
+    GaussianFactor,
+    JitterWarning,
+    gaussian_mixture_quantiles,
+    predict,
+)
 from bayes_gp.regression.catalogue import DataScale
 from bayes_gp.regression.likelihood import marginal_normal
 
@@ -90,9 +96,8 @@ __all__ = [
     "DEFAULT_DRAWS",
 ]
 
-#: Probability of the central intervals (94%, as everywhere in the package: ``lower``/``upper``
-#: of every ``Prediction`` and ``bayes_gp.report``'s ``CI_PROB``).
-PROB = 0.94
+#: Probability of the central intervals: the package's :data:`bayes_gp.predictive.CI_PROB`.
+PROB = CI_PROB
 #: Largest number of posterior draws :func:`predict_marginal` uses by default.
 DEFAULT_DRAWS = 500
 #: The default ``block``: rows of ``X_new`` per block such that :math:`K(X, X_*)` has at most
@@ -508,36 +513,6 @@ def _thin(total: int, k: int) -> np.ndarray:
     return np.round(np.linspace(0, total - 1, k)).astype(int)
 
 
-def _mixture_quantiles(
-    means: np.ndarray, sds: np.ndarray, probs: Sequence[float]
-) -> list[np.ndarray]:
-    r"""Quantiles of the equal-weight mixtures :math:`\frac1S \sum_s N(\mu_s, s_s^2)`, one per
-    column of ``means``/``sds`` ``(S, m)``, by bisection on the mixture CDF.
-
-    The quantile lies between the smallest and the largest component quantile: there every
-    component CDF is at most (at least) the probability.
-    """
-    from scipy.special import ndtri
-
-    tiny = np.finfo(float).tiny
-    safe = np.maximum(sds, tiny)
-    out = []
-    for p in probs:
-        q = means + sds * ndtri(p)
-        lo, hi = q.min(axis=0), q.max(axis=0)
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            with np.errstate(over="ignore", invalid="ignore"):
-                cdf = ndtr((mid - means) / safe).mean(axis=0)
-            below = cdf < p
-            lo = np.where(below, mid, lo)
-            hi = np.where(below, hi, mid)
-            if np.all(hi - lo <= 4 * np.finfo(float).eps * np.maximum(np.abs(lo), np.abs(hi))):
-                break
-        out.append(0.5 * (lo + hi))
-    return out
-
-
 @single_blas_thread
 def predict_marginal(
     idata,
@@ -664,7 +639,7 @@ def predict_marginal(
     mean = means.mean(axis=0)
     var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
     sds = np.sqrt(variances)
-    lower, upper = _mixture_quantiles(means, sds, ((1 - PROB) / 2, (1 + PROB) / 2))
+    lower, upper = gaussian_mixture_quantiles(means, sds, CI_QUANTILES)
     samples = None
     if n_samples > 0:
         rng = np.random.default_rng(random_seed)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bayes_gp.predictive import CI_PROB
 from bayes_gp.report import describe, diagnostics, figures
 from bayes_gp.report import html as H
 from bayes_gp.report.entries import Entry
@@ -34,8 +35,6 @@ from bayes_gp.validate.predictive import predictive_calibration
 
 __all__ = ["CI_PROB", "MAX_PREDICTION_ROWS", "Part", "nuts_part", "point_part"]
 
-#: Probability of the credible intervals in the summary table (as the predictive bands).
-CI_PROB = 0.94
 #: Rows shown of the predictions at ``X_new``.
 MAX_PREDICTION_ROWS = 50
 

@@ -55,7 +55,15 @@ from scipy.linalg import cho_solve, solve_triangular
 from bayes_gp._validation import as_inputs, as_targets, check_aligned, f64
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.linalg import EAGER_MODE, single_blas_thread
-from bayes_gp.predictive import LOG_2PI, Prediction, factorize, log_marginal_likelihood, predict
+from bayes_gp.predictive import (
+    CI_QUANTILES,
+    LOG_2PI,
+    Z_CI,
+    Prediction,
+    factorize,
+    log_marginal_likelihood,
+    predict,
+)
 
 __all__ = [
     "BayesianLinearRegression",
@@ -72,7 +80,6 @@ __all__ = [
 #: function-space prediction costs O(NM + N^2) per point against O(M^2).
 CROSSOVER_N_OVER_M = 1.0
 
-_Z94 = 1.880793608151251  # 94% central interval of a normal
 
 
 def choose_method(n: int, m: int, ratio: float = CROSSOVER_N_OVER_M) -> str:
@@ -396,7 +403,7 @@ class BayesianLinearRegression(NUTSSampling):
             scale, sigma = self._hyper(fit)
             mean, var = self._predict_at(Pn, scale, sigma, method, include_noise)
             sd = np.sqrt(var)
-            return Prediction(mean, var, None, mean - _Z94 * sd, mean + _Z94 * sd)
+            return Prediction(mean, var, None, mean - Z_CI * sd, mean + Z_CI * sd)
         return self._predict_mixture(Pn, fit, method, include_noise)
 
     def _predict_mixture(self, Pn, idata, method, include_noise, max_draws: int = 400):
@@ -424,7 +431,7 @@ class BayesianLinearRegression(NUTSSampling):
         means, variances = np.array(means), np.array(variances)
         mean = means.mean(axis=0)
         var = variances.mean(axis=0) + means.var(axis=0)
-        lower, upper = np.quantile(np.concatenate(draws), [0.03, 0.97], axis=0)
+        lower, upper = np.quantile(np.concatenate(draws), CI_QUANTILES, axis=0)
         return Prediction(mean, var, None, lower, upper, {"n_draws": len(idx)})
 
     @single_blas_thread

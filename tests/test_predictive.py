@@ -1,0 +1,77 @@
+"""The package's one definition of its central intervals, and the Gaussian-mixture quantiles that
+every NUTS prediction's ``lower``/``upper`` comes from."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import ndtri
+
+import bayes_gp
+from bayes_gp.predictive import (
+    CI_PROB,
+    CI_QUANTILES,
+    Z_CI,
+    gaussian_mixture_cdf,
+    gaussian_mixture_quantiles,
+)
+
+ROOT = Path(bayes_gp.__file__).parent
+
+
+def test_the_interval_constants_agree_with_each_other():
+    assert CI_PROB == 0.94
+    np.testing.assert_allclose(CI_QUANTILES, ((1 - CI_PROB) / 2, (1 + CI_PROB) / 2), rtol=1e-15)
+    np.testing.assert_allclose(Z_CI, ndtri(CI_QUANTILES[1]), rtol=1e-15)
+    np.testing.assert_allclose(-Z_CI, ndtri(CI_QUANTILES[0]), rtol=1e-15)
+
+
+def test_no_module_defines_its_own_interval():
+    """The 94% interval is written once, in ``bayes_gp.predictive``: a module that writes the
+    probability, the quantiles or the normal quantile itself would drift from it."""
+    literal = re.compile(r"0\.03,\s*0\.97|1\.8807936|=\s*0\.94\b")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{i}"
+        for path in ROOT.rglob("*.py")
+        if path.name != "predictive.py" or path.parent != ROOT
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if literal.search(line)
+    ]
+    assert offenders == []
+
+
+def test_mixture_quantiles_invert_the_mixture_cdf():
+    rng = np.random.default_rng(3)
+    means = rng.normal(0.0, 2.0, size=(40, 7))
+    sds = rng.uniform(0.1, 1.5, size=(40, 7))
+    probs = (0.01, *CI_QUANTILES, 0.5, 0.999)
+    for p, q in zip(probs, gaussian_mixture_quantiles(means, sds, probs), strict=True):
+        np.testing.assert_allclose(gaussian_mixture_cdf(q, means, sds**2), p, rtol=1e-12)
+    # the default probabilities are the central 94% interval's
+    lower, upper = gaussian_mixture_quantiles(means, sds)
+    np.testing.assert_array_equal(lower, gaussian_mixture_quantiles(means, sds, CI_QUANTILES)[0])
+    assert np.all(lower < upper)
+
+
+@pytest.mark.parametrize("mu, sd", [(0.0, 1.0), (-3.5, 0.2), (1e4, 30.0)])
+def test_one_component_gives_the_gaussian_interval(mu, sd):
+    lower, upper = gaussian_mixture_quantiles(np.array([[mu]]), np.array([[sd]]))
+    np.testing.assert_allclose(
+        [lower[0], upper[0]], stats.norm(mu, sd).ppf(CI_QUANTILES), rtol=1e-12
+    )
+    np.testing.assert_allclose([lower[0], upper[0]], [mu - Z_CI * sd, mu + Z_CI * sd], rtol=1e-12)
+
+
+def test_mixture_quantiles_match_a_large_sample():
+    """An independent check: the empirical quantiles of a million draws from the mixture."""
+    rng = np.random.default_rng(11)
+    means = np.array([[-2.0], [0.5], [3.0]])
+    sds = np.array([[0.5], [1.0], [0.3]])
+    comp = rng.integers(0, 3, size=1_000_000)
+    draws = rng.normal(means[comp, 0], sds[comp, 0])
+    lower, upper = gaussian_mixture_quantiles(means, sds)
+    np.testing.assert_allclose([lower[0], upper[0]], np.quantile(draws, CI_QUANTILES), atol=0.01)
