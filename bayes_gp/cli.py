@@ -42,6 +42,7 @@ from bayes_gp import kernels as kern
 from bayes_gp._arguments import ArgumentError
 from bayes_gp._io import write_atomic
 from bayes_gp.declared import METHOD_TABLE, METHODS
+from bayes_gp.inference.jitter import DEFAULT_JITTER, MAX_RELATIVE_JITTER
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
 __all__ = ["build_parser", "main", "prior_draw_kernels", "sample_prior", "write_atomic"]
@@ -51,8 +52,9 @@ FIGURE_NAME = "prior_draws.png"
 SUMMARY_NAME = "summary.json"
 GRID = (-5.0, 5.0)
 #: Jitter added to the Gram matrix before the Cholesky factorisation, relative to its mean
-#: diagonal: the first try, and the largest allowed (grown tenfold per failure).
-JITTER_START, JITTER_MAX = 1e-10, 1e-4
+#: diagonal: the first try, and the largest allowed (grown tenfold per failure), the package's
+#: (:mod:`bayes_gp.inference.jitter`).
+JITTER_START, JITTER_MAX = DEFAULT_JITTER, MAX_RELATIVE_JITTER
 #: The option of each library parameter whose option is not ``--<parameter>`` (``_`` as ``-``).
 OPTIONS = {"n_restarts": "--restarts"}
 

@@ -63,7 +63,7 @@ from bayes_gp._validation import (
 )
 from bayes_gp.deep.network import MIXTURE_ACTIVATIONS, FeatureExtractor
 from bayes_gp.inference import descent
-from bayes_gp.inference.jitter import SharedJitter
+from bayes_gp.inference.jitter import DEFAULT_JITTER, SharedJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import Restart, function_of_values
 from bayes_gp.linalg import EAGER_MODE, plus_diagonal, single_blas_thread
@@ -248,7 +248,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         standardize: bool = True,
         weight_sd: float | None = 1.0,
         mixture_sd: float = 1.0,
-        jitter: float = 1e-10,
+        jitter: float = DEFAULT_JITTER,
         mode=None,
     ):
         check_aligned(X, y)
@@ -273,7 +273,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
             self._x_loc, self._x_scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
         self.y_mean = float(y.mean())
         self.y_sd = float(y.std()) or 1.0
-        self._init_jitter(jitter, self.y_sd**2, 1e-10)  # absolute: jitter * var(y)
+        self._init_jitter(jitter, self.y_sd**2, DEFAULT_JITTER)  # absolute: jitter * var(y)
         self.mode = EAGER_MODE if mode is None else mode
         Q = self.net.output_dim
         self.hyper_names = [*self.spec.params, "sigma"]

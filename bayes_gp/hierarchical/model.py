@@ -86,6 +86,7 @@ from bayes_gp.hierarchical.structured import (
     padded_structured_logp,
 )
 from bayes_gp.inference.jitter import (
+    DEFAULT_JITTER,
     N_PRIOR_DRAWS,
     JitterChoice,
     PreflightJitter,
@@ -613,7 +614,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                 f"`priors` has unknown names {sorted(unknown)}; this model's are "
                 f"{self._prior_names()}"
             )
-        self._init_jitter(jitter, self.scale.y_sd**2, 1e-10)
+        self._init_jitter(jitter, self.scale.y_sd**2, DEFAULT_JITTER)
         self.model = self._build()
         self._fns: dict = {}
         self._factors: OrderedDict = OrderedDict()

@@ -65,12 +65,23 @@ __all__ = [
     "preflight",
     "duplicate_rows",
     "advice",
+    "DEFAULT_JITTER",
+    "DEFAULT_LATENT_JITTER",
     "MAX_RELATIVE_JITTER",
     "N_PRIOR_DRAWS",
     "SharedJitter",
     "PreflightJitter",
 ]
 
+#: The default jitter of a GP whose covariance meets Gaussian noise (GPRegression,
+#: MultiOutputGP and the ICM functions, DeepKernelRegression, HierarchicalGP, marginal_gp),
+#: relative to the variance of the data: the absolute jitter is ``1e-10 * var(y)``, a floor far
+#: below any noise variance the data can support.
+DEFAULT_JITTER = 1e-10
+#: The default absolute jitter of a latent GP's covariance, which has no noise on its diagonal
+#: (LatentGP, GPClassifier, MulticlassGPClassifier, the latent HierarchicalGP, and the
+#: heteroscedastic model's log-noise GP): ``1e-6`` on the latent function's own scale.
+DEFAULT_LATENT_JITTER = 1e-6
 #: Largest jitter, relative to the mean diagonal of the matrix, that the pre-flight check adds
 #: (as :func:`bayes_gp.linalg.jittered_cholesky`): a matrix that needs more is not a covariance.
 MAX_RELATIVE_JITTER = 1e-4

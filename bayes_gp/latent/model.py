@@ -45,7 +45,7 @@ from bayes_gp._validation import (
     hyperparameter_values,
     new_inputs,
 )
-from bayes_gp.inference.jitter import JitterChoice, PreflightJitter
+from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, JitterChoice, PreflightJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
@@ -98,9 +98,10 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
 #: the scale of a sigmoid's argument, and a factor e^2 in a rate.
 LINK_SCALE = 2.0
 
-#: The default absolute latent jitter (``jitter=None``): relative ``1e-6 / s**2`` to the latent
-#: scale, ``2.5e-7`` on a link scale (:mod:`bayes_gp.inference.jitter`).
-DEFAULT_ABSOLUTE_JITTER = 1e-6
+#: The default absolute latent jitter (``jitter=None``), the package's
+#: :data:`~bayes_gp.inference.jitter.DEFAULT_LATENT_JITTER`: relative ``1e-6 / s**2`` to the
+#: latent scale, ``2.5e-7`` on a link scale.
+DEFAULT_ABSOLUTE_JITTER = DEFAULT_LATENT_JITTER
 
 #: Draws of f_* per posterior draw for the Monte Carlo predictive intervals of y_*.
 Y_DRAWS_PER_DRAW = 20

@@ -77,6 +77,7 @@ from bayes_gp._validation import (
     new_inputs,
 )
 from bayes_gp.inference.jitter import (
+    DEFAULT_JITTER,
     N_PRIOR_DRAWS,
     JitterChoice,
     PreflightJitter,
@@ -328,7 +329,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         ard: bool = False,
         mean: str | None = None,
         priors: Mapping[str, Any] | None = None,
-        jitter: float = 1e-10,
+        jitter: float = DEFAULT_JITTER,
     ):
         check_aligned(X, Y, ("X", "Y"))
         X, names = as_inputs(X)
@@ -372,7 +373,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         # the kernels' own defaults (length-scale from the inputs; relative amplitudes of 1)
         self.scale = dataclasses.replace(DataScale.of(X, data.y_obs), y_mean=0.0, y_sd=1.0)
         # the jitter is relative to each output's variance: its scale here is 1
-        self._init_jitter(jitter, 1.0, 1e-10)
+        self._init_jitter(jitter, 1.0, DEFAULT_JITTER)
         self.model = self._build()
         self._fns: dict = {}
 

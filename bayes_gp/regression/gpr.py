@@ -33,6 +33,7 @@ from bayes_gp._validation import (
     refuse_constant,
 )
 from bayes_gp.inference.jitter import (
+    DEFAULT_JITTER,
     N_PRIOR_DRAWS,
     JitterChoice,
     PreflightJitter,
@@ -178,7 +179,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         mean=None,
         priors: Mapping[str, Any] | None = None,
         noise: float | None = None,
-        jitter: float = 1e-10,
+        jitter: float = DEFAULT_JITTER,
         approx: str | None = None,
         approx_options: Mapping[str, Any] | None = None,
         sparse: bool | None = None,
@@ -207,7 +208,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         self.priors = priors
         self.noise = noise
         self.scale = DataScale.of(X, y)
-        self._init_jitter(jitter, self.scale.y_sd**2, 1e-10)  # absolute: jitter * var(y)
+        self._init_jitter(jitter, self.scale.y_sd**2, DEFAULT_JITTER)  # absolute: jitter * var(y)
         self.approx = approx_spec(approx, approx_options, X)
         pp_q = PP_KERNELS.get(self.spec.name) if self.spec.catalogue else None
         if sparse not in (None, True, False):

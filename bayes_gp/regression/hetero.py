@@ -64,7 +64,7 @@ from bayes_gp._validation import (
     f64,
     new_inputs,
 )
-from bayes_gp.inference.jitter import Jitter, JitterChoice, PreflightJitter
+from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, Jitter, JitterChoice, PreflightJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
@@ -142,7 +142,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         *,
         ard: bool = False,
         priors: Mapping[str, Any] | None = None,
-        jitter: float = 1e-6,
+        jitter: float = DEFAULT_LATENT_JITTER,
     ):
         check_aligned(X, y)
         X, names = as_inputs(X)
@@ -162,8 +162,8 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         self.noise_scale = dataclasses.replace(self.scale, y_mean=0.0, y_sd=1.0)
         # one relative jitter: K_f's at scale var(y) (fixed), K_g's at scale 1 (the model's
         # PreflightJitter jitter: checked, raised and saved)
-        self._jitter_f = Jitter.of(jitter, self.scale.y_sd**2, 1e-6)
-        self._init_jitter(jitter, 1.0, 1e-6)
+        self._jitter_f = Jitter.of(jitter, self.scale.y_sd**2, DEFAULT_LATENT_JITTER)
+        self._init_jitter(jitter, 1.0, DEFAULT_LATENT_JITTER)
         self.priors = dict(priors or {})
         known = {*self.spec.params, *self._noise_names, "noise_mean"}
         unknown = set(self.priors) - known

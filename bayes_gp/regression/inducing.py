@@ -12,6 +12,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy import linalg as sla
 
+from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER
 from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.hsgp import _components, hsgp_constants
 from bayes_gp.regression.observed import (
@@ -95,9 +96,10 @@ class SparseLikelihood(_ObservedLikelihood):
         #: the model's jitter: a number, or the model's shared value (its current value is read
         #: where a number is needed)
         self._jitter = jitter
-        #: jitter on K_uu: 1e-6 of the prior variance scale (PyMC's default is 1e-6 absolute),
-        #: or the model's jitter when larger
-        self._jitter_u_floor = 1e-6 * float(np.var(y))
+        #: jitter on K_uu, which has no noise on its diagonal (as a latent GP's covariance):
+        #: DEFAULT_LATENT_JITTER (1e-6) of the prior variance scale (PyMC's default is 1e-6
+        #: absolute), or the model's jitter when larger
+        self._jitter_u_floor = DEFAULT_LATENT_JITTER * float(np.var(y))
         self._jitter_u = pt.maximum(np.float64(self._jitter_u_floor), jitter)
         self.gp = pm.gp.MarginalApprox(approx=spec.name.upper(), mean_func=mean_func, cov_func=cov)
         self._register(name, dims)

@@ -73,7 +73,7 @@ from bayes_gp._validation import (
     constant_value,
     new_inputs,
 )
-from bayes_gp.inference.jitter import N_PRIOR_DRAWS, JitterChoice, PreflightJitter
+from bayes_gp.inference.jitter import DEFAULT_JITTER, N_PRIOR_DRAWS, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
@@ -103,8 +103,6 @@ DEFAULT_DRAWS = 500
 #: The default ``block``: rows of ``X_new`` per block such that :math:`K(X, X_*)` has at most
 #: this many entries (32 MiB of float64).
 _BLOCK_ENTRIES = 2**22
-#: Default relative jitter (as ``GPRegression``'s): absolute ``1e-10 * var(y)``.
-_DEFAULT_JITTER = 1e-10
 #: The matrix of the pre-flight check is dense: above this n only the initial point is checked.
 _PREFLIGHT_MAX_N = 3000
 
@@ -161,7 +159,7 @@ class MarginalTerm(PreflightJitter):
         self.mean_func = mean_func
         self.sigma = sigma
         self.model = model
-        self._init_jitter(jitter, DataScale.of(self.X, self.y).y_sd ** 2, _DEFAULT_JITTER)
+        self._init_jitter(jitter, DataScale.of(self.X, self.y).y_sd ** 2, DEFAULT_JITTER)
         self._jitter_var.name = f"{name}_jitter"
         self._jitter_choice: JitterChoice | None = None
         self._fn = None

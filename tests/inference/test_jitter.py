@@ -17,7 +17,13 @@ from bayes_gp import (
     HeteroscedasticGPRegression,
     NotPSDError,
 )
-from bayes_gp.inference.jitter import Jitter, choose_jitter, duplicate_rows
+from bayes_gp.inference.jitter import (
+    DEFAULT_JITTER,
+    DEFAULT_LATENT_JITTER,
+    Jitter,
+    choose_jitter,
+    duplicate_rows,
+)
 from bayes_gp.latent import LatentGP
 from bayes_gp.latent.model import LINK_SCALE
 from bayes_gp.linalg import NotPSDWarning
@@ -356,3 +362,21 @@ def test_compiled_samplers_use_the_raised_jitter(sampler):
     assert gp.model is model and post.attrs["bayes_gp_jitter"] == gp.jitter > 0.0
     np.testing.assert_array_equal(post["jitter_used"].values, gp.jitter)
     assert "eta_sq" in post
+
+
+def test_every_family_defaults_to_the_named_jitter():
+    """The default jitters are the two constants of ``bayes_gp.inference.jitter``: relative to
+    var(y) where Gaussian noise meets the covariance, absolute on a latent GP's own scale."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 5, (12, 1))
+    y = 3.0 * np.sin(X[:, 0]) + rng.normal(0, 0.5, 12)
+    var_y = float(np.var(y))
+    assert (DEFAULT_JITTER, DEFAULT_LATENT_JITTER) == (1e-10, 1e-6)
+    for model in (GPRegression(X, y, "expquad"), DeepKernelRegression(X, y, hidden=(3,))):
+        np.testing.assert_allclose(model.default_jitter, DEFAULT_JITTER * var_y, rtol=1e-12)
+    hetero = HeteroscedasticGPRegression(X, y)
+    np.testing.assert_allclose(hetero.default_jitter, DEFAULT_LATENT_JITTER, rtol=1e-12)
+    np.testing.assert_allclose(hetero.jitter_f, DEFAULT_LATENT_JITTER * var_y, rtol=1e-12)
+    for model in (LatentGP(X, np.round(np.exp(y / 3)), "expquad", "poisson"),
+                  GPClassifier(X, (y > 0).astype(int), "expquad")):  # fmt: skip
+        np.testing.assert_allclose(model.default_jitter, DEFAULT_LATENT_JITTER, rtol=1e-12)
