@@ -66,6 +66,7 @@ from bayes_gp._validation import (
     constant_value,
     new_inputs,
 )
+from bayes_gp.inference.jitter import DEFAULT_JITTER
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky
 from bayes_gp.multioutput.kronecker import kronecker_factors, kronecker_icm_logp
 from bayes_gp.regression.likelihood import gp_logp, marginal_normal
@@ -83,11 +84,6 @@ __all__ = [
     "predict_terms",
 ]
 
-#: Default jitter, relative to each output's variance as everywhere in the package
-#: (:mod:`bayes_gp.inference.jitter`): output p's noise variance gets
-#: :math:`\epsilon_p = \text{jitter} \times \operatorname{var}(y_p)` (a numerical floor, not a
-#: model parameter).
-DEFAULT_JITTER = 1e-8
 
 
 @dataclass(frozen=True)
@@ -315,7 +311,8 @@ def icm_logp(
         the residuals: the Kronecker path whitens :math:`\operatorname{vec}(Y - M)`.
     jitter : float
         Added to every noise variance relative to the output's variance,
-        :math:`s_p^2 = \sigma_p^2 + \text{jitter} \operatorname{var}(y_p)`.
+        :math:`s_p^2 = \sigma_p^2 + \text{jitter} \operatorname{var}(y_p)` (default
+        ``1e-10``, :data:`~bayes_gp.inference.jitter.DEFAULT_JITTER`, as MultiOutputGP).
     """
     data, B, K, s2, m = _logp_pieces(X, Y, kernel, W, kappa, sigma, mean, slope, jitter)
     if data.complete:

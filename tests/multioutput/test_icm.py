@@ -13,6 +13,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
+from bayes_gp.inference.jitter import DEFAULT_JITTER
 from bayes_gp.kernels import Matern52
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.multioutput import icm_data, icm_logp, icm_marginal, icm_predict
@@ -182,9 +183,10 @@ def test_predictions_equal_stacked_closed_form(rng, missing):
     pred = icm_predict(X, Y, Xn, Matern52(1, ls=ls), p["W"], p["kappa"], p["sigma"], mean)
     B = p["W"] @ p["W"].T + np.diag(p["kappa"])
     keep = ~np.isnan(Y.T.ravel())
-    # the default jitter 1e-8 is relative to each output's variance (observed entries)
+    # the default jitter (1e-10) is relative to each output's variance (observed entries)
     var = np.array([np.nanvar(Y[:, q]) for q in range(Y.shape[1])])
-    C = stacked(B, gram(X, ls), np.sqrt(p["sigma"] ** 2 + 1e-8 * var))[np.ix_(keep, keep)]
+    C = stacked(B, gram(X, ls), np.sqrt(p["sigma"] ** 2 + DEFAULT_JITTER * var))
+    C = C[np.ix_(keep, keep)]
     Ks = np.kron(B, gram(X, ls, Xn))[keep]  # (N_obs, P m), output-major columns
     r = (Y - mean).T.ravel()[keep]
     mean_ref = (np.repeat(mean, len(Xn)) + Ks.T @ np.linalg.solve(C, r)).reshape(3, -1).T
