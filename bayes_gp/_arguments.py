@@ -10,9 +10,11 @@ interface (:mod:`bayes_gp.cli` passes its option names).
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 
-__all__ = ["ArgumentError", "Words", "python_words"]
+__all__ = ["ArgumentError", "Words", "python_words", "renamed_argument"]
 
 #: How an interface names a parameter: ``words(parameter, values, joiner)`` gives the text for
 #: ``parameter`` alone (``values`` empty) or with the values it was given or may take, joined
@@ -120,3 +122,34 @@ class ArgumentError(ValueError):
 def _restore(template: str, params: tuple[str, ...], values: dict) -> ArgumentError:
     """Unpickle an :class:`ArgumentError` (its constructor takes the template, not the text)."""
     return ArgumentError(template, params, **values)
+
+
+def renamed_argument(old: str, new: str) -> Callable[[Callable], Callable]:
+    """Decorate a function whose keyword argument ``old`` is now called ``new``: for one release
+    ``old=`` still works, with a ``FutureWarning`` that names ``new``; both at once are refused.
+
+    ``@renamed_argument("seed", "random_seed")`` on ``replicate(self, fit, n_draws,
+    random_seed=0)`` keeps ``replicate(fit, 10, seed=1)`` working as ``random_seed=1``.
+    """
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(
+                        f"{function.__qualname__}() got `{old}` and `{new}`: `{old}` is the old "
+                        f"name of `{new}`; give `{new}` only"
+                    )
+                warnings.warn(
+                    f"{function.__qualname__}(): `{old}=` is renamed `{new}=` (one name across "
+                    f"bayes_gp); `{old}=` will stop working in the next release",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

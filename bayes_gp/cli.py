@@ -438,7 +438,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             sampler=args.sampler,
             target_accept=args.target_accept,
             n_restarts=args.restarts,
-            seed=args.seed,
+            random_seed=args.seed,
             progress=_progress,
             progressbar=sys.stderr.isatty(),
             data=data,

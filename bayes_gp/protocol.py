@@ -45,6 +45,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bayes_gp._arguments import renamed_argument
+
 __all__ = [
     "GPModel",
     "PointFit",
@@ -116,6 +118,13 @@ class PointFit:
     def method_description(self) -> str:
         """One line for the report's inference table."""
         return "type-II: " + ("MAP (log posterior)" if self.prior else "ML-II (no priors)")
+
+    @property
+    def runaway(self) -> tuple[str, ...]:
+        """Hyperparameters of the best run that ran away to a boundary (``"eta -> inf"``,
+        :func:`bayes_gp.inference.typeii.runaway`); such a fit is not ``converged``."""
+        restarts = getattr(self, "restarts", None) or []
+        return tuple(getattr(restarts[0], "runaway", ())) if restarts else ()
 
 
 @dataclass(frozen=True)
@@ -315,7 +324,7 @@ class GPModel(ABC):
         return fit.method_label
 
     @abstractmethod
-    def replicate(self, fit: Any, n_draws: int, seed: int = 0) -> np.ndarray:
+    def replicate(self, fit: Any, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Replicated data sets at the training inputs, ``(n_draws, n)``."""
 
     def ppc_caption(self, n_draws: int) -> str:
@@ -373,7 +382,8 @@ class GPModel(ABC):
             f"{type(self).__name__} does not compute the predictive distribution of held-out data"
         )
 
-    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def prior_predictive(self, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Data sets drawn from the prior predictive distribution at the training inputs,
         ``(n_draws, n)``, comparable with :attr:`observed`: hyperparameters from their priors,
         then the data given them. Default: ancestral draws of :attr:`model`'s one observed
@@ -390,7 +400,7 @@ class GPModel(ABC):
                 "the default prior predictive draws one"
             )
         try:
-            draws = pm.draw(observed[0], draws=n_draws, random_seed=seed, mode=EAGER_MODE)
+            draws = pm.draw(observed[0], draws=n_draws, random_seed=random_seed, mode=EAGER_MODE)
         except NotImplementedError:  # a likelihood defined by its log density only
             raise NotImplementedError(
                 f"the likelihood of {type(self).__name__} is defined by its log density only "

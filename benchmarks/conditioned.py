@@ -23,7 +23,7 @@ from bayes_gp.workflow.scoring import predict
 def main(draws: int = 500) -> None:
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    run = workflow.run("mauna_loa", "nuts", fast=True, draws=draws, tune=500, seed=0)
+    run = workflow.run("mauna_loa", "nuts", fast=True, draws=draws, tune=500, random_seed=0)
     sampled = time.perf_counter() - t0
     print(f"load average {load:.2f}; mauna_loa fast, NUTS 2 x ({draws} + 500): run {sampled:.1f} s")
     rows = []

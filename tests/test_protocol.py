@@ -112,8 +112,8 @@ class FixedKernelGP(GPModel):
         var = 1.0 - np.sum(Ks * np.linalg.solve(C, Ks), axis=0)
         return mean, np.maximum(var, 0.0)
 
-    def replicate(self, fit, n_draws, seed=0):
-        rng = np.random.default_rng(seed)
+    def replicate(self, fit, n_draws, random_seed=0):
+        rng = np.random.default_rng(random_seed)
         reps = []
         for s in self._sigmas(fit, n_draws):
             m, v = self._predict(self.X[:, 0], s)
@@ -193,7 +193,7 @@ def test_inherited_prior_predictive_and_held_out_defaults(family):
     """The protocol's default prior predictive draws the PyMC model's observed variable: here
     y ~ N(0, K + σ² I), σ ~ HalfNormal(1), so Var(y_i) = 1 + E[σ²] = 2. A family without
     ``held_out_predictive`` gets a note in the report's calibration section, not an error."""
-    draws = family.prior_predictive(2000, seed=3)
+    draws = family.prior_predictive(2000, random_seed=3)
     assert draws.shape == (2000, 25)
     assert np.mean(draws.var(axis=0)) == pytest.approx(2.0, rel=0.08)
     fit = family.fit("map")

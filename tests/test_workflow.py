@@ -207,7 +207,7 @@ def test_fit_reads_the_csv_once(csv_file, tmp_path, monkeypatch):
 
 def test_map_fit_saves_and_reloads(csv_file, tmp_path):
     model = CSVModel(str(csv_file), ("x",), "y", kernel="matern52")
-    res = workflow.run(model, "map", n_restarts=2, seed=1)
+    res = workflow.run(model, "map", n_restarts=2, random_seed=1)
     assert res.fit.grad_norm < 1e-3
     out = tmp_path / "result"
     files = workflow.save(res, out, with_report=False)
@@ -261,7 +261,7 @@ def test_load_rejects_foreign_and_corrupted_directories(tmp_path):
 
 def test_laplace_fit_reloads_and_predicts_the_same_numbers(csv_file, tmp_path):
     model = CSVModel(str(csv_file), ("x", "z"), "lab", task="classification")
-    res = workflow.run(model, "laplace", n_restarts=1, seed=2)
+    res = workflow.run(model, "laplace", n_restarts=1, random_seed=2)
     out = tmp_path / "laplace"
     workflow.save(res, out, with_report=False)
     again = workflow.load(out)
@@ -280,7 +280,7 @@ def test_raised_jitter_survives_save_and_load(csv_file, tmp_path):
     the reloaded fit predicts the same numbers."""
     import dataclasses
 
-    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, seed=1)
+    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, random_seed=1)
     raised = 1e-3
     res.model.set_jitter(raised)
     res.fit = dataclasses.replace(res.fit, jitter=raised, jitter_default=res.model.default_jitter)
@@ -300,7 +300,7 @@ def test_interrupted_posterior_write_keeps_previous_result(csv_file, tmp_path, m
     previous result directory as it was, and no staging directory behind."""
     import xarray as xr
 
-    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, seed=1)
+    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, random_seed=1)
     out = tmp_path / "result"
     workflow.save(res, out, with_report=False)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -320,7 +320,7 @@ def test_interrupted_posterior_write_keeps_previous_result(csv_file, tmp_path, m
 def test_load_rejects_a_damaged_or_foreign_posterior(csv_file, tmp_path, damage):
     import xarray as xr
 
-    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, seed=1)
+    res = workflow.run(CSVModel(str(csv_file), ("x",), "y"), "map", n_restarts=1, random_seed=1)
     out = tmp_path / "result"
     workflow.save(res, out, with_report=False)
     post = out / "posterior.nc"

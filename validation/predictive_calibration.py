@@ -46,7 +46,7 @@ RUNS = [
 
 def score(name: str, method: str, fast: bool, chains: int, seed: int) -> dict:
     t0 = time.perf_counter()
-    res = run(name, method, fast=fast, chains=chains, seed=seed)
+    res = run(name, method, fast=fast, chains=chains, random_seed=seed)
     data = res.data
     cal = predictive_calibration(res.model.held_out_predictive(data.X_test, data.y_test, res.fit))
     row = {"model": name, "method": method, "fit": res.model.fit_label(res.fit),

@@ -48,6 +48,7 @@ import pytensor.tensor as pt
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import log_softmax, softmax
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import (
     as_inputs,
     check_aligned,
@@ -613,11 +614,12 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
                 f"sample(), got {type(fit).__name__}"
             )
 
-    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def replicate(self, fit, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Label indices replicated at the training inputs: latent values from the posterior
         (the joint draws, or :math:`N(\\hat f, \\Sigma)` of the Laplace approximation), then a
         label from the softmax."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         draws, mode = self._draws(fit, n_draws)
         C, n = self.n_classes, self.X.shape[0]
         out = np.empty((n_draws, n), dtype=int)

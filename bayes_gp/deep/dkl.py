@@ -52,6 +52,7 @@ import pytensor.tensor as pt
 from pymc.distributions.transforms import _default_transform
 from pymc.logprob.transforms import LogTransform
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import (
     as_inputs,
     as_targets,
@@ -841,7 +842,8 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
             out.append((mu + self.y_mean, var + s2 if include_noise else var))
         return out
 
-    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def prior_predictive(self, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Not offered: the GP layer's PyMC model is conditioned on a network fitted to the data
         (by MAP), so draws from it are not a prior predictive of the deep kernel model."""
         raise NotImplementedError(
@@ -943,20 +945,21 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         )
 
     @single_blas_thread
-    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def replicate(self, fit, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Replicated data :math:`y^{rep} = f + \\epsilon` at the training inputs, ``(n_draws,
         n)``, :math:`f` from its conditional posterior given :math:`y` at the point estimate or
         at each of ``n_draws`` posterior draws."""
         from bayes_gp.linalg import jittered_cholesky
 
         self.check_fit(fit)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         n = self.X.shape[0]
         if not is_nuts(fit):
             mean, cov, s2 = self._point_moments(self._theta(fit), self.X, True)
             L, _ = jittered_cholesky(cov + s2 * np.eye(n))
             return mean + (L @ rng.standard_normal((n, n_draws))).T
-        draws = self._draw_predictions(self.X, fit, True, max_draws=n_draws, seed=seed)
+        draws = self._draw_predictions(self.X, fit, True, max_draws=n_draws, seed=random_seed)
         # one replicate per draw: f_i and eps_i independent given the draw (marginals)
         return np.array([mu + np.sqrt(var) * rng.standard_normal(n) for mu, var in draws])
 

@@ -70,6 +70,7 @@ import pytensor
 import pytensor.tensor as pt
 
 from bayes_gp import kernels as K
+from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import check_jitter, f64, hyperparameter_values, refuse_constant
 from bayes_gp.hierarchical.hsgp import (
     MAX_DIMS,
@@ -1087,8 +1088,9 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         return np.array(means), np.array(variances), float(max(jits, default=0.0))
 
     @single_blas_thread
+    @renamed_argument("seed", "random_seed")
     def predict(
-        self, new_data, fit, include_noise: bool = False, *, max_draws: int = 500, seed: int = 0
+        self, new_data, fit, include_noise: bool = False, *, max_draws: int = 500, random_seed: int = 0
     ) -> Prediction:
         r"""Predictive distribution at the rows of ``new_data`` (the ``x`` columns, the group
         column and any covariates).
@@ -1121,7 +1123,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                 else "one draw from the population distribution per posterior draw"
             )
         means, variances, jit = self._components(Xn, Cn, codes, fit, include_noise,
-                                                 max_draws, seed)  # fmt: skip
+                                                 max_draws, random_seed)  # fmt: skip
         if isinstance(fit, MapFit):
             mean, var = means[0], variances[0]
             sd = np.sqrt(var)
@@ -1134,8 +1136,9 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         return Prediction(mean, var, None, lower, upper, extra)
 
     @single_blas_thread
+    @renamed_argument("seed", "random_seed")
     def held_out_predictive(
-        self, new_data, y, fit, *, max_draws: int = 500, seed: int = 0
+        self, new_data, y, fit, *, max_draws: int = 500, random_seed: int = 0
     ) -> HeldOutPredictive:
         r"""The predictive CDF of each held-out observation :math:`y_i` (with the noise) at the
         rows of ``new_data`` (a DataFrame as :meth:`predict` takes: the ``x`` columns, the
@@ -1149,7 +1152,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         :math:`F_i(y_i) = \frac1S \sum_s \Phi((y_i - \mu_{si}) / \sqrt{v_{si}})`
         (:func:`~bayes_gp.predictive.gaussian_mixture_cdf`), a new group's hyperparameters
         drawn from the population distribution at each draw, as :meth:`predict` does with the
-        same ``seed``.
+        same ``random_seed``.
 
         Raises
         ------
@@ -1166,12 +1169,13 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                 f"shape {np.shape(y)}"
             )
         y = held_out_vector(y, m)
-        means, variances, _ = self._components(Xn, Cn, codes, fit, True, max_draws, seed)
+        means, variances, _ = self._components(Xn, Cn, codes, fit, True, max_draws, random_seed)
         F = gaussian_mixture_cdf(y, means, variances)
         return HeldOutPredictive("cdf", F, F)
 
     @single_blas_thread
-    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def prior_predictive(self, n_draws: int, random_seed: int = 0) -> np.ndarray:
         r"""Data sets from the prior predictive distribution at the training rows,
         ``(n_draws, n)``: every free hyperparameter from its prior (the population locations
         and spreads and the standardised group effects :math:`z_g` of partial pooling, so each
@@ -1208,7 +1212,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                 f"this model has a group of {n_max} rows and {m} distinct inputs"
             )
         n_draws = int(n_draws)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         rvs = self.model.free_RVs
         n, lay = self.X.shape[0], self.layout
         fn = self._fn("prior_blocks", self._batched_blocks)
@@ -1306,16 +1310,17 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                 "marginal posterior predictive given all data")  # fmt: skip
 
     @single_blas_thread
-    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def replicate(self, fit, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Replicated data at the training rows, ``(n_draws, n)``: each :math:`y^{rep}_i` from its
         marginal posterior predictive :math:`N(\\mu_i, v_i + \\sigma_g^2)` (no :math:`n \\times n`
         covariance), at each of ``n_draws`` posterior draws (NUTS) or the point estimate."""
         self.check_fit(fit)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         frame = self._training_frame()
         Xn, Cn, codes, _ = self._new_rows(frame)
         nuts = is_nuts(fit)
-        values_list = self._draws(fit, n_draws, seed) if nuts else [self._values(fit.params)]
+        values_list = self._draws(fit, n_draws, random_seed) if nuts else [self._values(fit.params)]
         reps = []
         for values in values_list:
             k = 1 if nuts else n_draws

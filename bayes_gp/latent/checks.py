@@ -62,6 +62,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.special import logsumexp
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import Bernoulli
 from bayes_gp.latent.predictive import ModeFactor, SiteFactor
@@ -105,9 +106,10 @@ class ImportanceResult:
     n_draws: int
 
 
+@renamed_argument("seed", "random_seed")
 def importance_sampling(
     factor: SiteFactor, mu: np.ndarray, m: np.ndarray, likelihood, phi=(), *,
-    n_draws: int = N_IS, seed: int = SEED,
+    n_draws: int = N_IS, random_seed: int = SEED,
 ) -> ImportanceResult:  # fmt: skip
     r"""Importance sampling of :math:`p(f \mid y, \theta)` with the proposal
     :math:`N(\mu, (K^{-1} + W)^{-1})` of ``factor`` (its :math:`L_K`, :math:`L_A`): the
@@ -115,7 +117,7 @@ def importance_sampling(
     PSIS Pareto k̂ (module docstring)."""
     from arviz_stats.base import array_stats
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(random_seed)
     LK, LA = factor.LK, factor.LA
     v_hat = solve_triangular(LK, mu - m, lower=True)
     log_det_A = float(np.sum(np.log(np.diag(LA))))

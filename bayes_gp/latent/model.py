@@ -36,6 +36,7 @@ import pytensor.tensor as pt
 from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logit
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import (
     as_inputs,
     as_targets,
@@ -894,11 +895,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     #: How error messages name this model's type-II fits.
     _fit_type_name = "LatentFit (fit_laplace, fit_vi, fit_ep)"
 
-    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def replicate(self, fit, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Replicated data at the training inputs: latent values from the posterior (the joint
         draws, or the Laplace approximation :math:`N(\\hat f, \\Sigma)` of each draw or of the
         point fit), then :math:`y` from the likelihood with the training exposure or trials."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         draws, mode = self._draw_values(fit, n_draws)
         size = self.likelihood.sizes()
         out = []
@@ -1008,14 +1010,15 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         below, at = cdfs.mean(axis=0)
         return HeldOutPredictive("cdf", below, at)
 
-    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def prior_predictive(self, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Data sets from the prior predictive distribution at the training inputs (with their
         exposure or trials): ancestral draws of the joint latent model (hyperparameters, then
         :math:`f`, then :math:`y \\mid f`), ``(n_draws, n)``."""
         from bayes_gp.linalg import EAGER_MODE
 
         y = self._latent_model()["y"]
-        draws = pm.draw(y, draws=n_draws, random_seed=seed, mode=EAGER_MODE)
+        draws = pm.draw(y, draws=n_draws, random_seed=random_seed, mode=EAGER_MODE)
         return np.asarray(draws, float).reshape(n_draws, -1)
 
     def point_loo(self, fit) -> tuple[str, np.ndarray]:

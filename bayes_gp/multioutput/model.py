@@ -68,6 +68,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy.linalg import solve_triangular
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import (
     as_inputs,
     check_aligned,
@@ -914,16 +915,17 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         )
 
     @single_blas_thread
-    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def replicate(self, fit, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Replicated observed entries :math:`y^{rep} = f + \\varepsilon`, ``(n_draws,
         N_obs)`` in the order of :attr:`observed`: :math:`f` at the observed (output, input)
         pairs from its conditional posterior given the data and each of ``n_draws`` posterior
         draws (NUTS) or the point estimate; jointly up to :data:`PPC_JOINT_MAX` entries,
         marginally above."""
         self.check_fit(fit)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         nuts = is_nuts(fit)
-        values_list = self._draws(fit, n_draws, seed) if nuts else [self._values(fit.params)]
+        values_list = self._draws(fit, n_draws, random_seed) if nuts else [self._values(fit.params)]
         po = self.data.output_index
         reps = []
         for values in values_list:

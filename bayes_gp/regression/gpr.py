@@ -22,6 +22,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import (
     as_inputs,
     as_targets,
@@ -511,7 +512,8 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
 
     # ---------------------------------------------------------- function draws
     @single_blas_thread
-    def prior_predictive(self, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def prior_predictive(self, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Data sets from the prior predictive distribution at the training inputs,
         ``(n_draws, n)``: hyperparameters from their priors, then
         :math:`y \\sim N(m(X), K(X, X) + \\sigma^2 I)` of the exact GP (for ``approx=`` models,
@@ -525,7 +527,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             )
         from bayes_gp.linalg import EAGER_MODE, jittered_cholesky
 
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         draws = pm.draw(self.model.free_RVs, draws=n_draws, random_seed=rng, mode=EAGER_MODE)
         if n_draws == 1:
             draws = [np.asarray(d)[None] for d in draws]
@@ -650,7 +652,8 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
     PPC_JOINT_MAX = 3000
 
     @single_blas_thread
-    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
+    @renamed_argument("seed", "random_seed")
+    def replicate(self, fit, n_draws: int, random_seed: int = 0) -> np.ndarray:
         """Replicated data :math:`y^{rep} = f + \\epsilon` at the training inputs, ``(n_draws, n)``:
         :math:`f` from its conditional posterior given :math:`y` and each of ``n_draws``
         hyperparameter draws (NUTS) or the point estimate (type-II). Above
@@ -660,9 +663,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         from bayes_gp.linalg import jittered_cholesky
 
         self.check_fit(fit)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         nuts = is_nuts(fit)
-        values_list = self._draws(fit, n_draws, seed=seed) if nuts else [self._values(fit.params)]
+        values_list = self._draws(fit, n_draws, seed=random_seed) if nuts else [self._values(fit.params)]
         reps = []
         joint = self.X.shape[0] <= self.PPC_JOINT_MAX
         for values in values_list:

@@ -56,6 +56,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.linalg import solve_triangular
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import (
     as_inputs,
     as_targets,
@@ -381,6 +382,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         return np.array(mf), np.array(vf), np.array(mg), np.array(vg)
 
     @single_blas_thread
+    @renamed_argument("seed", "random_seed")
     def predict(
         self,
         X_new,
@@ -389,7 +391,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         *,
         max_draws: int = 500,
         n_per_draw: int = 4,
-        seed: int = 0,
+        random_seed: int = 0,
     ) -> Prediction:
         r"""Predictive distribution of :math:`f_*` (or of :math:`y_*` with ``include_noise``).
 
@@ -416,12 +418,12 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             At most this many posterior draws (a fixed random subset).
         n_per_draw : int
             Predictive draws per posterior draw, for the interval.
-        seed : int
+        random_seed : int
             Seed of the subset of draws and of the predictive draws.
         """
         Xn = self._check_new(X_new)
-        latent = self._latent_at(Xn, idata, max_draws, seed)
-        return self._mixture(*latent, include_noise, n_per_draw, seed)
+        latent = self._latent_at(Xn, idata, max_draws, random_seed)
+        return self._mixture(*latent, include_noise, n_per_draw, random_seed)
 
     @staticmethod
     def _mixture(mf, vf, mg, vg, include_noise: bool, n_per_draw: int, seed: int) -> Prediction:
@@ -441,8 +443,9 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         return Prediction(mean, var, None, lower, upper, {"n_draws": S})
 
     @single_blas_thread
+    @renamed_argument("seed", "random_seed")
     def noise_sd(
-        self, X_new, idata, *, max_draws: int = 500, n_per_draw: int = 4, seed: int = 0
+        self, X_new, idata, *, max_draws: int = 500, n_per_draw: int = 4, random_seed: int = 0
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         r"""Posterior of the noise standard deviation :math:`e^{g(x_*)}` at ``X_new``.
 
@@ -455,8 +458,8 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             Central 94% interval from draws of :math:`g_* \mid g`.
         """
         Xn = self._check_new(X_new)
-        _, _, mg, vg = self._latent_at(Xn, idata, max_draws, seed)
-        return self._noise_from(mg, vg, n_per_draw, seed)
+        _, _, mg, vg = self._latent_at(Xn, idata, max_draws, random_seed)
+        return self._noise_from(mg, vg, n_per_draw, random_seed)
 
     @staticmethod
     def _noise_from(mg, vg, n_per_draw: int, seed: int):
@@ -468,23 +471,25 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         return np.exp(mg + vg / 2.0).mean(axis=0), lower, upper
 
     @single_blas_thread
+    @renamed_argument("seed", "random_seed")
     def predictive_bands(
-        self, X_new, idata, *, max_draws: int = 500, n_per_draw: int = 4, seed: int = 0
+        self, X_new, idata, *, max_draws: int = 500, n_per_draw: int = 4, random_seed: int = 0
     ) -> tuple[Prediction, Prediction, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """``(predict(X_new, idata), predict(X_new, idata, include_noise=True),
         noise_sd(X_new, idata))`` with the same arguments, from one pass over the posterior
         draws: the same numbers in a third of the time.
         """
         Xn = self._check_new(X_new)
-        mf, vf, mg, vg = self._latent_at(Xn, idata, max_draws, seed)
+        mf, vf, mg, vg = self._latent_at(Xn, idata, max_draws, random_seed)
         return (
-            self._mixture(mf, vf, mg, vg, False, n_per_draw, seed),
-            self._mixture(mf, vf, mg, vg, True, n_per_draw, seed),
-            self._noise_from(mg, vg, n_per_draw, seed),
+            self._mixture(mf, vf, mg, vg, False, n_per_draw, random_seed),
+            self._mixture(mf, vf, mg, vg, True, n_per_draw, random_seed),
+            self._noise_from(mg, vg, n_per_draw, random_seed),
         )
 
+    @renamed_argument("seed", "random_seed")
     def posterior_predictive(
-        self, idata, n_draws: int | None = None, *, seed: int = 0
+        self, idata, n_draws: int | None = None, *, random_seed: int = 0
     ) -> np.ndarray:
         r"""Replicated data sets at the training inputs, :math:`y^{rep} = f + e^{g}\varepsilon`.
 
@@ -499,7 +504,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             The output of :meth:`sample` (posterior ``f`` and ``g``).
         n_draws : int, optional
             At most this many posterior draws (a fixed random subset); all of them by default.
-        seed : int
+        random_seed : int
             Seed of the subset and of :math:`\varepsilon`.
 
         Returns
@@ -521,7 +526,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         n = self.X.shape[0]
         f = np.asarray(post["f"], float).reshape(-1, n)
         g = np.asarray(post["g"], float).reshape(-1, n)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(random_seed)
         idx = np.arange(f.shape[0])
         if n_draws is not None and f.shape[0] > n_draws:
             idx = np.sort(rng.choice(f.shape[0], n_draws, replace=False))
@@ -599,8 +604,9 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             "from the posterior draws"
         )
 
-    def replicate(self, fit, n_draws: int, seed: int = 0) -> np.ndarray:
-        return self.posterior_predictive(fit, n_draws, seed=seed)
+    @renamed_argument("seed", "random_seed")
+    def replicate(self, fit, n_draws: int, random_seed: int = 0) -> np.ndarray:
+        return self.posterior_predictive(fit, n_draws, random_seed=random_seed)
 
     def bands(self, grid, fit) -> Bands:
         grid = np.asarray(grid, float).ravel()

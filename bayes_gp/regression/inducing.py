@@ -12,6 +12,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy import linalg as sla
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER
 from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.hsgp import _components, hsgp_constants
@@ -55,7 +56,8 @@ def default_n_inducing(cov, X: np.ndarray) -> int:
     return int(min(N, MAX_INDUCING, max(10, np.prod(per_dim))))
 
 
-def inducing_points(X: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+@renamed_argument("seed", "random_seed")
+def inducing_points(X: np.ndarray, n: int, random_seed: int = 0) -> np.ndarray:
     """``n`` inducing inputs: k-means centres of the standardised inputs (k-means++ start).
 
     With ``n`` at least the number of distinct inputs, the distinct inputs themselves.
@@ -70,7 +72,7 @@ def inducing_points(X: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     mu = X.mean(axis=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an empty cluster is dropped below
-        centres, _ = kmeans2((X - mu) / sd, n, seed=seed, minit="++")
+        centres, _ = kmeans2((X - mu) / sd, n, seed=random_seed, minit="++")
     return np.unique(centres * sd + mu, axis=0)
 
 

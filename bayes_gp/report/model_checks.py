@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from bayes_gp._arguments import renamed_argument
 from bayes_gp.report.diagnostics import Verdict
 
 __all__ = [
@@ -76,7 +77,7 @@ def prior_tree(model, idata, params: Sequence[str]):
 def ppc_tree(model, fit):
     """Replicated data from the model (:meth:`~bayes_gp.protocol.GPModel.replicate`) beside the
     observed data, as ArviZ wants them; and whether the outcome is binary."""
-    reps = np.asarray(model.replicate(fit, PPC_DRAWS, seed=0))
+    reps = np.asarray(model.replicate(fit, PPC_DRAWS, random_seed=0))
     observed = np.asarray(model.observed)
     obs = np.arange(observed.shape[0])
     pp = xr.Dataset(
@@ -194,7 +195,8 @@ class PriorPredictiveCheck:
         return out
 
 
-def prior_predictive_check(model, draws: int = PRIOR_PREDICTIVE_DRAWS, seed: int = 0):
+@renamed_argument("seed", "random_seed")
+def prior_predictive_check(model, draws: int = PRIOR_PREDICTIVE_DRAWS, random_seed: int = 0):
     """Draw :data:`PRIOR_PREDICTIVE_DRAWS` data sets from ``model``'s prior predictive
     distribution (:meth:`~bayes_gp.protocol.GPModel.prior_predictive`) and compare them with
     its observed data. Raises ``NotImplementedError`` for a model that cannot draw them (or a
@@ -203,7 +205,7 @@ def prior_predictive_check(model, draws: int = PRIOR_PREDICTIVE_DRAWS, seed: int
         raise NotImplementedError("the prior predictive check covers continuous, count and "
                                   "binary outcomes, not class labels")  # fmt: skip
     observed = np.asarray(model.observed, float).ravel()
-    reps = np.asarray(model.prior_predictive(draws, seed=seed), float)
+    reps = np.asarray(model.prior_predictive(draws, random_seed=random_seed), float)
     if reps.shape != (draws, observed.size):
         raise NotImplementedError(
             f"{type(model).__name__}'s prior predictive draws have shape {reps.shape}, not "

@@ -64,6 +64,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats
 
+from bayes_gp._arguments import renamed_argument
+
 __all__ = [
     "ChiSquareTest",
     "EcdfBand",
@@ -260,6 +262,7 @@ def _band(n: int, max_rank: int, alpha: float, method: str, n_sims: int, seed: i
     return EcdfBand(z, lower, upper, gamma, alpha, coverage, n, max_rank, used)
 
 
+@renamed_argument("seed", "random_seed")
 def ecdf_band(
     n: int,
     max_rank: int,
@@ -267,16 +270,16 @@ def ecdf_band(
     *,
     method: str = "auto",
     n_sims: int = 20_000,
-    seed: int = 0,
+    random_seed: int = 0,
 ) -> EcdfBand:
     """The simultaneous :math:`1 - \\alpha` band for the ECDF of ``n`` ranks on
     ``0..max_rank`` (module docstring; ``method="simulate"`` uses ``n_sims`` draws seeded by
-    ``seed``)."""
+    ``random_seed``)."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"`alpha` must be in (0, 1), got {alpha}")
     if int(n) < 1:
         raise ValueError(f"`n` must be at least 1, got {n}")
-    return _band(int(n), int(max_rank), float(alpha), method, int(n_sims), int(seed))
+    return _band(int(n), int(max_rank), float(alpha), method, int(n_sims), int(random_seed))
 
 
 @dataclass(frozen=True)
@@ -295,6 +298,7 @@ class EcdfTest:
         return bool(np.all((self.ecdf >= self.band.lower) & (self.ecdf <= self.band.upper)))
 
 
+@renamed_argument("seed", "random_seed")
 def ecdf_test(
     ranks,
     max_rank: int,
@@ -302,7 +306,7 @@ def ecdf_test(
     *,
     method: str = "auto",
     n_sims: int = 20_000,
-    seed: int = 0,
+    random_seed: int = 0,
 ) -> EcdfTest:
     """Test uniformity of ``ranks`` on ``0..max_rank`` with the ECDF band (module docstring).
 
@@ -317,10 +321,10 @@ def ecdf_test(
     counts = np.searchsorted(np.sort(r), cuts, side="left")  # #{i : r_i < c_k}
     tau = _tails(n, int(max_rank))
     T = float(tau[np.arange(cuts.size), counts].min())
-    band = ecdf_band(n, max_rank, alpha, method=method, n_sims=n_sims, seed=seed)
+    band = ecdf_band(n, max_rank, alpha, method=method, n_sims=n_sims, random_seed=random_seed)
     if band.method == "exact":
         p = _exit_probability(n, int(max_rank), tau > T)
     else:
-        Ts = _simulated_statistics(n, int(max_rank), int(n_sims), int(seed))
+        Ts = _simulated_statistics(n, int(max_rank), int(n_sims), int(random_seed))
         p = (1.0 + float(np.sum(Ts <= T))) / (1.0 + n_sims)
     return EcdfTest(T, p, counts / n, band)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayes_gp._arguments import ArgumentError
+from bayes_gp._arguments import ArgumentError, renamed_argument
 from bayes_gp.declared import Dataset, DeclaredModel, choose_method
 from bayes_gp.inference.sampling import NUTSSampling
 from bayes_gp.protocol import GPModel
@@ -123,6 +123,7 @@ def default_settings(decl: DeclaredModel | CSVModel, fast: bool) -> dict:
     return out
 
 
+@renamed_argument("seed", "random_seed")
 def run(
     model: str | DeclaredModel | CSVModel,
     method: str | None = None,
@@ -134,7 +135,7 @@ def run(
     sampler: str = "auto",
     target_accept: float | None = None,
     n_restarts: int | None = None,
-    seed: int = 0,
+    random_seed: int = 0,
     progress: Callable[[str], None] | None = None,
     progressbar: bool = False,
     data: Dataset | None = None,
@@ -149,7 +150,7 @@ def run(
         :data:`bayes_gp.declared.METHOD_TABLE`); defaults to the model's first.
     fast : bool
         The model's fast settings (smaller data and fewer draws, for tests and demonstrations).
-    draws, tune, chains, sampler, target_accept, n_restarts, seed
+    draws, tune, chains, sampler, target_accept, n_restarts, random_seed
         Override the model's settings (``target_accept``: NUTS's target acceptance rate, in
         [0.5, 1); the model's default is 0.9 unless the declared model sets another).
     progress : callable, optional
@@ -183,7 +184,7 @@ def run(
         settings["n_restarts"] = n_restarts
     if target_accept is not None:
         settings["target_accept"] = target_accept
-    settings.update(sampler=sampler, seed=int(seed), fast=bool(fast))
+    settings.update(sampler=sampler, seed=int(random_seed), fast=bool(fast))
     for key, lowest in _LOWEST.items():
         if int(settings[key]) < lowest:
             raise ArgumentError(
@@ -211,7 +212,7 @@ def run(
     options = {k: _CAST.get(k, int)(settings[k]) for k in FIT_SETTINGS[kind]}
     if kind == "sampling":
         options["progressbar"] = progressbar
-    fit = gp.fit(method, random_seed=int(seed), **options)
+    fit = gp.fit(method, random_seed=int(random_seed), **options)
     seconds["fit"] = time.perf_counter() - t0
     say(f"fitted in {seconds['fit']:.1f} s; predicting")
 

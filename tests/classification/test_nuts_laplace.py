@@ -67,7 +67,7 @@ def test_nuts_laplace_draws_predict_replicate_and_report():
     truth = np.sin(1.3 * grid) > 0
     away = np.abs(np.sin(1.3 * grid)) > 0.5
     assert np.mean((p_nuts > 0.5)[away] == truth[away]) >= 0.9
-    reps = clf.replicate(idata, 60, seed=0)
+    reps = clf.replicate(idata, 60, random_seed=0)
     assert reps.shape == (60, 50) and set(np.unique(reps)) <= {0, 1}
     assert abs(reps.mean() - clf.t.mean()) < 0.1
     assert clf.fit_label(idata) == "NUTS (Laplace-integrated GP)"

@@ -102,12 +102,12 @@ def test_report_of_point_and_nuts_fits(fitted):
 
 def test_replicates_follow_the_predictive_distribution(fitted):
     dkl, fit, idata = fitted
-    reps = dkl.replicate(fit, 4000, seed=3)
+    reps = dkl.replicate(fit, 4000, random_seed=3)
     pred = dkl.predict(dkl.X, fit, include_noise=True)
     assert reps.shape == (4000, dkl.X.shape[0])
     np.testing.assert_allclose(reps.mean(axis=0), pred.mean, atol=4 * pred.sd.max() / 60)
     np.testing.assert_allclose(reps.std(axis=0), pred.sd, rtol=0.06)
-    assert dkl.replicate(idata, 40, seed=0).shape == (40, dkl.X.shape[0])
+    assert dkl.replicate(idata, 40, random_seed=0).shape == (40, dkl.X.shape[0])
 
 
 def test_predictions_do_not_depend_on_the_latest_fit(fitted):

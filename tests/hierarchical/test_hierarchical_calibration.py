@@ -95,9 +95,9 @@ def test_nuts_cdf_is_the_mixture_over_draws(model):
     np.testing.assert_allclose(pred.cdf_at[known], np.mean(per_draw, axis=0), rtol=0, atol=1e-12)
     # the mixture is not the CDF at the mean draw
     assert np.max(np.abs(pred.cdf_at[known] - per_draw[0])) > 0.01
-    py = model.predict(NEW, idata, include_noise=True, seed=7)
-    at_lower = model.held_out_predictive(NEW, py.lower, idata, seed=7).cdf_at
-    at_upper = model.held_out_predictive(NEW, py.upper, idata, seed=7).cdf_at
+    py = model.predict(NEW, idata, include_noise=True, random_seed=7)
+    at_lower = model.held_out_predictive(NEW, py.lower, idata, random_seed=7).cdf_at
+    at_upper = model.held_out_predictive(NEW, py.upper, idata, random_seed=7).cdf_at
     np.testing.assert_allclose(at_lower, 0.03, atol=1e-9)
     np.testing.assert_allclose(at_upper, 0.97, atol=1e-9)
 
@@ -152,7 +152,7 @@ def test_coverage_on_data_simulated_from_the_model():
         assert gp.hyperparameters == ["ls_z", "eta_z"]
         cdfs.append(gp.held_out_predictive(held, held["y"], _fit(truth)).cdf_at)
         idata = _posterior([truth] * 200)
-        cdfs.append(gp.held_out_predictive(new, new["y"], idata, seed=1).cdf_at)
+        cdfs.append(gp.held_out_predictive(new, new["y"], idata, random_seed=1).cdf_at)
     F = np.concatenate(cdfs)
     assert F.size == 4 * (24 * 3 + 6 * 8)
     cover50 = np.mean(np.abs(F - 0.5) <= 0.25)
@@ -160,7 +160,7 @@ def test_coverage_on_data_simulated_from_the_model():
     assert abs(cover50 - 0.5) < 0.06, cover50
     assert abs(cover90 - 0.9) < 0.05, cover90
     # the report's summary of the same distribution
-    cal = predictive_calibration(gp.held_out_predictive(new, new["y"], idata, seed=1))
+    cal = predictive_calibration(gp.held_out_predictive(new, new["y"], idata, random_seed=1))
     assert cal.n == 48 and set(cal.coverage) >= {0.5, 0.9}
 
 
@@ -174,7 +174,7 @@ def test_prior_predictive_with_fixed_hyperparameters_has_the_model_covariance():
     gp = HierarchicalGP(df, "t", "y", "subject", pooling="shared", covariates=["c"],
                         random_intercept=True, priors=fixed)  # fmt: skip
     assert gp.hyperparameters == []
-    draws = gp.prior_predictive(20000, seed=2)
+    draws = gp.prior_predictive(20000, random_seed=2)
     assert draws.shape == (20000, len(df))
     t, y, c = df["t"].to_numpy(), df["y"].to_numpy(), df["c"].to_numpy()
     same = df["subject"].to_numpy()[:, None] == df["subject"].to_numpy()[None, :]
@@ -186,8 +186,8 @@ def test_prior_predictive_with_fixed_hyperparameters_has_the_model_covariance():
     assert np.max(np.abs(W.mean(axis=0))) < 0.04  # standard error 0.007
     assert np.max(np.abs(np.cov(W.T) - np.eye(t.size))) < 0.05
     # the same seed gives the same draws; one draw has the shape of one
-    np.testing.assert_array_equal(gp.prior_predictive(3, seed=4), gp.prior_predictive(3, seed=4))
-    assert gp.prior_predictive(1, seed=0).shape == (1, len(df))
+    np.testing.assert_array_equal(gp.prior_predictive(3, random_seed=4), gp.prior_predictive(3, random_seed=4))
+    assert gp.prior_predictive(1, random_seed=0).shape == (1, len(df))
 
 
 def test_prior_predictive_draws_the_partially_pooled_group_hyperparameters():
@@ -201,7 +201,7 @@ def test_prior_predictive_draws_the_partially_pooled_group_hyperparameters():
            "f0_ls": 1.5, "f0_eta": 0.6}  # fmt: skip
     gp = HierarchicalGP(df, "t", "y", "g", priors=pri)
     assert gp.hyperparameters == ["ls_z", "eta_z"]
-    draws = gp.prior_predictive(20000, seed=3)
+    draws = gp.prior_predictive(20000, random_seed=3)
     S = np.cov(draws.T)
     x, w = np.polynomial.hermite_e.hermegauss(60)
     w = w / w.sum()  # expectations over z ~ N(0, 1)

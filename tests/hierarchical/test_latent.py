@@ -216,7 +216,7 @@ def test_predictions_of_known_and_new_groups_and_the_protocol(simulated):
     assert gp.label == "hierarchical expquad, poisson"
     method, loo = gp.point_loo(fit)
     assert loo.shape == (len(df),) and np.all(np.isfinite(loo)) and "LA-LOO" in method
-    assert gp.replicate(fit, 3, seed=0).shape == (3, len(df))
+    assert gp.replicate(fit, 3, random_seed=0).shape == (3, len(df))
     attrs = {"objective": fit.objective, "prior": True, "grad_norm": fit.grad_norm}
     again = gp.restore_fit("map", fit.params, attrs)
     np.testing.assert_allclose(gp.predict(new, again)["latent_mean"], pred["latent_mean"],

@@ -256,7 +256,7 @@ def test_nuts_predictions_mix_draws_and_a_new_group_is_wider(simulated):
     assert abs(pred.mean[1] - df["y"].mean()) < 1e-12
     cols = gp.prediction_columns(new, idata)
     assert set(cols) == {"mean", "sd_f", "sd_y", "lower_94", "upper_94"}
-    reps = gp.replicate(idata, 5, seed=1)
+    reps = gp.replicate(idata, 5, random_seed=1)
     assert reps.shape == (5, len(df)) and np.all(np.isfinite(reps))
 
 
@@ -281,7 +281,7 @@ def test_map_fit_and_the_model_protocol():
     assert bands.mean.shape == (5,) and np.all(bands.y_lower < bands.lower)
     method, loo = gp.point_loo(fit)
     assert loo.shape == (len(df),) and np.all(np.isfinite(loo)) and "LOO" in method
-    reps = gp.replicate(fit, 4, seed=0)
+    reps = gp.replicate(fit, 4, random_seed=0)
     assert reps.shape == (4, len(df))
     attrs = {"objective": fit.objective, "prior": True, "grad_norm": fit.grad_norm,
              "log_marginal_likelihood": fit.log_marginal_likelihood, "jitter": fit.jitter}  # fmt: skip

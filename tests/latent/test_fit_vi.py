@@ -155,7 +155,7 @@ def test_fit_vi_through_the_protocol():
     bands = lg.bands(np.linspace(0, 10, 5), fit)  # the legend names what the bands are of
     assert bands.band_label == "94% band of the response mean E[y* | f*] per unit exposure"
     assert bands.y_band_label == "94% predictive interval of y* per unit exposure"
-    reps = lg.replicate(fit, 200, seed=1)
+    reps = lg.replicate(fit, 200, random_seed=1)
     assert abs(reps.mean() - y.mean()) < 0.15 * y.mean()
 
 

@@ -210,7 +210,7 @@ def test_predict_replicate_and_held_out_follow_the_linear_mean(rng, missing):
     np.testing.assert_allclose(gp.held_out_predictive(Xn, held, fit).cdf_at, expected, rtol=1e-10)
 
     n_rep = 4000
-    reps = gp.replicate(fit, n_rep, seed=2)
+    reps = gp.replicate(fit, n_rep, random_seed=2)
     y_obs = Y.T.ravel()[mask]
     Cf = Co - np.diag(np.repeat(THETA["sigma"] ** 2 + gp.jitter * np.nanvar(Y, axis=0), 10)[mask])
     rep_mean = y_obs - r + Cf @ np.linalg.solve(Co, r)
@@ -226,7 +226,7 @@ def test_prior_predictive_draws_follow_a_fixed_slope():
     Y = rng.normal(size=(8, 2)) + 3.0 * X[:, None]
     gp = MultiOutputGP(X, Y, "expquad", mean="linear", priors={"intercept": 0.0, "slope": 3.0})
     assert "slope" not in gp.hyperparameters and "intercept" not in gp.hyperparameters
-    draws = gp.prior_predictive(2000, seed=1)  # (draws, P n), output-major
+    draws = gp.prior_predictive(2000, random_seed=1)  # (draws, P n), output-major
     mean = draws.mean(axis=0).reshape(2, 8)
     se = draws.std(axis=0).reshape(2, 8) / np.sqrt(2000)
     assert np.all(np.abs(mean - 3.0 * X[None, :]) < 5 * se)

@@ -73,14 +73,14 @@ def test_posterior_predictive_draws_the_model_noise(hetero, idata_h):
     post = idata_h["posterior"]
     f = np.asarray(post["f"]).reshape(-1, 30)
     g = np.asarray(post["g"]).reshape(-1, 30)
-    reps = hetero.posterior_predictive(idata_h, seed=3)  # every draw, in order
+    reps = hetero.posterior_predictive(idata_h, random_seed=3)  # every draw, in order
     assert reps.shape == (200, 30)
     z = (reps - f) / np.exp(g)  # N(0, 1) if the noise is exp(g) per draw and observation
     assert abs(z.mean()) < 4 / np.sqrt(z.size)
     assert abs(z.std() - 1.0) < 4 / np.sqrt(2 * z.size)
-    sub = hetero.posterior_predictive(idata_h, PPC_DRAWS, seed=0)
+    sub = hetero.posterior_predictive(idata_h, PPC_DRAWS, random_seed=0)
     assert sub.shape == (PPC_DRAWS, 30)
-    np.testing.assert_array_equal(sub, hetero.posterior_predictive(idata_h, PPC_DRAWS, seed=0))
+    np.testing.assert_array_equal(sub, hetero.posterior_predictive(idata_h, PPC_DRAWS, random_seed=0))
     with pytest.raises(ValueError, match="n_draws"):
         hetero.posterior_predictive(idata_h, 0)
     with pytest.raises(ValueError, match=r"no posterior draws of \['f'\]"):
@@ -91,8 +91,8 @@ def test_posterior_predictive_draws_the_model_noise(hetero, idata_h):
 @pytest.mark.slow
 def test_predictive_bands_equal_predict_and_noise_sd(hetero, idata_h):
     grid = np.linspace(-1.0, 12.0, 23)
-    pred_f, pred_y, noise = hetero.predictive_bands(grid, idata_h, max_draws=60, seed=2)
-    kw = {"max_draws": 60, "seed": 2}
+    pred_f, pred_y, noise = hetero.predictive_bands(grid, idata_h, max_draws=60, random_seed=2)
+    kw = {"max_draws": 60, "random_seed": 2}
     for got, want in ((pred_f, hetero.predict(grid, idata_h, **kw)),
                       (pred_y, hetero.predict(grid, idata_h, include_noise=True, **kw))):  # fmt: skip
         for name in ("mean", "var", "lower", "upper"):

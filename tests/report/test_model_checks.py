@@ -28,7 +28,7 @@ def test_gpr_prior_predictive_has_the_prior_variance():
     expected = np.exp(2 * 0.09) + 0.25 * np.exp(2 * 0.04)
     for shift in (0.0, 100.0):
         gp = bayes_gp.GPRegression(X, np.sin(X) + shift, mean="zero", priors=_fixed_priors())
-        draws = gp.prior_predictive(3000, seed=1)
+        draws = gp.prior_predictive(3000, random_seed=1)
         assert draws.shape == (3000, 30)
         assert np.mean(draws.var(axis=0)) == pytest.approx(expected, rel=0.06)
         assert abs(draws.mean()) < 0.1
@@ -54,7 +54,7 @@ def test_latent_poisson_prior_predictive_mean():
     eta = pm.LogNormal.dist(np.log(0.6), 0.1)
     gp = bayes_gp.LatentGP(X, rng.poisson(1.0, X.size), likelihood="poisson", mean="zero",
                            priors={"eta": eta, "ls": pm.LogNormal.dist(np.log(2.0), 0.3)})  # fmt: skip
-    draws = gp.prior_predictive(3000, seed=4)
+    draws = gp.prior_predictive(3000, random_seed=4)
     etas = pm.draw(eta, draws=200000, random_seed=5)
     assert np.all(draws == np.round(draws)) and draws.min() >= 0
     assert draws.mean() == pytest.approx(np.mean(np.exp(etas**2 / 2)), rel=0.04)

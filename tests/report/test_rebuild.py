@@ -233,7 +233,7 @@ def test_optimiser_record_is_saved_with_the_fit_and_checked_on_load(csv_file, tm
     import json
 
     model = workflow.CSVModel(str(csv_file), ("x",), "y")
-    res = workflow.run(model, "map", fast=True, n_restarts=2, seed=1)
+    res = workflow.run(model, "map", fast=True, n_restarts=2, random_seed=1)
     out = tmp_path / "out"
     workflow.save(res, out, with_report=False)
     record = json.loads((out / workflow.FIT_JSON).read_text())
