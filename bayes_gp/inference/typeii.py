@@ -41,12 +41,18 @@ __all__ = [
     "multistart",
     "restarts_table",
     "raveler",
+    "runaway",
+    "RUNAWAY_STEP",
+    "RUNAWAY_TOL",
 ]
 
 
 @dataclass(frozen=True)
 class Restart:
-    """One optimisation run: where it started and ended, and the objective there."""
+    """One optimisation run: where it started and ended, and the objective there.
+
+    ``runaway`` names the hyperparameters that ran away from the end point (:func:`runaway`),
+    as ``"eta -> inf"``, ``"ls[1] -> 0"``; a run with any is not ``converged``."""
 
     start: dict
     params: dict
@@ -54,6 +60,7 @@ class Restart:
     converged: bool
     n_iter: int
     message: str
+    runaway: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -407,6 +414,79 @@ def warn_unconverged(best, what: str, stacklevel: int = 3) -> None:
     )
 
 
+#: How far (on the hyperparameter's unconstrained scale: a factor e^3 = 20 for a positive
+#: parameter) :func:`runaway` moves a hyperparameter beyond the optimiser's end point.
+RUNAWAY_STEP = 3.0
+#: ... and by less than this (nats) the objective must fall there for the end point to count as
+#: an interior optimum along that parameter. A curvature this weak (2e-7 per unit squared) is
+#: no optimum anyone can report: the objective is flat to the tolerance over a factor 20.
+RUNAWAY_TOL = 1e-6
+
+
+def runaway(neg, x: np.ndarray, labels: list[str], values_of) -> tuple[str, ...]:
+    """The hyperparameters that run away from the end point ``x`` of a minimisation of
+    ``neg(x) -> (f, grad)`` (unconstrained space): those along which the objective does not get
+    worse, by more than :data:`RUNAWAY_TOL`, :data:`RUNAWAY_STEP` further in one direction.
+
+    A gradient test cannot see them: on a saturating objective (the EP or Laplace evidence of
+    separable classes as the latent amplitude grows, a noise sd collapsing onto zero, an ARD
+    length-scale of an input without effect growing without bound) the gradient on the
+    unconstrained scale tends to zero while the optimum recedes to the boundary.
+
+    ``labels[i]`` names coordinate ``i``; ``values_of(x)`` gives the constrained values (one
+    float per coordinate) to tell the direction (``0``, ``inf`` or ``-inf``). Returns
+    ``("eta -> inf", ...)`` where only one direction is flat, ``"eta flat at 6.75e+11"`` where
+    both are (a plateau, typically at a huge or tiny value, where which way the objective still
+    rises is rounding), empty for an interior optimum.
+    """
+    f0 = neg(x)[0]
+    if not np.isfinite(f0):
+        return ()
+    here = values_of(x)
+    out = []
+    for i, label in enumerate(labels):
+        flat = []
+        for sign in (1.0, -1.0):
+            probe = np.array(x, dtype=float, copy=True)
+            probe[i] += sign * RUNAWAY_STEP
+            f = neg(probe)[0]
+            if np.isfinite(f) and f <= f0 + RUNAWAY_TOL:
+                there = values_of(probe)[i]
+                if there > here[i]:
+                    direction = "inf"
+                else:
+                    direction = "0" if here[i] > 0 and there >= 0 else "-inf"
+                flat.append((f, direction))
+        if len(flat) == 1:
+            out.append(f"{label} -> {flat[0][1]}")
+        elif flat:  # a plateau: which way it still rises is rounding, so give the value
+            out.append(f"{label} flat at {here[i]:.3g}")
+    return tuple(out)
+
+
+def warn_runaway(best, what: str, stacklevel: int = 3) -> None:
+    """Warn (:class:`ConvergenceWarning`) that the best run's end point is not an optimum: the
+    hyperparameters ``best.runaway`` ran away (:func:`runaway`)."""
+    names = ", ".join(best.runaway)
+    ard = any(r.split()[0].split("[")[0].endswith("ls") and r.endswith("inf") for r in best.runaway)
+    hint = (
+        " (a length-scale growing without bound: that input has no detectable effect, which is "
+        "what ARD's type-II fit does with an irrelevant input)"
+        if ard
+        else ""
+    )
+    warnings.warn(
+        f"{what}: {names}: the objective does not fall when the hyperparameter moves a factor "
+        f"{np.exp(RUNAWAY_STEP):.0f} further that way, so it has no finite optimum there{hint}, "
+        "and the fit is reported as not converged (converged=False; its predictions use the end "
+        "point). Give the hyperparameter a prior that keeps it finite (prior=True, or "
+        "priors={...}), fix it (priors={name: value}), or use NUTS, whose posterior averages "
+        "over the flat direction",
+        ConvergenceWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def restarts_table(results, to_params) -> list[Restart]:
     """:class:`Restart` records of :func:`multistart` results."""
     return [
@@ -417,9 +497,26 @@ def restarts_table(results, to_params) -> list[Restart]:
             converged=bool(r.success),
             n_iter=int(r.nit),
             message=str(r.message),
+            runaway=tuple(getattr(r, "runaway", ())),
         )
         for r, x0 in results
     ]
+
+
+def _coordinates(model: pm.Model, names: list[str], unravel, constrained):
+    """Labels of the raveled coordinates of the value variables ``names`` (the random
+    variable's name, with an index for a vector: ``ls[1]``) and a function from a raveled point
+    to the constrained value of each coordinate."""
+    point = unravel(raveler(model, names)[0])
+    labels = []
+    for rv, value in zip(model.free_RVs, point, strict=True):
+        size = int(np.size(value))
+        labels += [rv.name] if np.ndim(value) == 0 else [f"{rv.name}[{j}]" for j in range(size)]
+
+    def values_of(x):
+        return np.concatenate([np.ravel(np.asarray(v, float)) for v in constrained(*unravel(x))])
+
+    return labels, values_of
 
 
 def _objective_graph(model: pm.Model, prior: bool) -> pt.TensorVariable:
@@ -441,6 +538,10 @@ def optimize(
     mode=EAGER_MODE,
 ) -> MapFit:
     """Maximise the log marginal likelihood or the log posterior of ``model`` with restarts.
+
+    An ML-II fit (``prior=False``) whose end point is not an interior optimum because a
+    hyperparameter ran away (:func:`runaway`) is not converged: its restarts record the names
+    (``Restart.runaway``, ``fit.runaway``) and a :class:`ConvergenceWarning` says what to do.
 
     Parameters
     ----------
@@ -509,8 +610,21 @@ def optimize(
     rng = np.random.default_rng(random_seed)
     starts = prior_starts(model, names, n_restarts, rng, accept=lambda x: np.isfinite(neg(x)[0]))
     results = multistart(neg, starts, maxiter=maxiter, gtol=1e-8)
+    labels, values_of = _coordinates(model, names, unravel, constrained)
+    for res, _ in results:
+        # ML-II only: under priors a scale's mode at its boundary (a half-normal's density is
+        # largest at zero) is a property of MAP, judged separately (issue 37, part 2)
+        checked = not prior and np.isfinite(res.fun)
+        res.runaway = runaway(neg, res.x, labels, values_of) if checked else ()
+        if res.runaway:
+            res.success = False
+            res.message = f"{res.message}; ran away: {', '.join(res.runaway)}"
     best = results[0][0]
-    warn_unconverged(best, "type-II " + ("MAP" if prior else "ML-II") + " fit", stacklevel=3)
+    what = "type-II " + ("MAP" if prior else "ML-II") + " fit"
+    if best.runaway:
+        warn_runaway(best, what, stacklevel=3)
+    else:
+        warn_unconverged(best, what, stacklevel=3)
     restarts = restarts_table(results, to_params)
     grad_norm = float(np.linalg.norm(neg(best.x)[1]))
     return MapFit(

@@ -38,6 +38,7 @@ from scipy.special import logsumexp
 
 from bayes_gp.latent.laplace import LaplaceResult, _chol
 from bayes_gp.latent.likelihoods import LatentLikelihood
+from bayes_gp.linalg import NotPSDError, jittered_cholesky
 
 __all__ = [
     "GH_NODES",
@@ -102,7 +103,14 @@ class SiteFactor:
     def __init__(self, K: np.ndarray, a: np.ndarray, W: np.ndarray):
         self.LK = _chol(K)
         if self.LK is None:
-            raise np.linalg.LinAlgError("K is not positive definite at these hyperparameters")
+            # the fit's absolute jitter can be rounding-level relative to K (a latent amplitude
+            # that ran away, eta ~ 1e11): factorise with jitter relative to K's own diagonal
+            try:
+                self.LK = jittered_cholesky(K)[0]
+            except NotPSDError as err:
+                raise np.linalg.LinAlgError(
+                    f"K is not positive definite at these hyperparameters: {err}"
+                ) from err
         W = np.asarray(W, float)
         self.LA = _chol(np.eye(K.shape[0]) + self.LK.T @ (W[:, None] * self.LK))
         if self.LA is None:

@@ -455,17 +455,29 @@ def optimizer_verdicts(fit) -> list[Verdict]:
     if not restarts:
         return [Verdict("optimiser", None, "–", "n/a", "", "hyperparameters given, not optimised")]
     best = restarts[0]
+    ran_away = tuple(getattr(best, "runaway", ()))
+    if ran_away:
+        advice = (
+            f"{', '.join(ran_away)}: the objective keeps rising (or stays flat) towards that "
+            "boundary, so there is no finite optimum and the reported values are where the "
+            "optimiser stopped. Give the hyperparameter a prior that keeps it finite (MAP), "
+            "fix it, or sample by NUTS."
+        )
+    elif best.converged:
+        advice = ""
+    else:
+        advice = (
+            f"The optimiser stopped before converging after {best.n_iter} iterations: raise "
+            f"maxiter (e.g. maxiter={max(1000, 2 * best.n_iter)}), or check the data scale and "
+            "the priors."
+        )
     out = [
         Verdict(
             "best restart converged",
             float(getattr(fit, "grad_norm", np.nan)),
             "converged",
             "ok" if best.converged else "warn",
-            ""
-            if best.converged
-            else "The optimiser stopped before converging after "
-            f"{best.n_iter} iterations: raise maxiter (e.g. maxiter={max(1000, 2 * best.n_iter)}), "
-            "or check the data scale and the priors.",
+            advice,
             f"{best.message}; value = gradient norm at the optimum",
         )
     ]

@@ -204,6 +204,7 @@ def _fit_details(fit) -> dict:
             "converged": bool(r.converged),
             "n_iter": int(r.n_iter),
             "message": str(r.message),
+            "runaway": list(getattr(r, "runaway", ())),
         }
         for r in (fit.restarts or [])
     ]
@@ -229,6 +230,7 @@ def _with_details(fit, details: dict | None):
             bool(r["converged"]),
             int(r["n_iter"]),
             str(r["message"]),
+            tuple(r.get("runaway", ())),  # absent from fits saved before issue 37
         )
         for r in details.get("restarts", [])
     ]

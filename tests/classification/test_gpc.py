@@ -227,6 +227,29 @@ def test_separable_data_type2_overflow_is_handled_and_warned():
     assert np.mean(clf.predict(X, fit) == y) == 1.0
 
 
+def test_a_runaway_amplitude_is_not_called_converged_and_still_predicts():
+    """scikit-learn's sine-sign data (separable): the EP evidence keeps rising as eta grows.
+    The fit ends with eta in the thousands or beyond; it must say converged=False, name
+    ``eta -> inf`` in a ConvergenceWarning and in the report's verdict, and predict (the
+    predictive factorisation takes jitter relative to eta^2, not the fit's absolute 1e-6)."""
+    from bayes_gp.inference.typeii import ConvergenceWarning
+    from bayes_gp.report.diagnostics import optimizer_verdicts
+
+    X = np.linspace(0, 10, 30)
+    y = (np.sin(X) > 0).astype(int)
+    clf = GPClassifier(X, y, kernel="expquad", link="probit")
+    with pytest.warns(ConvergenceWarning, match=r"eta (-> inf|flat at)"):
+        fit = clf.fit_ep(n_restarts=1, random_seed=0)
+    assert float(fit.params["eta"]) > 1e3
+    assert not fit.converged
+    assert [r.split()[0] for r in fit.runaway] == ["eta"], fit.runaway
+    (converged, *_) = optimizer_verdicts(fit)
+    assert converged.status == "warn" and "eta" in converged.advice, converged
+    p = clf.predict_proba(X, fit)
+    assert np.all(np.isfinite(p)) and np.all((p >= 0) & (p <= 1))
+    assert np.mean((p > 0.5) == y) > 0.9
+
+
 def test_probit_laplace_survives_extreme_optimiser_steps():
     """An L-BFGS-B step to a huge eta made the probit hazard inf - inf and crashed the fit;
     such points are infeasible now and the fit finishes at a finite optimum."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayes_gp.inference.typeii import CONVERGED_GRAD, multistart, newton_decrement
+from bayes_gp.inference.typeii import CONVERGED_GRAD, multistart, newton_decrement, runaway
 
 # A stiff quadratic, 1/2 (x - c)^T A (x - c): one direction 1e8 times stiffer than the other,
 # like a well-pinned period next to a loose amplitude.
@@ -88,7 +88,8 @@ def test_a_stalled_gain_with_the_gradient_test_met_stops_early(monkeypatch):
     objective flat to rounding. With the stall rule (gain per iteration below STALL_GAIN for
     STALL_ITERATIONS iterations, gradient test met) L-BFGS-B stops earlier than with only its
     relative-decrease test, at the same optimum: log marginal likelihood within 1e-9 nats and the
-    length-scales the data pin equal to 1e-6."""
+    length-scales the data pin equal to 1e-6. The irrelevant length-scales are named as running
+    away (typeii.runaway), so no run counts as converged."""
     from bayes_gp import GPRegression
     from bayes_gp.inference import typeii
 
@@ -105,8 +106,45 @@ def test_a_stalled_gain_with_the_gradient_test_met_stops_early(monkeypatch):
         (r.n_iter, r.message) for r in stalled.restarts
     ]
     assert not any("StopIteration" in r.message for r in full.restarts)
-    assert all(r.converged for r in stalled.restarts)
+    # the best run ends at the optimum of the relevant inputs with an irrelevant length-scale
+    # running off: no finite optimum, so not converged, and named (with or without the rule)
+    for fit in (stalled, full):
+        assert not fit.converged
+        assert [r.split()[0] for r in fit.runaway] == ["ls[3]"], fit.runaway
     assert sum(r.n_iter for r in stalled.restarts) < sum(r.n_iter for r in full.restarts)
     assert abs(stalled.log_marginal_likelihood - full.log_marginal_likelihood) < 1e-9
     np.testing.assert_allclose(stalled.params["ls"][:2], full.params["ls"][:2], rtol=1e-6)
     assert np.all(stalled.params["ls"][2:] > 50.0)  # the irrelevant inputs' length-scales ran off
+
+
+# ------------------------------------------------------------------ hyperparameters that run away
+def _values(x):
+    return np.exp(np.asarray(x, float))  # a positive parameter on the log scale
+
+
+def test_a_saturating_objective_runs_away_and_an_interior_optimum_does_not():
+    """x = log(eta): the first objective keeps rising (to a plateau) as eta grows, the second has
+    its maximum at eta = 1, the third falls towards eta -> 0."""
+    rising = lambda x: (float(np.exp(-x[0])), np.array([-np.exp(-x[0])]))  # noqa: E731
+    interior = lambda x: (float(0.5 * x[0] ** 2), np.array([x[0]]))  # noqa: E731
+    to_zero = lambda x: (float(np.exp(x[0])), np.array([np.exp(x[0])]))  # noqa: E731
+    assert runaway(rising, np.array([18.0]), ["eta"], _values) == ("eta flat at 6.57e+07",)
+    assert runaway(rising, np.array([2.0]), ["eta"], _values) == ("eta -> inf",)
+    assert runaway(interior, np.array([0.0]), ["eta"], _values) == ()
+    # a weak but real curvature is an optimum: 1e-6 nats over e^3 is the threshold
+    weak = lambda x: (float(1e-6 * x[0] ** 2), np.array([2e-6 * x[0]]))  # noqa: E731
+    assert runaway(weak, np.array([0.0]), ["eta"], _values) == ()
+    assert runaway(to_zero, np.array([-18.0]), ["sigma"], _values) == ("sigma flat at 1.52e-08",)
+    assert runaway(to_zero, np.array([-3.0]), ["sigma"], _values) == ("sigma -> 0",)
+
+
+def test_only_the_coordinate_that_runs_away_is_named():
+    def neg(x):  # ls (coordinate 0) has an optimum at 1; eta (coordinate 1) saturates
+        return float(0.5 * x[0] ** 2 + np.exp(-x[1])), np.array([x[0], -np.exp(-x[1])])
+
+    assert runaway(neg, np.array([0.0, 3.0]), ["ls", "eta"], _values) == ("eta -> inf",)
+    # an unconstrained parameter (the identity transform) that runs to minus infinity
+    lin = lambda x: (float(np.exp(x[0])), np.array([np.exp(x[0])]))  # noqa: E731
+    assert runaway(lin, np.array([-3.0]), ["mean"], lambda x: np.asarray(x, float)) == (
+        "mean -> -inf",
+    )
