@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
 from bayes_gp.linalg import jittered_cholesky
 from bayes_gp.protocol import Bands, HeldOutPredictive
@@ -211,8 +211,6 @@ def gaussian_mixture_quantiles(
     The quantile lies between the smallest and the largest component quantile: there every
     component CDF is at most (at least) the probability.
     """
-    from scipy.special import ndtri
-
     tiny = np.finfo(float).tiny
     safe = np.maximum(sds, tiny)
     out = []
