@@ -214,6 +214,7 @@ def test_map_fit_saves_and_reloads(csv_file, tmp_path):
     assert {f.name for f in files} == {"fit.json", "posterior.nc", "predictions.csv"}
     record = json.loads((out / "fit.json").read_text())
     assert record["method"] == "map" and record["spec"]["kernel"] == "matern52"
+    assert record["report"] is None and record["verdicts"] is None  # no report, no verdicts
     assert record["log_marginal_likelihood"] == pytest.approx(res.fit.log_marginal_likelihood)
     again = workflow.load(out)
     for k, v in res.fit.params.items():
@@ -414,6 +415,17 @@ def test_fit_csv_nuts_end_to_end_with_report(csv_file, tmp_path):
     assert "r̂" in html or "r_hat" in html
     assert "http://" not in html and "https://" not in html.replace("https://www.w3.org", "")
     again = workflow.load(out)  # the reloaded fit predicts the saved numbers
+    # fit.json holds the report's verdicts, row for row (what scripts read instead of the HTML)
+    record = json.loads((out / "fit.json").read_text())
+    rebuilt = workflow.make_report(again).verdicts
+    assert [(v["check"], v["status"]) for v in record["verdicts"]] == [
+        (v.check, v.status) for v in rebuilt
+    ]
+    assert {"r̂", "bulk ESS", "divergences"} <= {v["check"] for v in record["verdicts"]}
+    for saved, v in zip(record["verdicts"], rebuilt, strict=True):
+        if v.value is not None and np.isfinite(v.value):
+            assert saved["value"] == pytest.approx(v.value, rel=1e-12), v.check
+        assert saved["threshold"] == v.threshold and saved["advice"] == v.advice
     preds = pd.read_csv(out / "predictions.csv")
     pred = again.model.predict(preds[["x"]].to_numpy(), again.fit)
     np.testing.assert_allclose(pred.mean, preds["mean"], rtol=1e-13, atol=1e-15)

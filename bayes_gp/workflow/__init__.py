@@ -12,7 +12,9 @@ A result directory holds
     What was fitted and how: the model (declared name, or the CSV specification), method,
     settings, seed, timings, held-out scores, versions, and the model's post-fit approximation
     checks (``approximation_checks``: name, status, value, threshold, advice, detail; the same
-    rows as the report's; :meth:`bayes_gp.protocol.GPModel.approximation_checks`).
+    rows as the report's; :meth:`bayes_gp.protocol.GPModel.approximation_checks`), and the
+    report's diagnostic verdicts (``verdicts``: check, status, value, threshold, advice,
+    detail; ``null`` when no report was written), for scripts that act on them.
 ``posterior.nc``
     The posterior (NUTS, an ArviZ DataTree in netCDF) or the point estimate (MAP, Laplace, EP: a
     dataset of the hyperparameters, with the log marginal likelihood in its attributes).

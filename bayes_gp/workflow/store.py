@@ -5,7 +5,8 @@
 into place (:func:`_swap_into_place`); :func:`load` rebuilds the model from the saved
 specification and data options and restores the fit into it, with its jitter, so that the
 reloaded result predicts and reports as the saved one did. ``fit.json`` also records the
-provenance of the fit: versions, settings and their defaults, timings.
+provenance of the fit: versions, settings and their defaults, timings, and the report's
+verdicts (:func:`verdict_records`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from bayes_gp.workflow.reporting import make_report
 from bayes_gp.workflow.spec import from_spec
 
 __all__ = [
-    "save", "load", "approximation_records", "FIT_JSON", "POSTERIOR", "PREDICTIONS", "REPORT",
+    "save", "load", "approximation_records", "verdict_records", "FIT_JSON", "POSTERIOR",
+    "PREDICTIONS", "REPORT",
 ]  # fmt: skip
 
 FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
@@ -116,10 +118,25 @@ def approximation_records(res: FitResult, checks=None) -> list[dict]:
     return [c.to_dict() for c in checks]
 
 
-def _fit_record(res: FitResult, report_ok: bool, checks=None) -> dict:
+def verdict_records(verdicts) -> list[dict]:
+    """The report's verdicts as ``fit.json`` writes them: ``check``, ``status``, ``value``
+    (``None`` where not available), ``threshold``, ``advice`` and ``detail``, in the report's
+    order; what a script or a test reads instead of the HTML."""
+    out = []
+    for v in verdicts:
+        value = None if v.value is None else float(v.value)
+        if value is not None and not np.isfinite(value):
+            value = str(value)  # JSON has no NaN or infinity (as _json_value writes them)
+        out.append({"check": v.check, "status": v.status, "value": value,
+                    "threshold": v.threshold, "advice": v.advice, "detail": v.detail})  # fmt: skip
+    return out
+
+
+def _fit_record(res: FitResult, report_ok: bool, checks=None, verdicts=None) -> dict:
     """The content of ``fit.json``: what was fitted and how, scores, timings, versions, the
     approximation checks (:func:`approximation_records`; ``checks`` those the report computed),
-    and for a type-II fit its hyperparameters and optimiser details."""
+    the report's verdicts (:func:`verdict_records`; ``None`` without a report), and for a
+    type-II fit its hyperparameters and optimiser details."""
     import arviz
     import pymc
     import pytensor
@@ -139,6 +156,7 @@ def _fit_record(res: FitResult, report_ok: bool, checks=None) -> dict:
         "approximation_checks": approximation_records(res, checks),
         "seconds": res.seconds,
         "report": REPORT if report_ok else None,
+        "verdicts": None if verdicts is None else verdict_records(verdicts),
         "versions": {
             "bayes_gp": __version__,
             "pymc": pymc.__version__,
@@ -284,13 +302,15 @@ def save(res: FitResult, out: str | os.PathLike, *, with_report: bool = True) ->
         else:
             _point_dataset(res).to_netcdf(stage / POSTERIOR)
         res.predictions.to_csv(stage / PREDICTIONS, index=False)
-        report_ok, checks = False, None
+        report_ok, checks, verdicts = False, None, None
         if with_report:
             rep = make_report(res)
             rep.save(stage / REPORT)
             report_ok = True
             checks = next(iter(rep.approximation_checks.values()), None)
-        text = json.dumps(_fit_record(res, report_ok, checks), indent=2, default=_json_default)
+            verdicts = rep.verdicts
+        record = _fit_record(res, report_ok, checks, verdicts)
+        text = json.dumps(record, indent=2, default=_json_default)
         (stage / FIT_JSON).write_text(text + "\n")
         for p in stage.iterdir():
             with open(p, "rb") as fh:
