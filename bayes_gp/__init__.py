@@ -28,7 +28,9 @@ latent
     binomial, Poisson, negative binomial, Student-t), NUTS with the GP integrated out by Laplace;
     type-II fits ``LatentFit`` (Laplace), ``VIFit``, ``EPFit`` (both ``SiteFit``).
 inference
-    Type-II fits (ML-II, MAP) with restarts, NUTS backends, the jitter pre-flight.
+    The one vocabulary of fit methods of every model (``inference.methods``: ``nuts``,
+    ``nuts_joint``, ``map``, ``vi``, ``ep``); type-II fits (ML-II, MAP) with restarts, NUTS
+    backends, the jitter pre-flight.
 many
     ``fit_many``: one fit per group in parallel on Dask (a workflow above the models).
 predictive

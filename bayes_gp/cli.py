@@ -41,7 +41,7 @@ import pytensor
 from bayes_gp import kernels as kern
 from bayes_gp._arguments import ArgumentError
 from bayes_gp._io import write_atomic
-from bayes_gp.declared import METHOD_TABLE, METHODS
+from bayes_gp.declared import METHOD_TABLE, METHODS, RENAMED_METHODS
 from bayes_gp.inference.jitter import DEFAULT_JITTER, MAX_RELATIVE_JITTER
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
@@ -147,9 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     p.add_argument(
         "--method",
-        choices=METHODS,
+        choices=METHODS + RENAMED_METHODS,
         help="inference method (default: the model's first; `bayes-gp list` gives each model's): "
-        + "; ".join(f"{name} = {what}" for name, what in METHOD_TABLE.items()),
+        + "; ".join(f"{name} = {what}" for name, what in METHOD_TABLE.items())
+        + f" (the previous release's names {', '.join(RENAMED_METHODS)} still work, with a "
+        "warning naming the new one)",
     )
     p.add_argument("--draws", type=_int_in(1, 10**6), help="NUTS draws per chain")
     p.add_argument("--tune", type=_int_in(0, 10**6), help="NUTS tuning steps per chain")

@@ -9,11 +9,10 @@ A declared model is a plain Python module that builds its model through the publ
     One line for ``bayes-gp list``.
 ``METHODS``
     The inference methods it supports, the first being the default: a subset of the names in
-    :data:`METHOD_TABLE` (what each means is the model's: for a :class:`~bayes_gp.LatentGP`
-    ``"laplace"`` is NUTS with the Laplace-integrated GP, ``"latent"`` joint NUTS, ``"map"`` the
-    type-II Laplace fit and ``"vi"`` the type-II variational fit; for a
-    :class:`~bayes_gp.GPClassifier` ``"laplace"`` is the type-II Laplace fit and
-    ``"nuts_laplace"`` NUTS with the Laplace-integrated GP).
+    :data:`METHOD_TABLE`, the one vocabulary of :mod:`bayes_gp.inference.methods` (``"nuts"``,
+    ``"nuts_joint"``, ``"map"``, ``"vi"``, ``"ep"``). The previous release's names
+    (``"laplace"``, ``"latent"``) are read by their new names for the model's ``TASK``
+    (:data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`), with a ``FutureWarning``.
 ``SETTINGS``
     ``{"fast": {...}, "full": {...}}``: default ``draws``, ``tune``, ``chains``, ``n_restarts``,
     optionally NUTS's ``target_accept`` (0.9 if absent), and any data-size options passed to
@@ -40,11 +39,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType, ModuleType
+from types import ModuleType
 
 import numpy as np
 
 from bayes_gp._arguments import ArgumentError
+from bayes_gp.inference.methods import (
+    LATENT_RENAMED,
+    METHOD_TABLE,
+    METHODS,
+    NUTS_JOINT,
+    RENAMED_BY_TASK,
+    canonical_method,
+)
 
 __all__ = [
     "Dataset",
@@ -58,22 +65,9 @@ __all__ = [
 ]
 
 TASKS = ("regression", "classification", "counts")
-#: The inference methods, name -> what it is; how a method runs is its model's
-#: (:attr:`~bayes_gp.protocol.GPModel.fit_methods`, ``sampling_methods``).
-METHOD_TABLE: Mapping[str, str] = MappingProxyType(
-    {
-        "nuts": "NUTS: posterior draws of the hyperparameters (and of any latent GP sampled)",
-        "map": "type-II: MAP / maximum marginal likelihood (ML-II) with restarts",
-        "laplace": "the Laplace approximation: type-II (GPClassifier), or NUTS with the "
-        "Laplace-integrated GP (LatentGP)",
-        "ep": "type-II expectation propagation (probit classification)",
-        "latent": "joint NUTS over the hyperparameters and the latent GP values (LatentGP)",
-        "nuts_laplace": "NUTS with the Laplace-integrated GP (GPClassifier)",
-        "vi": "type-II variational fit (LatentGP)",
-    }
-)
-#: The method names, in the table's order.
-METHODS = tuple(METHOD_TABLE)
+#: Old method names the command line still accepts (read per model by
+#: :data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`).
+RENAMED_METHODS = tuple(sorted({old for m in RENAMED_BY_TASK.values() for old in m}))
 _REQUIRED = ("TASK", "SUMMARY", "METHODS", "SETTINGS", "load_data", "build")
 
 
@@ -186,8 +180,19 @@ class DeclaredModel:
         return self.module.SUMMARY
 
     @property
+    def renamed(self) -> Mapping[str, str]:
+        """The previous release's method names, old -> new: a latent GP's (a model listing
+        ``"nuts_joint"``, or ``"latent"`` in the old vocabulary, outside classification: a
+        Student-t regression is one too) or the task's
+        (:data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`)."""
+        if self.task != "classification" and {"latent", NUTS_JOINT} & set(self.module.METHODS):
+            return LATENT_RENAMED
+        return RENAMED_BY_TASK.get(self.task, {})
+
+    @property
     def methods(self) -> tuple[str, ...]:
-        return tuple(self.module.METHODS)
+        """The module's ``METHODS`` in the current vocabulary (an old name read by its new)."""
+        return tuple(self.renamed.get(m, m) for m in self.module.METHODS)
 
     def settings(self, fast: bool) -> dict:
         return dict(self.module.SETTINGS["fast" if fast else "full"])
@@ -206,11 +211,21 @@ class DeclaredModel:
         ArgumentError
             If the model does not support ``method`` (:func:`choose_method`).
         """
-        return self.module.build(data, method=choose_method(self.name, self.methods, method))
+        method = choose_method(self.name, self.methods, method, self.renamed)
+        # a module that still lists a method by its old name is passed that name
+        own = {self.renamed.get(m, m): m for m in self.module.METHODS}
+        return self.module.build(data, method=own[method])
 
 
-def choose_method(model: str, supported: Sequence[str], method: str | None) -> str:
+def choose_method(
+    model: str,
+    supported: Sequence[str],
+    method: str | None,
+    renamed: Mapping[str, str] | None = None,
+) -> str:
     """The method to fit ``model`` by: ``method``, or the first of ``supported`` if none is given.
+    An old name in ``renamed`` (old -> new) is read by its new name with a ``FutureWarning``
+    (:func:`~bayes_gp.inference.methods.canonical_method`).
 
     Parameters
     ----------
@@ -228,9 +243,10 @@ def choose_method(model: str, supported: Sequence[str], method: str | None) -> s
     ------
     ArgumentError
         About the parameter ``method``, if it is not one of ``supported``: "model 'pima' fits
-        by `method` 'laplace', 'nuts', 'ep'; not 'map'".
+        by `method` 'map', 'nuts', 'ep'; not 'vi'".
     """
     method = method or supported[0]
+    method = canonical_method(f"model {model!r}", method, renamed or {})
     if method not in supported:
         raise ArgumentError(
             "model {model!r} fits by {method:" + ",".join(supported) + "}; not {value!r}",

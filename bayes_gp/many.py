@@ -44,6 +44,7 @@ import pandas as pd
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
+from bayes_gp.inference.methods import canonical_method
 from bayes_gp.protocol import GPModel
 from bayes_gp.regression import GPRegression
 
@@ -181,7 +182,7 @@ class ManyFit:
     Attributes
     ----------
     method : str
-        ``"nuts"`` or a type-II method of the model (``"map"``, ``"laplace"``, …).
+        ``"nuts"`` or another of the model's ``fit_methods`` (``"map"``, ``"ep"``, …).
     groups : tuple
         Every group label, in input order (failed groups included).
     fits : dict
@@ -427,9 +428,10 @@ def fit_many(
         As for :class:`~bayes_gp.GPRegression` (a callable must be picklable, e.g. defined at
         module level, since it travels to the workers).
     method : str
-        One of ``model.fit_methods``: for ``GPRegression`` ``"nuts"`` (:meth:`GPRegression.sample`)
-        or ``"map"`` (:meth:`GPRegression.fit_map`); for ``GPClassifier`` also ``"laplace"`` and
-        ``"ep"``.
+        One of ``model.fit_methods`` (:mod:`bayes_gp.inference.methods`): for ``GPRegression``
+        ``"nuts"`` (:meth:`GPRegression.sample`) or ``"map"`` (:meth:`GPRegression.fit_map`);
+        for ``GPClassifier`` also ``"ep"`` and ``"nuts_joint"``. The previous release's names
+        (``model.renamed_methods``) still work, with a ``FutureWarning``.
     draws, tune, chains, sampler
         NUTS settings (ignored for MAP). Inside a worker PyMC's own sampler runs the chains one
         after another; ``sampler="numpyro"`` runs on a GPU when JAX sees one (see README).
@@ -476,6 +478,7 @@ def fit_many(
             "`model` must be a model class implementing bayes_gp.protocol.GPModel (such as "
             f"GPRegression or GPClassifier), got {model!r}"
         )
+    method = canonical_method("fit_many", method, model.renamed_methods)
     if method not in model.fit_methods:
         raise ValueError(f"`method` must be one of {model.fit_methods}, got {method!r}")
     if errors not in ("collect", "raise"):

@@ -11,8 +11,9 @@ A model implementing :class:`GPModel` has
 
 * data and structure: ``X`` (n, D), ``feature_names``, ``model`` (the PyMC model, which the user
   may extend), ``hyperparameters`` (the free random variables' names), ``fit_methods`` (what
-  :meth:`GPModel.fit` accepts: ``"nuts"`` and type-II methods such as ``"map"`` or
-  ``"laplace"``), ``sampling_methods`` (those of them that run NUTS);
+  :meth:`GPModel.fit` accepts, names of the one vocabulary :mod:`bayes_gp.inference.methods`:
+  ``"nuts"``, ``"nuts_joint"``, ``"map"``, ``"vi"``, ``"ep"``), ``sampling_methods`` (those of
+  them that run NUTS), ``renamed_methods`` (the previous release's names it still takes);
 * a description: :meth:`GPModel.describe` (rows for the report: kernel and its formula, the
   equation it comes from, likelihood, mean, noise) and :attr:`GPModel.label`;
 * fits: :meth:`GPModel.fit` (one entry point for every method), :meth:`GPModel.check_fit` (is this
@@ -40,7 +41,9 @@ implement the abstract methods, and the report, the workflow and ``fit_many`` wo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -270,6 +273,9 @@ class GPModel(ABC):
     #: Those of :attr:`fit_methods` that sample (return the ArviZ data of a NUTS run, and take
     #: ``draws``, ``tune``, ``chains``, ``sampler``); the others are type-II fits.
     sampling_methods: ClassVar[tuple[str, ...]] = ("nuts",)
+    #: Method names of the previous release that :meth:`fit` still takes, old -> new, with a
+    #: ``FutureWarning`` (:func:`bayes_gp.inference.methods.canonical_method`).
+    renamed_methods: ClassVar[Mapping[str, str]] = MappingProxyType({})
     #: ``"continuous"``, ``"binary"`` or ``"categorical"`` (label indices into ``classes_``):
     #: what :meth:`replicate` draws and :attr:`observed` holds.
     outcome: ClassVar[str] = "continuous"
@@ -308,7 +314,8 @@ class GPModel(ABC):
 
     @abstractmethod
     def fit(self, method: str, **options) -> Any:
-        """Fit by ``method`` (one of :attr:`fit_methods`). Options are those of the method
+        """Fit by ``method`` (one of :attr:`fit_methods`, names of
+        :mod:`bayes_gp.inference.methods`). Options are those of the method
         (``draws``, ``tune``, ``chains``, ``sampler`` for NUTS; ``n_restarts`` for type-II
         fits; ``random_seed`` for all); unknown options are refused by the method."""
 

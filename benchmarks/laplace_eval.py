@@ -1,7 +1,7 @@
 """One evaluation of the Laplace evidence and its gradient, as NUTS makes it, in both forms.
 
 Times one ``bayes_gp.latent.laplace.laplace(K, m, likelihood, gradient=True)`` call, the work
-of one gradient evaluation of ``LatentGP.sample(method="laplace")`` (the
+of one gradient evaluation of ``LatentGP.sample(method="nuts")`` (the
 :class:`~bayes_gp.latent.op.LaplaceLogp` Op adds nothing but the call), with Newton's method in
 
 * ``whitened``: :math:`A = I + L_K^T W L_K` (an :math:`n^3` product and a Cholesky

@@ -2,9 +2,9 @@
 
 For each data set, the same ``LatentGP`` (same kernel, likelihood, priors and jitter) is sampled by
 
-* ``laplace``: ``sample(method="laplace")`` — NUTS over the hyperparameters only, the Laplace
+* ``laplace``: ``sample(method="nuts")`` — NUTS over the hyperparameters only, the Laplace
   evidence and its exact gradient as one Op (nutpie, numba backend);
-* ``latent``: ``sample(method="latent")`` — joint NUTS over the whitened latent values and the
+* ``latent``: ``sample(method="nuts_joint")`` — joint NUTS over the whitened latent values and the
   hyperparameters (PyMC's sampler, as bayes_gp's ``"auto"`` picks for latent models);
 
 with the same draws, tuning steps and chains, the chains run one after another on both sides
@@ -45,7 +45,11 @@ import pandas as pd
 
 from bayes_gp import LatentGP
 from bayes_gp.datasets import rdataset
+from bayes_gp.inference.methods import LATENT_RENAMED
 from bayes_gp.latent.predictive import log_predictive_density
+
+#: This script's names of the two NUTS paths -> ``sample(method=...)``'s ("nuts", "nuts_joint").
+SAMPLE_METHOD = LATENT_RENAMED
 
 
 def _data(name: str, seed: int):
@@ -87,7 +91,7 @@ def _held_out(gp: LatentGP, idata, X_test, y_test) -> float:
 
 @contextlib.contextmanager
 def _phases(out: dict):
-    """Time the phases of ``sample(method="laplace")``: nutpie's compilation, the Laplace Op's
+    """Time the phases of ``sample(method="nuts")``: nutpie's compilation, the Laplace Op's
     evaluations (count, seconds, Cholesky factorisations of B) and the per-draw post-processing
     (modes and LA-LOO terms), by wrapping the functions that do them."""
     import importlib
@@ -158,7 +162,7 @@ def run(
         ):
             warnings.simplefilter("ignore")
             idata = gp.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
-                              method=method, cores=cores)  # fmt: skip
+                              method=SAMPLE_METHOD[method], cores=cores)  # fmt: skip
         seconds = time.perf_counter() - t0
         if timing:
             n_steps = int(idata["sample_stats"]["n_steps"].sum())

@@ -27,8 +27,8 @@ seed, 64 pixels). Half of each set trains (``train_test_split(stratify=y,
 random_state=seed)``).
 
 ``--nuts``: fully Bayesian fits of the shared-hyperparameter softmax model, ``sample(method=
-"latent")`` (joint NUTS over the whitened latent GPs and ``(ls, eta)``; PyMC's sampler, as
-``sampler="auto"`` picks for a latent model) and ``sample(method="laplace")`` (NUTS over
+"nuts_joint")`` (labelled ``latent``: joint NUTS over the whitened latent GPs and ``(ls, eta)``; PyMC's sampler, as
+``sampler="auto"`` picks for a latent model) and ``sample(method="nuts")`` (``laplace``: NUTS over
 ``(ls, eta)``, the latent GPs integrated out by the softmax Laplace approximation; nutpie), next
 to scikit-learn on the same split. Equal conditions: chains one after another (``cores=1``) on
 both NUTS sides, one BLAS thread everywhere (scikit-learn's fit is single-threaded too). Reported:
@@ -41,7 +41,7 @@ the comparison is time against predictive scores, not ESS.
 ``--agreement``: the statistical agreement of the two samplers on the seeded 3-class problem of
 ``tests/classification/test_multiclass_model.py`` (``_three_classes(n=45)``, one input, shared
 ``(ls, eta)``), against a deterministic reference: the posterior of ``(log ls, log eta)`` on a
-grid, once under the Laplace evidence :math:`q(y \\mid \\theta)` (what ``method="laplace"``
+grid, once under the Laplace evidence :math:`q(y \\mid \\theta)` (what ``method="nuts"``
 samples) and once under the exact evidence :math:`p(y \\mid \\theta) = q(y \\mid \\theta)\\,
 E_{\\tilde q}[p(y, f \\mid \\theta) / (q(y \\mid \\theta)\\tilde q(f))]` by importance sampling from
 the Laplace Gaussian :math:`\\tilde q(f) = N(\\hat f, \\Sigma)` (R&W eq. 3.32); the predictive
@@ -74,6 +74,10 @@ from threadpoolctl import threadpool_limits
 
 from bayes_gp.classification.multiclass import latent_predictive, softmax_average, softmax_laplace
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
+from bayes_gp.inference.methods import LATENT_RENAMED
+
+#: This script's names of the two NUTS paths -> ``sample(method=...)``'s ("nuts", "nuts_joint").
+SAMPLE_METHOD = LATENT_RENAMED
 
 
 def split(name: str, seed: int):
@@ -138,7 +142,8 @@ def run_nuts_methods(name: str, seed: int, draws: int, tune: int, chains: int) -
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             idata = model.sample(draws=draws, tune=tune, chains=chains, sampler=sampler,
-                                 random_seed=seed, method=method, cores=1)  # fmt: skip
+                                 random_seed=seed, method=SAMPLE_METHOD[method],
+                                 cores=1)  # fmt: skip
         seconds = time.perf_counter() - t0
         ess = min(float(az.ess(np.asarray(idata["posterior"][p]))) for p in
                   model.hyperparameters)  # fmt: skip
@@ -269,7 +274,7 @@ def run_agreement(draws: int, tune: int, chains: int, seed: int, n_grid: int) ->
             kw = {"sampler": "nutpie"} if method == "laplace" else \
                 {"sampler": "pymc", "compile_kwargs": {"mode": "FAST_RUN"}}
             idata = m.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
-                             method=method, cores=1, **kw)  # fmt: skip
+                             method=SAMPLE_METHOD[method], cores=1, **kw)  # fmt: skip
         P = draw_probabilities(m, idata, AGREEMENT_X)
         runs[method] = (idata, P)
         print(f"{method}: {time.perf_counter() - t0:.1f} s, divergences "

@@ -23,7 +23,7 @@ Model
        \frac{(x_d - x'_d)^2}{\ell_d^2}\right), \qquad p(y_i = 1 \mid f_i) = \sigma(f_i),
 
     the ARD squared exponential (R&W eq. 4.9, §5.1; PRML §6.4.4–6.4.5) with the logistic link
-    (R&W eq. 3.2) for ``"laplace"`` and ``"nuts"`` and the probit link (R&W eq. 3.3, §3.6) for
+    (R&W eq. 3.2) for ``"map"`` (type-II Laplace) and ``"nuts"`` and the probit link (R&W eq. 3.3, §3.6) for
     ``"ep"``: ``GPClassifier(X, y, "expquad", ard=True, link=...)``.
 
 Priors
@@ -48,7 +48,7 @@ from bayes_gp.declared import Dataset
 
 TASK = "classification"
 SUMMARY = "Breast cancer Wisconsin (6 nuclear features, 150 training cases): ARD GP classifier"
-METHODS = ("laplace", "nuts", "ep")
+METHODS = ("map", "nuts", "ep")
 SETTINGS = {
     "fast": {"draws": 200, "tune": 200, "chains": 2, "n_restarts": 3, "n_train": 80},
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5, "n_train": 150},
@@ -94,7 +94,7 @@ def load_data(fast: bool = False) -> Dataset:
     )
 
 
-def build(data: Dataset, method: str = "laplace") -> GPClassifier:
+def build(data: Dataset, method: str = "map") -> GPClassifier:
     """ARD squared-exponential GP classifier: logit link, or probit for EP."""
     if method not in METHODS:
         raise ValueError(f"breast_cancer supports methods {METHODS}, not {method!r}")

@@ -24,8 +24,8 @@ Priors
     :math:`\eta \sim \mathrm{HalfNormal}(2)` on the log-rate scale.
 
 Methods
-    ``"laplace"`` (default): NUTS over :math:`(\ell, \eta)` with the latent GP integrated out by
-    the Laplace approximation at every step; ``"latent"``: joint NUTS over the 112 whitened latent
+    ``"nuts"`` (default): NUTS over :math:`(\ell, \eta)` with the latent GP integrated out by
+    the Laplace approximation at every step; ``"nuts_joint"``: joint NUTS over the 112 whitened latent
     values and :math:`(\ell, \eta)`; ``"map"``: the type-II Laplace fit; ``"vi"``: the type-II
     Gaussian-KL variational fit (Opper & Archambeau 2009).
 
@@ -45,7 +45,7 @@ from bayes_gp.declared import Dataset
 
 TASK = "counts"
 SUMMARY = "British coal-mining disasters 1851-1962 (yearly counts): Poisson latent GP (LGCP)"
-METHODS = ("laplace", "latent", "map", "vi")
+METHODS = ("nuts", "nuts_joint", "map", "vi")
 SETTINGS = {
     "fast": {"draws": 300, "tune": 300, "chains": 2, "n_restarts": 3},
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5},
@@ -75,7 +75,7 @@ def load_data(fast: bool = False) -> Dataset:
     )
 
 
-def build(data: Dataset, method: str = "laplace") -> LatentGP:
+def build(data: Dataset, method: str = "nuts") -> LatentGP:
     """Matérn 3/2 latent GP with a Poisson likelihood."""
     if method not in METHODS:
         raise ValueError(f"coal_mining supports methods {METHODS}, not {method!r}")

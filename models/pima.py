@@ -19,7 +19,7 @@ Model
        \frac{(x_d - x'_d)^2}{\ell_d^2}\right), \qquad p(y_i = 1 \mid f_i) = \sigma(f_i),
 
     a latent GP with the ARD squared exponential (R&W eq. 4.9, §5.1; PRML §6.4.4–6.4.5) and the
-    logistic link (R&W eq. 3.2) for ``"laplace"``, ``"nuts"`` and ``"nuts_laplace"``, the probit link
+    logistic link (R&W eq. 3.2) for ``"map"`` (type-II Laplace), ``"nuts"`` and ``"nuts_laplace"``, the probit link
     :math:`\Phi(f)` (R&W eq. 3.3, §3.6) for ``"ep"``, whose site moments are closed-form only for
     the probit. ``GPClassifier(X, y, "expquad", ard=True, link=...)``.
 
@@ -50,7 +50,7 @@ from bayes_gp.declared import Dataset
 
 TASK = "classification"
 SUMMARY = "Pima Indians diabetes (Ripley's 200/332 split, 7 inputs): ARD GP classifier"
-METHODS = ("laplace", "nuts", "ep", "nuts_laplace")
+METHODS = ("map", "nuts", "ep", "nuts_laplace")
 SETTINGS = {
     "fast": {"draws": 200, "tune": 200, "chains": 2, "n_restarts": 3},
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5},
@@ -82,7 +82,7 @@ def load_data(fast: bool = False) -> Dataset:
     )
 
 
-def build(data: Dataset, method: str = "laplace") -> GPClassifier:
+def build(data: Dataset, method: str = "map") -> GPClassifier:
     """ARD squared-exponential GP classifier: logit link, or probit for EP."""
     if method not in METHODS:
         raise ValueError(f"pima supports methods {METHODS}, not {method!r}")

@@ -41,10 +41,10 @@ Priors
     :math:`\alpha \sim \mathrm{LogNormal}(\log 5, 1.5)`.
 
 Methods
-    ``"laplace"`` (default): NUTS over :math:`(\ell_1, \eta_1, \ell_2, \eta_2, \alpha)` with the
-    latent GP integrated out by the Laplace approximation at every step; ``"latent"``: joint
+    ``"nuts"`` (default): NUTS over :math:`(\ell_1, \eta_1, \ell_2, \eta_2, \alpha)` with the
+    latent GP integrated out by the Laplace approximation at every step; ``"nuts_joint"``: joint
     NUTS over the 180 whitened latent values and the hyperparameters (slow here: 78 s for 60 +
-    60 draws on 2 chains, against 26 s for 150 + 150 with ``"laplace"``); ``"map"``: the
+    60 draws on 2 chains, against 26 s for 150 + 150 with ``"nuts"``); ``"map"``: the
     type-II Laplace fit (1.2 s); ``"vi"``: the type-II Gaussian-KL variational fit (Opper &
     Archambeau 2009; about 5 s, the same hyperparameters and held-out scores as ``"map"`` to two
     digits).
@@ -60,7 +60,7 @@ Measured (2 CPU cores, OpenBLAS 1 thread)
     :math:`\eta_2 = 0.12`, :math:`\alpha = 278`; the fitted mean of February–December 1983 is
     0.81 times that of the same months of 1982 (a drop of 19%, data 22%); LA-LOO −1118.3. The
     Poisson latent GP with the same kernel and priors has to absorb the extra variation in the
-    trend (:math:`\ell_1 = 0.12` yr, about six weeks): LA-LOO −1147.8. NUTS ``"laplace"`` at
+    trend (:math:`\ell_1 = 0.12` yr, about six weeks): LA-LOO −1147.8. NUTS ``"nuts"`` at
     the full settings (1000 + 1000 draws, 4 chains; 349 s, no divergences, r-hat 1.00):
     :math:`\alpha` 267 ± 50, PSIS-LOO elpd −1124.9 (SE 8.8) against −1152.9 (SE 13.0) for the
     Poisson model (209 s): a difference of 27.9 (SE 9.9) for the negative binomial. Held out
@@ -81,7 +81,7 @@ from bayes_gp.declared import Dataset
 
 TASK = "counts"
 SUMMARY = "UK car drivers killed or seriously injured, monthly 1969-84: negative-binomial latent GP"
-METHODS = ("laplace", "latent", "map", "vi")
+METHODS = ("nuts", "nuts_joint", "map", "vi")
 SETTINGS = {
     "fast": {"draws": 200, "tune": 200, "chains": 2, "n_restarts": 3},
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5},
@@ -123,7 +123,7 @@ def load_data(fast: bool = False) -> Dataset:
     )
 
 
-def build(data: Dataset, method: str = "laplace", likelihood: str = "negative_binomial"):
+def build(data: Dataset, method: str = "nuts", likelihood: str = "negative_binomial"):
     """Matérn 3/2 trend + 12-month periodic latent GP (``likelihood="poisson"`` for the
     comparison of the docstring)."""
     if method not in METHODS:

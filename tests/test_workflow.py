@@ -125,8 +125,8 @@ def test_method_errors_name_the_parameter(csv_file):
         workflow.run(model, "laplace")
     assert str(info.value) == message and info.value.parameter == "method"
     clf = CSVModel(str(csv_file), ("x",), "lab", task="classification")
-    with pytest.raises(ArgumentError, match="fits by `method` 'laplace', 'nuts', 'ep'; not 'map'"):
-        clf.build(clf.load_data(), "map")
+    with pytest.raises(ArgumentError, match="fits by `method` 'map', 'nuts', 'ep'; not 'vi'"):
+        clf.build(clf.load_data(), "vi")
     with pytest.raises(ArgumentError, match="`draws` must be positive, got 0"):
         workflow.run(model, "nuts", draws=0)
     with pytest.raises(ArgumentError, match=r"`target_accept` must be in \[0.5, 1\), got 1.0"):
@@ -228,7 +228,7 @@ def test_map_fit_saves_and_reloads(csv_file, tmp_path):
 
 def test_failed_save_keeps_previous_result(csv_file, tmp_path, monkeypatch):
     model = CSVModel(str(csv_file), ("x", "z"), "lab", task="classification")
-    res = workflow.run(model, "laplace", n_restarts=1)
+    res = workflow.run(model, "map", n_restarts=1)
     assert res.predictions["p_positive"].between(0, 1).all()
     out = tmp_path / "result"
     workflow.save(res, out, with_report=False)
@@ -262,11 +262,11 @@ def test_load_rejects_foreign_and_corrupted_directories(tmp_path):
 
 def test_laplace_fit_reloads_and_predicts_the_same_numbers(csv_file, tmp_path):
     model = CSVModel(str(csv_file), ("x", "z"), "lab", task="classification")
-    res = workflow.run(model, "laplace", n_restarts=1, random_seed=2)
+    res = workflow.run(model, "map", n_restarts=1, random_seed=2)
     out = tmp_path / "laplace"
     workflow.save(res, out, with_report=False)
     again = workflow.load(out)
-    assert again.fit.method == "laplace" and again.model.jitter == res.model.jitter
+    assert again.fit.method == "map" and again.model.jitter == res.model.jitter
     x_new = np.random.default_rng(1).normal(size=(6, 2))
     np.testing.assert_array_equal(
         again.model.predict_proba(x_new, again.fit), res.model.predict_proba(x_new, res.fit)
@@ -465,8 +465,8 @@ def counts_csv(tmp_path_factory):
         (["--likelihood", "poisson", "--exposure", "nope"], "'nope' not in"),
         (["--likelihood", "poisson", "--exposure", "t", "--x", "pop"], "non-negative|positive"),
         (
-            ["--likelihood", "poisson", "--method", "nuts"],
-            "fits by --method laplace, latent, map, vi; not 'nuts'",
+            ["--likelihood", "poisson", "--method", "ep"],
+            "fits by --method nuts, nuts_joint, map, vi; not 'ep'",
         ),
     ],
 )

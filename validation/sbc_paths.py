@@ -142,7 +142,7 @@ PATHS = {
     "hetero": Path_(hetero, _example_hetero_y(),
                     "HeteroscedasticGPRegression (priors fixed on example data), nutpie",
                     check_prior=False),
-    # GPClassifier.sample(method="latent") samples the model `_latent_model()` builds; fitting
+    # GPClassifier.sample(method="nuts_joint") samples the model `_latent_model()` builds; fitting
     # that model compiled once (nutpie, data swapped) is the same inference, 20x cheaper
     "classifier_latent": Path_(classifier_joint, (X_LAT > 5).astype(float),
                                "GPClassifier's joint latent model (whitened f), nutpie",
@@ -150,7 +150,7 @@ PATHS = {
     "poisson_laplace": Path_(poisson, np.ones(X_LAT.size),
                              "LatentGP Poisson, NUTS with the GP integrated out by Laplace",
                              fit="sample", simulate_model=poisson_joint, check_prior=False,
-                             sample_kwargs={"method": "laplace"},
+                             sample_kwargs={"method": "nuts"},
                              var_names=("ls", "eta", "c")),
 }  # fmt: skip
 

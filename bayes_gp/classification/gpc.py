@@ -16,7 +16,6 @@ the Laplace approximation at every step).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from bayes_gp._validation import check_aligned, new_inputs
 from bayes_gp.classification.likelihoods import LINKS, average_probability
+from bayes_gp.inference.methods import CLASSIFIER_RENAMED, EP, MAP, NUTS, NUTS_JOINT
 from bayes_gp.latent.model import EPFit, LatentFit, LatentGP
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import CI_QUANTILES, binary_scores
@@ -33,7 +33,7 @@ from bayes_gp.regression.catalogue import kernel_formula
 __all__ = ["GPClassifier", "ClassifierFit"]
 
 #: The type-II fits of a :class:`GPClassifier`: :class:`~bayes_gp.latent.LatentFit` (Laplace,
-#: ``method="laplace"``) and its subclass :class:`~bayes_gp.latent.EPFit` (EP).
+#: ``fit("map")``) and its subclass :class:`~bayes_gp.latent.EPFit` (EP, ``fit("ep")``).
 ClassifierFit = LatentFit
 
 
@@ -71,14 +71,20 @@ class GPClassifier(LatentGP):
     -----
     ``model`` is the PyMC model of the hyperparameters with the Laplace evidence as its
     likelihood term (:class:`~bayes_gp.latent.LatentGP`); the joint model over the whitened latent
-    values, which ``sample(method="latent")`` runs, is built on first use.
+    values, which ``sample(method="nuts_joint")`` runs, is built on first use.
+
+    Fit methods (:mod:`bayes_gp.inference.methods`): ``"map"`` (:meth:`fit_laplace`, the
+    default), ``"ep"`` (:meth:`fit_ep`), ``"nuts"`` and ``"nuts_joint"`` (joint NUTS over the
+    latent values and the hyperparameters), ``"nuts_laplace"`` (NUTS with the
+    Laplace-integrated GP). ``"laplace"``, the previous release's name of ``"map"``, still
+    works with a ``FutureWarning``.
     """
 
     _kernel_exclude = ("prml",)
     #: ``sample()`` runs the joint NUTS over the whitened latent values and the hyperparameters
-    #: by default (``method="latent"``); ``method="laplace"`` integrates the latent GP out by
+    #: by default (``method="nuts_joint"``); ``method="nuts"`` integrates the latent GP out by
     #: Laplace at every step (:meth:`bayes_gp.latent.LatentGP._nuts_run`).
-    sample_options: ClassVar[dict[str, Any]] = {"method": "latent"}
+    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS_JOINT}
     _fit_type_name = "ClassifierFit (fit_laplace / fit_ep)"
 
     def __init__(
@@ -140,10 +146,7 @@ class GPClassifier(LatentGP):
         points (the priors' support point and draws from the priors). With ``params`` given, no
         optimisation: the approximation at exactly those hyperparameters.
         """
-        fit = super().fit_laplace(
-            n_restarts, prior, random_seed, params=params, maxiter=maxiter
-        )
-        return dataclasses.replace(fit, method="laplace")
+        return super().fit_laplace(n_restarts, prior, random_seed, params=params, maxiter=maxiter)
 
     @single_blas_thread
     def fit_ep(
@@ -186,14 +189,16 @@ class GPClassifier(LatentGP):
 
     # ------------------------------------------------------------ model protocol
     _FITS: ClassVar[dict[str, tuple[str, dict]]] = {
-        "laplace": ("fit_laplace", {}),
-        "nuts": ("sample", {"method": "latent"}),
-        "ep": ("fit_ep", {}),
-        "nuts_laplace": ("sample", {"method": "laplace"}),
+        MAP: ("fit_laplace", {}),
+        NUTS: ("sample", {"method": NUTS_JOINT}),
+        EP: ("fit_ep", {}),
+        NUTS_JOINT: ("sample", {"method": NUTS_JOINT}),
+        "nuts_laplace": ("sample", {"method": NUTS}),
     }
     fit_methods = tuple(_FITS)
-    sampling_methods = ("nuts", "nuts_laplace")
-    _RESTORE: ClassVar[dict[str, str]] = {"laplace": "fit_laplace", "ep": "fit_ep"}
+    sampling_methods = (NUTS, NUTS_JOINT, "nuts_laplace")
+    renamed_methods: ClassVar[Mapping[str, str]] = CLASSIFIER_RENAMED
+    _RESTORE: ClassVar[dict[str, str]] = {MAP: "fit_laplace", EP: "fit_ep"}
     outcome = "binary"
 
     @property

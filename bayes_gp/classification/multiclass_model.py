@@ -5,17 +5,21 @@ r"""Multi-class GP classification: :math:`C` latent GPs under a softmax likeliho
    p(y_i = c \mid f_i) = \frac{\exp f_i^c}{\sum_{c'} \exp f_i^{c'}} \quad \text{(R\&W eq. 3.34)},
 
 with the hyperparameters shared by the classes (``shared=True``, :math:`\theta_c = \theta`) or
-one set per class (``shared=False``). Three fits:
+one set per class (``shared=False``). Three fits, by their names in
+:mod:`bayes_gp.inference.methods`:
 
-* :meth:`MulticlassGPClassifier.fit_laplace` — the Laplace approximation (R&W Algorithm 3.3)
+* ``"map"`` (:meth:`MulticlassGPClassifier.fit_laplace`) — the Laplace approximation (R&W Algorithm 3.3)
   with type-II hyperparameters maximising its evidence with the exact gradient
   (:mod:`bayes_gp.classification.multiclass`), by the package's multistart L-BFGS
   (:func:`bayes_gp.inference.typeii.optimize`);
-* ``sample(method="latent")`` (fit method ``"nuts"``) — joint NUTS over the whitened latent
-  values :math:`f^c = L_c v^c`, :math:`v^c \sim N(0, I)`, and the hyperparameters;
-* ``sample(method="laplace")`` (fit method ``"nuts_laplace"``) — NUTS over the hyperparameters
-  alone, the latent GPs integrated out by the Laplace approximation at every step (its evidence
-  and exact gradient as one PyTensor Op, as :class:`~bayes_gp.latent.LatentGP` does for one GP).
+* ``"nuts"`` and ``"nuts_joint"`` (``sample(method="nuts_joint")``) — joint NUTS over the
+  whitened latent values :math:`f^c = L_c v^c`, :math:`v^c \sim N(0, I)`, and the
+  hyperparameters;
+* ``"nuts_laplace"`` (``sample(method="nuts")``) — NUTS over the hyperparameters alone, the
+  latent GPs integrated out by the Laplace approximation at every step (its evidence and exact
+  gradient as one PyTensor Op, as :class:`~bayes_gp.latent.LatentGP` does for one GP).
+
+``"laplace"``, the previous release's name of ``"map"``, still works with a ``FutureWarning``.
 
 Predictive probabilities (R&W Algorithm 3.4): the latent :math:`f_*` is Gaussian given the
 approximation (or given each posterior draw), and :math:`E[\mathrm{softmax}(f_*)]` is a Monte
@@ -73,6 +77,15 @@ from bayes_gp.inference.jitter import (
     check_points,
     preflight,
 )
+from bayes_gp.inference.methods import (
+    CLASSIFIER_RENAMED,
+    LATENT_RENAMED,
+    MAP,
+    NUTS,
+    NUTS_JOINT,
+    canonical_method,
+    is_joint,
+)
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.latent.model import DEFAULT_ABSOLUTE_JITTER, ETA_WARN, LINK_SCALE
@@ -123,7 +136,7 @@ class MulticlassFit(PointFit):
     seconds: float = float("nan")
     jitter: float = float("nan")
     jitter_default: float = float("nan")
-    method: str = "laplace"
+    method: str = MAP
 
     evidence_name = "approximate log evidence"
 
@@ -175,7 +188,7 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
     """
 
     _kernel_exclude = ("prml",)
-    sample_options: ClassVar[dict[str, Any]] = {"method": "latent"}
+    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS_JOINT}
 
     def __init__(
         self,
@@ -441,19 +454,20 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
             )
 
     def _nuts_run(self, sampler, random_seed, *, method: str) -> NutsRun:
-        """``method="latent"``: joint NUTS over the whitened latent values and the
-        hyperparameters; ``"laplace"``: NUTS over the hyperparameters with the latent GPs
+        """``method="nuts_joint"``: joint NUTS over the whitened latent values and the
+        hyperparameters; ``"nuts"``: NUTS over the hyperparameters with the latent GPs
         integrated out by Laplace. The jitter pre-flight first."""
-        if method not in ("latent", "laplace"):
-            raise ValueError(f"`method` must be 'latent' or 'laplace', got {method!r}")
+        method = canonical_method("MulticlassGPClassifier.sample", method, LATENT_RENAMED)
+        if method not in (NUTS_JOINT, NUTS):
+            raise ValueError(f"`method` must be 'nuts' or 'nuts_joint', got {method!r}")
         attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
-        latent = method == "latent"
+        latent = method == NUTS_JOINT
         return NutsRun(self._latent_model() if latent else self.model, attrs=attrs,
                        latent=latent)  # fmt: skip
 
     def _nuts_result(self, idata, run: NutsRun, random_seed):
         """A pointwise ``log_likelihood`` group: :math:`\\log \\pi^{t_i}(f_i)` of each joint
-        draw, or each draw's LA-LOO terms; for ``"laplace"`` each draw's mode is kept as
+        draw, or each draw's LA-LOO terms; for ``"nuts"`` each draw's mode is kept as
         ``f_mode`` (chain, draw, class, obs)."""
         from bayes_gp.inference.nuts import add_log_likelihood
 
@@ -557,12 +571,14 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
 
     # ------------------------------------------------------------ model protocol
     _FITS: ClassVar[dict[str, tuple[str, dict]]] = {
-        "laplace": ("fit_laplace", {}),
-        "nuts": ("sample", {"method": "latent"}),
-        "nuts_laplace": ("sample", {"method": "laplace"}),
+        MAP: ("fit_laplace", {}),
+        NUTS: ("sample", {"method": NUTS_JOINT}),
+        NUTS_JOINT: ("sample", {"method": NUTS_JOINT}),
+        "nuts_laplace": ("sample", {"method": NUTS}),
     }
     fit_methods = tuple(_FITS)
-    sampling_methods = ("nuts", "nuts_laplace")
+    sampling_methods = (NUTS, NUTS_JOINT, "nuts_laplace")
+    renamed_methods: ClassVar[Mapping[str, str]] = CLASSIFIER_RENAMED
     #: Label indices 0 … C-1 (of ``classes_``): neither continuous nor binary.
     outcome = "categorical"
 
@@ -592,9 +608,11 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
             ("inputs", ", ".join(self.feature_names)),
         ]  # fmt: skip
 
-    def fit(self, method: str = "laplace", **options):
-        """``"laplace"`` (:meth:`fit_laplace`), ``"nuts"`` (joint latent NUTS) or
-        ``"nuts_laplace"`` (NUTS with the Laplace-integrated latent GPs)."""
+    def fit(self, method: str | None = None, **options):
+        """``"map"`` (:meth:`fit_laplace`, the default), ``"nuts"`` and ``"nuts_joint"`` (joint
+        latent NUTS) or ``"nuts_laplace"`` (NUTS with the Laplace-integrated latent GPs)."""
+        method = self.fit_methods[0] if method is None else method
+        method = canonical_method("MulticlassGPClassifier.fit", method, self.renamed_methods)
         if method not in self._FITS:
             raise ValueError(f"MulticlassGPClassifier fits by {list(self.fit_methods)}, "
                              f"not {method!r}")  # fmt: skip
@@ -603,8 +621,8 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
 
     def fit_label(self, fit) -> str:
         if is_nuts(fit):
-            how = fit["posterior"].attrs.get("bayes_gp_method", "latent")
-            return f"NUTS ({'Laplace-integrated GPs' if how == 'laplace' else 'joint latent'})"
+            how = fit["posterior"].attrs.get("bayes_gp_method", NUTS_JOINT)
+            return f"NUTS ({'joint latent' if is_joint(how) else 'Laplace-integrated GPs'})"
         return fit.method_label
 
     def check_fit(self, fit) -> None:
@@ -686,9 +704,11 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
         return f"Laplace LA-LOO at {fit.method_label}", la_loo(res, K, self.t)
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> MulticlassFit:
-        """The Laplace approximation recomputed at the saved hyperparameters."""
-        if method != "laplace":
-            raise ValueError(f"MulticlassGPClassifier's type-II fit is 'laplace', not {method!r}")
+        """The Laplace approximation recomputed at the saved hyperparameters (``"map"``; a
+        result saved under the previous release's name ``"laplace"`` is read as ``"map"``)."""
+        method = self.renamed_methods.get(method, method)
+        if method != MAP:
+            raise ValueError(f"MulticlassGPClassifier's type-II fit is 'map', not {method!r}")
         fit = self.fit_laplace(params=params)
         return dataclasses.replace(
             fit,

@@ -27,8 +27,8 @@ Gaussian model's covariance :math:`C` without its noise diagonal
 (:class:`HierarchicalCovariance`, :class:`HierarchicalMean`): the latent :math:`f` is
 integrated out by the Laplace approximation with the dense :math:`N \times N` covariance
 (:class:`~bayes_gp.latent.op.LaplaceLogp`: the evidence of R&W eq. 3.32 and its gradient, R&W
-Alg. 5.1 generalised), so ``fit_map`` / ``fit_laplace`` (type-II), ``sample(method="laplace")``
-(NUTS over the hyperparameters), ``sample(method="latent")`` (joint NUTS), ``fit_vi``, LA-LOO
+Alg. 5.1 generalised), so ``fit_map`` / ``fit_laplace`` (type-II), ``sample(method="nuts")``
+(NUTS over the hyperparameters), ``sample(method="nuts_joint")`` (joint NUTS), ``fit_vi``, LA-LOO
 and the report methods are ``LatentGP``'s. A dense latent covariance costs :math:`O(N^3)` per
 evidence evaluation (several Newton steps), which is where this model fits: at most
 :data:`MAX_LATENT_ROWS` rows, and no ``approx="hsgp"`` (the HSGP option integrates the basis

@@ -497,7 +497,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         constructor then returns a
         :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` (an instance of this class
         too, for ``isinstance``), with :class:`~bayes_gp.LatentGP`'s fits (``fit_map`` =
-        ``fit_laplace``, ``sample(method="laplace"|"latent")``, ``fit_vi``), the same pooling,
+        ``fit_laplace``, ``sample(method="nuts"|"nuts_joint")``, ``fit_vi``), the same pooling,
         priors and group-variable names, no ``sigma`` (the likelihood's own parameters, e.g.
         ``dispersion`` or ``nu``, are shared by all groups), at most
         :data:`~bayes_gp.hierarchical.latent.MAX_LATENT_ROWS` rows and no ``approx``.

@@ -38,9 +38,9 @@ the exact evidence :math:`p(y \mid \theta)` (:data:`N_IS` = 2000 draws, fixed se
 find EP's evidence accurate where Laplace's is not), with the thresholds of the evidence gap.
 
 Hyperparameters: the point estimate of a type-II fit, or :data:`N_DRAWS` posterior draws (fixed
-seed) of a NUTS fit with ``method="laplace"``, where the Laplace approximation is recomputed at
+seed) of a NUTS fit with ``method="nuts"``, where the Laplace approximation is recomputed at
 each draw (warm-started at its recorded mode); the worst value over the draws is reported. A
-NUTS fit with ``method="latent"`` samples :math:`f` exactly and has no approximation to check.
+NUTS fit with ``method="nuts_joint"`` samples :math:`f` exactly and has no approximation to check.
 Above :data:`MAX_N` observations, a Laplace check runs on a random subsample of that size (fixed
 seed): the same model restricted to those data, whose Laplace approximation is computed afresh
 (one :math:`O(s^3)` factorisation and :math:`O(S s^2)` for the draws).
@@ -236,7 +236,7 @@ def _status(value: float, ok: float, warn: float) -> str:
 def for_latent(model, fit) -> list[ApproximationCheck]:
     """The approximation checks of a :class:`~bayes_gp.LatentGP` fit (module docstring): the
     importance-sampling evidence gap and Pareto k̂, and for a Laplace fit of a probit model the
-    gap to EP. None for a NUTS fit that sampled the latent values (``method="latent"``)."""
+    gap to EP. None for a NUTS fit that sampled the latent values (``method="nuts_joint"``)."""
     model.check_fit(fit)
     kind = _kind(fit)
     if kind == "VI" or kind == "EP":
@@ -273,9 +273,9 @@ def for_latent(model, fit) -> list[ApproximationCheck]:
     advice = ""
     what = {"Laplace": "Laplace", "VI": "variational", "EP": "EP"}[kind]
     better = (
-        "sample with NUTS over the latent values (sample(method='latent')), or use EP "
+        "sample with NUTS over the latent values (sample(method='nuts_joint')), or use EP "
         "(link='probit', fit_ep)" if kind == "Laplace" else
-        "sample with NUTS over the latent values (sample(method='latent'))"
+        "sample with NUTS over the latent values (sample(method='nuts_joint'))"
     )  # fmt: skip
     if status != "ok":
         advice = (
@@ -320,7 +320,7 @@ def for_latent(model, fit) -> list[ApproximationCheck]:
         if ep_status != "ok":
             ep_advice = (
                 "EP's evidence differs from Laplace's: fit by EP (fit_ep) or sample the latent "
-                "values with NUTS (sample(method='latent'))"
+                "values with NUTS (sample(method='nuts_joint'))"
             )
         rows.append(
             ApproximationCheck(

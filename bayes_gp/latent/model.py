@@ -4,20 +4,26 @@ r"""The latent-GP model for counts, proportions, binary outcomes and outliers.
    f \sim GP(m_\beta, k_\theta), \qquad y_i \mid f_i \sim p(y_i \mid f_i, \phi)
 
 with a likelihood of :mod:`bayes_gp.latent.likelihoods` (Bernoulli, binomial, Poisson, negative
-binomial, Student-t, Gaussian). Three ways to fit it:
+binomial, Student-t, Gaussian). The ways to fit it, by their names in
+:mod:`bayes_gp.inference.methods`:
 
-* ``sample(method="laplace")`` — NUTS over :math:`(\theta, \beta, \phi)` alone, the latent GP
-  integrated out by the Laplace approximation at every step: the potential
-  :math:`\log q(y \mid \theta, \beta, \phi)` (R&W eq. 3.32 generalised) and its exact gradient
-  (R&W Algorithm 5.1 generalised), one PyTensor Op (:class:`~bayes_gp.latent.op.LaplaceLogp`),
-  the "embedded Laplace approximation" (Rue, Martino & Chopin 2009 for INLA's
-  hyperparameters). Each draw's latent mode is recorded (``f_mode`` in the posterior), so
-  predictions need no refitting.
-* ``sample(method="latent")`` — joint NUTS over the whitened latent values and the
-  hyperparameters (``pm.gp.Latent(reparameterize=True)``), exact up to Monte Carlo error.
-* :meth:`LatentGP.fit_laplace` — type-II: the Laplace evidence maximised (ML-II, or MAP with
-  the priors), the same restarts and polishing as every type-II fit
-  (:func:`bayes_gp.inference.typeii.optimize`).
+* ``"nuts"`` (``sample()``, ``sample(method="nuts")``) — NUTS over
+  :math:`(\theta, \beta, \phi)` alone, the latent GP integrated out by the Laplace
+  approximation at every step: the potential :math:`\log q(y \mid \theta, \beta, \phi)`
+  (R&W eq. 3.32 generalised) and its exact gradient (R&W Algorithm 5.1 generalised), one
+  PyTensor Op (:class:`~bayes_gp.latent.op.LaplaceLogp`), the "embedded Laplace approximation"
+  (Rue, Martino & Chopin 2009 for INLA's hyperparameters). Each draw's latent mode is recorded
+  (``f_mode`` in the posterior), so predictions need no refitting.
+* ``"nuts_joint"`` (``sample(method="nuts_joint")``) — joint NUTS over the whitened latent
+  values and the hyperparameters (``pm.gp.Latent(reparameterize=True)``), exact up to Monte
+  Carlo error.
+* ``"map"`` (:meth:`LatentGP.fit_laplace`) — type-II: the Laplace evidence maximised (ML-II, or
+  MAP with the priors), the same restarts and polishing as every type-II fit
+  (:func:`bayes_gp.inference.typeii.optimize`); ``"vi"`` (:meth:`LatentGP.fit_vi`) and
+  :meth:`LatentGP.fit_ep` the variational and EP type-II fits.
+
+The names of the previous release, ``"laplace"`` (now ``"nuts"``) and ``"latent"`` (now
+``"nuts_joint"``), still work with a ``FutureWarning``.
 """
 
 from __future__ import annotations
@@ -47,6 +53,15 @@ from bayes_gp._validation import (
     new_inputs,
 )
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, JitterChoice, PreflightJitter
+from bayes_gp.inference.methods import (
+    LATENT_RENAMED,
+    MAP,
+    NUTS,
+    NUTS_JOINT,
+    VI,
+    canonical_method,
+    is_joint,
+)
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
@@ -701,24 +716,25 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             return SiteFactor(K, a, fit.site_precision)
         return ModeFactor(K, f, self.likelihood, phi)
 
-    sample_options: ClassVar[dict[str, Any]] = {"method": "laplace"}
+    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS}
 
     def _nuts_run(self, sampler, random_seed, *, method: str) -> NutsRun:
-        """:meth:`sample` runs NUTS with ``method="laplace"`` over the hyperparameters, the
-        latent GP integrated out by Laplace (module docstring), or with ``method="latent"``
+        """:meth:`sample` runs NUTS with ``method="nuts"`` over the hyperparameters, the
+        latent GP integrated out by Laplace (module docstring), or with ``method="nuts_joint"``
         jointly over the whitened latent values; the jitter pre-flight first."""
-        if method not in ("laplace", "latent"):
-            raise ValueError(f"`method` must be 'laplace' or 'latent', got {method!r}")
+        method = canonical_method(f"{type(self).__name__}.sample", method, LATENT_RENAMED)
+        if method not in (NUTS, NUTS_JOINT):
+            raise ValueError(f"`method` must be 'nuts' or 'nuts_joint', got {method!r}")
         attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
-        latent = method == "latent"
+        latent = method == NUTS_JOINT
         model = self._latent_model() if latent else self.model
         return NutsRun(model, attrs=attrs, latent=latent)
 
     def _nuts_result(self, idata, run: NutsRun, random_seed):
         r"""A pointwise ``log_likelihood`` group: the LA-LOO terms of each draw's Laplace
-        approximation (:func:`bayes_gp.latent.predictive.la_loo`) for ``"laplace"``, which also
+        approximation (:func:`bayes_gp.latent.predictive.la_loo`) for ``"nuts"``, which also
         stores each draw's latent mode as ``f_mode``; :math:`\log p(y_i \mid f_i, \phi)` for
-        ``"latent"``."""
+        ``"nuts_joint"``."""
         from bayes_gp.inference.nuts import add_log_likelihood
 
         latent = run.latent
@@ -819,13 +835,14 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     # ------------------------------------------------------------ model protocol
     #: ``fit(method)``: the method that runs it and the options it fixes.
     _FITS: ClassVar[dict[str, tuple[str, dict]]] = {
-        "laplace": ("sample", {"method": "laplace"}),
-        "latent": ("sample", {"method": "latent"}),
-        "map": ("fit_laplace", {}),
-        "vi": ("fit_vi", {}),
+        NUTS: ("sample", {"method": NUTS}),
+        NUTS_JOINT: ("sample", {"method": NUTS_JOINT}),
+        MAP: ("fit_laplace", {}),
+        VI: ("fit_vi", {}),
     }
     fit_methods = tuple(_FITS)
-    sampling_methods = ("laplace", "latent")
+    sampling_methods = (NUTS, NUTS_JOINT)
+    renamed_methods: ClassVar[Mapping[str, str]] = LATENT_RENAMED
     #: ``restore_fit(method)``: the type-II fit that recomputes a saved point estimate.
     _RESTORE: ClassVar[dict[str, str]] = {"map": "fit_laplace", "vi": "fit_vi", "ep": "fit_ep"}
 
@@ -869,9 +886,13 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                     f"{self.link} scale")  # fmt: skip
         return str(self.mean)
 
-    def fit(self, method: str = "laplace", **options):
-        """``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"`` (joint NUTS),
-        ``"map"`` (:meth:`fit_laplace`) or ``"vi"`` (:meth:`fit_vi`)."""
+    def fit(self, method: str | None = None, **options):
+        """Fit by ``method`` (:mod:`bayes_gp.inference.methods`; default: the first of
+        :attr:`fit_methods`): for a LatentGP ``"nuts"`` (NUTS with the Laplace-integrated GP),
+        ``"nuts_joint"`` (joint NUTS), ``"map"`` (:meth:`fit_laplace`) or ``"vi"``
+        (:meth:`fit_vi`); ``options`` go to the method that runs it."""
+        method = self.fit_methods[0] if method is None else method
+        method = canonical_method(f"{type(self).__name__}.fit", method, self.renamed_methods)
         if method not in self._FITS:
             raise ValueError(
                 f"{type(self).__name__} fits by {list(self.fit_methods)}, not {method!r}"
@@ -881,8 +902,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def fit_label(self, fit) -> str:
         if is_nuts(fit):
-            how = fit["posterior"].attrs.get("bayes_gp_method", "laplace")
-            return f"NUTS ({'Laplace-integrated GP' if how == 'laplace' else 'joint latent'})"
+            how = fit["posterior"].attrs.get("bayes_gp_method", NUTS)
+            return f"NUTS ({'joint latent' if is_joint(how) else 'Laplace-integrated GP'})"
         return fit.method_label
 
     def check_fit(self, fit) -> None:
@@ -1041,7 +1062,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         (:mod:`bayes_gp.latent.checks`): importance sampling of the exact posterior of
         :math:`f` from the Laplace (or variational, EP) Gaussian at the fitted hyperparameters,
         or at a few posterior draws of a NUTS-with-Laplace fit: the evidence gap and the
-        Pareto k̂, and for the probit link the gap to EP. None for ``sample(method="latent")``,
+        Pareto k̂, and for the probit link the gap to EP. None for ``"nuts_joint"``,
         which samples :math:`f` exactly."""
         from bayes_gp.latent.checks import for_latent
 
@@ -1049,7 +1070,9 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> LatentFit:
         """The Laplace mode (``"map"``), the variational posterior (``"vi"``) or EP (``"ep"``)
-        recomputed at the saved hyperparameters."""
+        recomputed at the saved hyperparameters (a result saved under the previous release's
+        name of the method is read by its new name, silently)."""
+        method = self.renamed_methods.get(method, method)
         if method not in self._RESTORE:
             raise ValueError(
                 f"{type(self).__name__}'s type-II fits are {list(self._RESTORE)}, not {method!r}"

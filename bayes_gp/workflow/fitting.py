@@ -174,7 +174,7 @@ def run(
     """
     say = progress or (lambda msg: None)
     decl = resolve(model)
-    method = choose_method(decl.name, decl.methods, method)  # before any data is read
+    method = choose_method(decl.name, decl.methods, method, decl.renamed)  # before data is read
     defaults = default_settings(decl, fast)
     settings = dict(defaults)
     for key, value in (("draws", draws), ("tune", tune), ("chains", chains)):

@@ -8,6 +8,7 @@ write a model as the specification saved in ``fit.json`` and rebuild it from the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -17,6 +18,7 @@ import pandas as pd
 
 from bayes_gp._arguments import ArgumentError
 from bayes_gp.declared import Dataset, DeclaredModel, choose_method, load_model
+from bayes_gp.inference.methods import LATENT_RENAMED, RENAMED_BY_TASK
 
 __all__ = [
     "CSVModel",
@@ -38,7 +40,7 @@ DEFAULT_SETTINGS = MappingProxyType(
 #: The methods of a CSV model without a ``likelihood``, by task (the default first); with a
 #: likelihood they are :attr:`bayes_gp.LatentGP.fit_methods`.
 CSV_METHODS = MappingProxyType(
-    {"regression": ("nuts", "map"), "classification": ("laplace", "nuts", "ep")}
+    {"regression": ("nuts", "map"), "classification": ("map", "nuts", "ep")}
 )
 #: The task a latent-GP likelihood sets (any other likelihood models counts).
 _LIKELIHOOD_TASKS = MappingProxyType(
@@ -71,8 +73,8 @@ class CSVModel:
     likelihood : str, optional
         A :class:`~bayes_gp.LatentGP` likelihood (``"poisson"``, ``"negative_binomial"``,
         ``"binomial"``, ``"bernoulli"``, ``"student_t"``, ``"gaussian"``): the model is then a
-        latent GP fitted by ``"laplace"`` (NUTS with the Laplace-integrated GP), ``"latent"``
-        or ``"map"``.
+        latent GP fitted by ``"nuts"`` (NUTS with the Laplace-integrated GP), ``"nuts_joint"``,
+        ``"map"`` or ``"vi"``.
     exposure, trials : str, optional
         Column of the exposure (Poisson, negative binomial) or of the trials (binomial).
 
@@ -144,6 +146,14 @@ class CSVModel:
     def size_column(self) -> str | None:
         """The exposure or trials column, if any."""
         return self.exposure or self.trials
+
+    @property
+    def renamed(self) -> Mapping[str, str]:
+        """The previous release's method names, old -> new: a latent GP's (with a
+        ``likelihood``) or the task's (:data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`)."""
+        if self.likelihood is not None:
+            return LATENT_RENAMED
+        return RENAMED_BY_TASK[self.task]
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -245,7 +255,7 @@ class CSVModel:
         from bayes_gp.classification import GPClassifier
         from bayes_gp.regression import GPRegression
 
-        method = choose_method(self.name, self.methods, method)
+        method = choose_method(self.name, self.methods, method, self.renamed)
         X = pd.DataFrame(data.X_train, columns=data.feature_names)
         if self.likelihood is not None:
             from bayes_gp.latent import LatentGP

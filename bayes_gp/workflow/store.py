@@ -376,6 +376,8 @@ def load(out: str | os.PathLike) -> FitResult:
     except (KeyError, TypeError):
         raise ValueError(f"{path} is not a bayes_gp fit record") from None
     decl = from_spec(spec)
+    # a result saved under the previous release's name of its method, read by the new name
+    method = decl.renamed.get(method, method)
     data = decl.load_data(fast=bool(settings.get("fast", False)))
     gp = decl.build(data, method)
     sampled = fit_kind(gp, method) == "sampling"

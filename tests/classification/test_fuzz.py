@@ -132,7 +132,7 @@ def ref_latent(clf, fit, Xn):
     K = se(clf.X, clf.X, ls, eta) + clf.jitter * np.eye(len(clf.t))
     Ks, kss = se(clf.X, Xn, ls, eta), np.full(len(Xn), eta**2)
     st_ = fit.state if fit.method == "ep" else None
-    if fit.method == "laplace":
+    if fit.method == "map":
         _, d1, d2, _ = clf.likelihood.derivatives(fit.f_mode)
         sW = np.sqrt(-d2)
         L = np.linalg.cholesky(np.eye(len(clf.t)) + sW[:, None] * K * sW[None, :])

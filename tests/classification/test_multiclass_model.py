@@ -127,7 +127,7 @@ def test_type2_fit_converges_at_a_stationary_point():
 def test_protocol_methods():
     X, y = _three_classes()
     model = MulticlassGPClassifier(X, y, "expquad")
-    fit = model.fit("laplace", random_seed=0)
+    fit = model.fit("map", random_seed=0)
     cols = model.prediction_columns(X[:10], fit)
     assert set(cols) == {"p_high", "p_low", "p_mid", "predicted"}
     scores = model.scores(y[:10], cols)
@@ -143,7 +143,7 @@ def test_protocol_methods():
     assert 0.5 < np.mean(reps == model.observed) < 0.95
     method, loo = model.point_loo(fit)
     assert "LA-LOO" in method and loo.shape == (X.shape[0],) and np.all(loo < 0)
-    restored = model.restore_fit("laplace", fit.params, {"objective": fit.objective,
+    restored = model.restore_fit("map", fit.params, {"objective": fit.objective,
                                                          "prior": False, "grad_norm": 0.0})
     np.testing.assert_allclose(restored.f_mode, fit.f_mode, atol=1e-8)
     assert dict(model.describe())["model"] == "MulticlassGPClassifier"
@@ -172,7 +172,7 @@ def test_input_errors():
 
 
 def test_joint_latent_nuts(latent_run):
-    """Joint latent NUTS (``fit("nuts")``): draws of every class's latent values, the pointwise
+    """Joint latent NUTS (``fit("nuts_joint")``): draws of every class's latent values, the pointwise
     log likelihood, predictions that mix the draws. The run is the sampler-agreement check's
     (``latent_run``: ``_three_classes(n=45)``, 200 + 200 draws, 2 chains), whose posterior that
     check compares with the Laplace sampler's and with quadrature."""
@@ -300,7 +300,7 @@ def _sample_agreement_problem(method, draws=200, seed=1):
     AGREEMENT_X)``."""
     X, y = _three_classes(n=45)
     model = MulticlassGPClassifier(X, y, "expquad")
-    how = {"laplace": "nuts_laplace", "latent": "nuts"}[method]  # sample(method=method)
+    how = {"nuts": "nuts_laplace", "nuts_joint": "nuts_joint"}[method]  # sample(method=method)
     idata = model.fit(how, draws=draws, tune=draws, chains=2, sampler="pymc", random_seed=seed,
                       **FAST)  # fmt: skip
     assert int(idata["sample_stats"]["diverging"].sum()) <= 2, method
@@ -309,15 +309,15 @@ def _sample_agreement_problem(method, draws=200, seed=1):
 
 @pytest.fixture(scope="module")
 def laplace_run():
-    """``_sample_agreement_problem("laplace")``, shared by the tests that need a Laplace NUTS
+    """``_sample_agreement_problem("nuts")``, shared by the tests that need a Laplace NUTS
     run (one compilation and one run for the file)."""
-    return _sample_agreement_problem("laplace")
+    return _sample_agreement_problem("nuts")
 
 
 @pytest.fixture(scope="module")
 def latent_run():
-    """``_sample_agreement_problem("latent")``, shared likewise."""
-    return _sample_agreement_problem("latent")
+    """``_sample_agreement_problem("nuts_joint")``, shared likewise."""
+    return _sample_agreement_problem("nuts_joint")
 
 
 def _disagreement(laplace_run, latent_run):

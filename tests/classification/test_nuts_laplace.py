@@ -1,4 +1,4 @@
-"""GPClassifier's Laplace-inside-NUTS path (``sample(method="laplace")``, fit method
+"""GPClassifier's Laplace-inside-NUTS path (``sample(method="nuts")``, fit method
 ``"nuts_laplace"``): it is the LatentGP with the Bernoulli likelihood and this classifier's
 kernel, link, priors and jitter, and everything downstream (probabilities, replicated labels,
 LOO, the report) works on its draws."""
@@ -55,7 +55,7 @@ def test_nuts_laplace_draws_predict_replicate_and_report():
     assert "nuts_laplace" in clf.fit_methods and "nuts_laplace" in clf.sampling_methods
     idata = clf.fit("nuts_laplace", draws=150, tune=150, chains=2, random_seed=4)
     post = idata["posterior"]
-    assert post.attrs["bayes_gp_method"] == "laplace" and "f" not in post
+    assert post.attrs["bayes_gp_method"] == "nuts" and "f" not in post
     assert np.asarray(post["f_mode"]).shape == (2, 150, 50)
     assert np.asarray(idata["log_likelihood"]["y"]).shape == (2, 150, 50)
     grid = np.linspace(-3, 3, 25)
@@ -79,7 +79,7 @@ def test_nuts_laplace_draws_predict_replicate_and_report():
 def test_method_is_checked():
     x, labels = _problem(20)
     clf = GPClassifier(x, labels)
-    with pytest.raises(ValueError, match="'laplace' or 'latent'"):
+    with pytest.raises(ValueError, match="'nuts' or 'nuts_joint'"):
         clf.sample(method="ep")
     with pytest.raises(ValueError, match="fits by"):
         clf.fit("latent")

@@ -50,7 +50,7 @@ def test_model_specific_options_choose_the_run(calls):
     with pytest.raises(RuntimeError):
         lat.sample(draws=10, tune=5, chains=1)  # LatentGP's default: Laplace inside NUTS
     assert not calls[-1][1]["latent"] and calls[-1][0] is lat.model
-    with pytest.raises(ValueError, match="`method` must be 'laplace' or 'latent'"):
+    with pytest.raises(ValueError, match="`method` must be 'nuts' or 'nuts_joint'"):
         lat.sample(draws=10, tune=5, chains=1, method="joint")
 
 

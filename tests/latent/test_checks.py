@@ -65,7 +65,7 @@ def test_poisson_large_counts_ok_and_separated_bernoulli_worse(inputs):
     bern = _by_name(gp_b.approximation_checks(gp_b.fit_laplace(params={"ls": 2.0, "eta": 10.0})))
     k = bern["Laplace importance sampling Pareto k̂"]
     assert k.status == "fail" and k.value > 0.75  # measured 0.83 (Poisson above: 0.12)
-    assert "sample(method='latent')" in k.advice
+    assert "sample(method='nuts_joint')" in k.advice
     # the evidence gap is measurably larger (measured 0.48 vs 0.003 nats)
     assert bern["Laplace evidence gap (IS)"].value > 0.2
     assert bern["Laplace evidence gap (IS)"].value > 30 * pois["Laplace evidence gap (IS)"].value
@@ -133,7 +133,7 @@ def test_importance_sampling_estimate_agrees_with_quadrature_in_one_dimension():
 
 
 def test_nuts_latent_fit_has_nothing_to_check(inputs):
-    """A NUTS fit with method="latent" samples f exactly: no rows (no f_mode in the draws)."""
+    """A NUTS fit with method="nuts_joint" samples f exactly: no rows (no f_mode in the draws)."""
     import xarray as xr
 
     X, _ = inputs
@@ -156,7 +156,7 @@ def test_nuts_laplace_fit_is_checked_at_posterior_draws():
     rng = np.random.default_rng(0)
     X = np.sort(rng.uniform(0, 10, 30))
     gp = LatentGP(X, rng.poisson(np.exp(2 + np.sin(X))), likelihood="poisson")
-    idata = gp.sample(method="laplace", draws=100, tune=100, chains=1, random_seed=1)
+    idata = gp.sample(method="nuts", draws=100, tune=100, chains=1, random_seed=1)
     rows = _by_name(gp.approximation_checks(idata))
     gap = rows["Laplace evidence gap (IS)"]
     assert f"at {lc.N_DRAWS} posterior draws" in gap.detail

@@ -210,7 +210,7 @@ DRAWS = 150
 
 def _posterior_by_quadrature(m: LatentGP, box, n: int = 33) -> tuple[dict, float]:
     """Posterior means and sds of ``ls`` and ``eta`` under ``m``'s hyperparameter model (prior,
-    log-Jacobian and Laplace evidence: the density ``sample(method="laplace")`` targets) by a
+    log-Jacobian and Laplace evidence: the density ``sample(method="nuts")`` targets) by a
     Riemann sum on an ``n x n`` grid in the log space of ``box``; and the largest mass in an
     edge row or column of the grid (the truncation error)."""
     from bayes_gp.linalg import EAGER_MODE
@@ -259,8 +259,8 @@ def test_nuts_laplace_and_joint_latent_nuts_agree_with_quadrature():
     ref, edge = _posterior_by_quadrature(m, POISSON_BOX)
     assert edge < 1e-5, edge
     kw = dict(draws=DRAWS, tune=DRAWS, chains=2, random_seed=5)
-    la = m.sample(method="laplace", **kw)
-    lat = m.sample(method="latent", **kw)
+    la = m.sample(method="nuts", **kw)
+    lat = m.sample(method="nuts_joint", **kw)
     assert la["posterior"]["f_mode"].shape == (2, DRAWS, N)
     assert la["log_likelihood"]["y"].shape == (2, DRAWS, N)
     ratios = {"laplace": _ratios(la, ref, 0.01), "latent": _ratios(lat, ref, 0.1)}
@@ -269,7 +269,7 @@ def test_nuts_laplace_and_joint_latent_nuts_agree_with_quadrature():
 
 
 def test_gaussian_laplace_model_is_gpregressions_model():
-    """With a Gaussian likelihood the density that ``sample(method="laplace")`` explores (priors,
+    """With a Gaussian likelihood the density that ``sample(method="nuts")`` explores (priors,
     log-Jacobians, Laplace evidence) is GPRegression's, which its NUTS explores: log density and
     gradient equal at random points of the unconstrained space (the same posterior, so NUTS on
     either gives the same draws' distribution; the long comparison of the two NUTS runs is
@@ -324,12 +324,12 @@ def test_report_workflow_and_fit_many_through_the_protocol(tmp_path):
         .fit_laplace(random_seed=res.seeds["b"]).log_marginal_likelihood, rel=1e-6
     )  # fmt: skip
 
-    for method in ("map", "laplace"):
+    for method in ("map", "nuts"):
         out = tmp_path / method
         run = workflow.run("coal_mining", method, fast=True, draws=60, tune=60)
         workflow.save(run, out)
         back = workflow.load(out)
-        assert back.is_mcmc == (method == "laplace")
+        assert back.is_mcmc == (method == "nuts")
         Xn = np.array([[1860.5], [1950.5]])
         np.testing.assert_allclose(
             back.model.prediction_columns(Xn, back.fit)["mean"],

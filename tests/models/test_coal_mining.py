@@ -30,13 +30,13 @@ def test_map_fit_finds_the_drop_in_the_rate(decl, data):
     rate = gp.predict(t, fit)["mean"]
     assert np.mean(rate[t < 1890]) == pytest.approx(3.1, rel=0.2)
     assert np.mean(rate[t > 1892]) == pytest.approx(0.93, rel=0.2)
-    with pytest.raises(ValueError, match="fits by `method` 'laplace', 'latent', 'map', 'vi'"):
+    with pytest.raises(ValueError, match="fits by `method` 'nuts', 'nuts_joint', 'map', 'vi'"):
         decl.build(data, "ep")
 
 
 def test_short_nuts_with_laplace(decl, data):
-    gp = decl.build(data, "laplace")
-    idata = gp.fit("laplace", draws=150, tune=150, chains=2, random_seed=3)
+    gp = decl.build(data, "nuts")
+    idata = gp.fit("nuts", draws=150, tune=150, chains=2, random_seed=3)
     post = idata["posterior"]
     assert set(gp.hyperparameters) <= set(post.data_vars) and "f_mode" in post
     assert 5 < float(post["ls"].mean()) < 150

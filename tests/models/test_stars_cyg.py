@@ -21,7 +21,7 @@ def _slope(gp: LatentGP, fit) -> float:
 
 
 def test_the_47_stars_and_the_four_giants(decl, data):
-    assert decl.task == "regression" and decl.methods[0] == "laplace"
+    assert decl.task == "regression" and decl.methods[0] == "nuts"
     assert data.X_train.shape == (47, 1) and data.feature_names == ["log_Te"]
     assert data.X_test is None and data.X_new.shape == (120, 1)
     x, y = data.X_train[:, 0], data.y_train
@@ -64,7 +64,7 @@ def test_map_fit_follows_the_main_sequence(decl, data):
     line = LatentGP(data.X_train, data.y_train, "expquad", "student_t", priors={"ls": 2.0})
     lfit = line.fit_laplace(n_restarts=3, random_seed=0)
     assert _slope(line, lfit) < 0.5  # dragged by the giants
-    with pytest.raises(ValueError, match="fits by `method` 'laplace', 'latent', 'map', 'vi'"):
+    with pytest.raises(ValueError, match="fits by `method` 'nuts', 'nuts_joint', 'map', 'vi'"):
         decl.build(data, "ep")
 
 
@@ -85,8 +85,8 @@ def test_default_length_scale_prior_interpolates_the_recorded_temperatures(decl,
 
 
 def test_short_nuts_with_laplace(decl, data):
-    gp = decl.build(data, "laplace")
-    idata = gp.fit("laplace", draws=150, tune=150, chains=2, random_seed=3)
+    gp = decl.build(data, "nuts")
+    idata = gp.fit("nuts", draws=150, tune=150, chains=2, random_seed=3)
     post = idata["posterior"]
     assert set(gp.hyperparameters) <= set(post.data_vars) and "f_mode" in post
     assert int(idata["sample_stats"]["diverging"].sum()) == 0

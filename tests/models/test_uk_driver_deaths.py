@@ -18,7 +18,7 @@ def _same_months(t: np.ndarray, year: int) -> np.ndarray:
 
 
 def test_monthly_series_with_1984_held_out(decl, data):
-    assert decl.task == "counts" and decl.methods[0] == "laplace"
+    assert decl.task == "counts" and decl.methods[0] == "nuts"
     assert data.X_train.shape == (180, 1) and data.X_test.shape == (12, 1)
     assert data.feature_names == ["year"] and data.y_test.shape == (12,)
     assert data.X_train[0, 0] == 1969.0 and data.X_train[-1, 0] == pytest.approx(1983 + 11 / 12)
@@ -68,7 +68,7 @@ def test_map_fit_finds_the_drop_and_beats_poisson(decl, data):
     assert held_nb["mean_log_predictive_density"] > held_pois["mean_log_predictive_density"] + 0.5
     assert held_nb["coverage_94"] >= 11 / 12 > 0.5 >= held_pois["coverage_94"]
     assert held_nb["rmse"] < 0.6 * held_pois["rmse"]  # measured 124 against 292
-    with pytest.raises(ValueError, match="fits by `method` 'laplace', 'latent', 'map', 'vi'"):
+    with pytest.raises(ValueError, match="fits by `method` 'nuts', 'nuts_joint', 'map', 'vi'"):
         decl.build(data, "ep")
 
 
@@ -93,8 +93,8 @@ def test_short_nuts_with_laplace(decl, data):
     Measured (seed 1): R-hat at most 1.040, dispersion median 264. Planted perturbation: a
     wrong dispersion prior, LogNormal(log 5, 0.1), gives a median of 10.8 (no divergences):
     it fails ``100 < median``."""
-    gp = decl.build(data, "laplace")
-    idata = gp.fit("laplace", draws=150, tune=150, chains=2, random_seed=1)
+    gp = decl.build(data, "nuts")
+    idata = gp.fit("nuts", draws=150, tune=150, chains=2, random_seed=1)
     post = idata["posterior"]
     assert set(gp.hyperparameters) <= set(post.data_vars) and "f_mode" in post
     assert int(idata["sample_stats"]["diverging"].sum()) == 0

