@@ -7,7 +7,7 @@ For each data set, on the same train/test split, the methods are
   bayes_gp's type-II fits);
 * ``laplace``: ``GPClassifier(..., link="logit").fit_laplace(n_restarts=starts)`` (type-II);
 * ``ep``: ``GPClassifier(..., link="probit").fit_ep(n_restarts=starts)`` (type-II);
-* ``nuts-<backend>``: ``GPClassifier(..., link="logit").sample(sampler=backend)`` for
+* ``nuts-<backend>``: ``GPClassifier(..., link="logit").sample(method="nuts_joint", sampler=backend)`` for
   ``nutpie``, ``pymc`` and ``numpyro`` (latent values and hyperparameters jointly, with the
   default hyperpriors); predictions average over up to 500 posterior draws;
 
@@ -202,12 +202,14 @@ def run_typeii(s: Split, method: str, ard: bool, starts: int, seed: int) -> dict
 
 
 def run_nuts(s: Split, backend: str, ard: bool, draws: int, tune: int, chains: int, seed: int):
-    """``GPClassifier(..., link="logit").sample(sampler=backend)`` and its predictions."""
+    """``GPClassifier(..., link="logit").sample(method="nuts_joint", sampler=backend)`` (joint
+    latent NUTS) and its predictions."""
     t0 = time.perf_counter()
     gp = GPClassifier(s.X_train, s.y_train, "expquad", link="logit", ard=ard)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numpyro: "not enough devices to run parallel chains"
-        idata = gp.sample(draws=draws, tune=tune, chains=chains, sampler=backend, random_seed=seed)
+        idata = gp.sample(draws=draws, tune=tune, chains=chains, sampler=backend, random_seed=seed,
+                          method="nuts_joint")
     fit_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     p = gp.predict_proba(s.X_test, idata)

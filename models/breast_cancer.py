@@ -23,8 +23,10 @@ Model
        \frac{(x_d - x'_d)^2}{\ell_d^2}\right), \qquad p(y_i = 1 \mid f_i) = \sigma(f_i),
 
     the ARD squared exponential (R&W eq. 4.9, §5.1; PRML §6.4.4–6.4.5) with the logistic link
-    (R&W eq. 3.2) for ``"map"`` (type-II Laplace) and ``"nuts"`` and the probit link (R&W eq. 3.3, §3.6) for
-    ``"ep"``: ``GPClassifier(X, y, "expquad", ard=True, link=...)``.
+    (R&W eq. 3.2) for ``"map"`` (type-II Laplace), ``"nuts"`` (NUTS over the hyperparameters,
+    the latent GP integrated out by Laplace) and ``"nuts_joint"`` (joint NUTS over the latent
+    values too), and the probit link (R&W eq. 3.3, §3.6) for ``"ep"``:
+    ``GPClassifier(X, y, "expquad", ard=True, link=...)``.
 
 Priors
     The package's classification defaults: :math:`\ell_d \sim \mathrm{LogNormal}(\log(R_d/3),
@@ -48,7 +50,7 @@ from bayes_gp.declared import Dataset
 
 TASK = "classification"
 SUMMARY = "Breast cancer Wisconsin (6 nuclear features, 150 training cases): ARD GP classifier"
-METHODS = ("map", "nuts", "ep")
+METHODS = ("map", "nuts", "ep", "nuts_joint")
 SETTINGS = {
     "fast": {"draws": 200, "tune": 200, "chains": 2, "n_restarts": 3, "n_train": 80},
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5, "n_train": 150},

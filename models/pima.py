@@ -19,7 +19,7 @@ Model
        \frac{(x_d - x'_d)^2}{\ell_d^2}\right), \qquad p(y_i = 1 \mid f_i) = \sigma(f_i),
 
     a latent GP with the ARD squared exponential (R&W eq. 4.9, §5.1; PRML §6.4.4–6.4.5) and the
-    logistic link (R&W eq. 3.2) for ``"map"`` (type-II Laplace), ``"nuts"`` and ``"nuts_laplace"``, the probit link
+    logistic link (R&W eq. 3.2) for ``"map"`` (type-II Laplace), ``"nuts"`` and ``"nuts_joint"``, the probit link
     :math:`\Phi(f)` (R&W eq. 3.3, §3.6) for ``"ep"``, whose site moments are closed-form only for
     the probit. ``GPClassifier(X, y, "expquad", ard=True, link=...)``.
 
@@ -29,9 +29,9 @@ Priors
     switch inputs off), and :math:`\eta \sim \mathrm{HalfNormal}(2)`, the scale of a latent
     function passed through a sigmoid (:math:`|f| = 4` already means a probability of 0.98).
     Laplace and EP maximise the approximate evidence (type-II, R&W §3.4.4, §3.6.2); ``"nuts"``
-    samples the latent values (whitened) and the hyperparameters jointly; ``"nuts_laplace"``
     samples the hyperparameters only, with the 200 latent values integrated out by the Laplace
-    approximation at every NUTS step (:class:`~bayes_gp.latent.LatentGP`).
+    approximation at every NUTS step (:class:`~bayes_gp.latent.LatentGP`); ``"nuts_joint"``
+    samples the latent values (whitened) and the hyperparameters jointly.
 
 Reference
     On this split logistic regression makes 66 errors of 332 and GP classifiers 68–69 (accuracy
@@ -50,7 +50,7 @@ from bayes_gp.declared import Dataset
 
 TASK = "classification"
 SUMMARY = "Pima Indians diabetes (Ripley's 200/332 split, 7 inputs): ARD GP classifier"
-METHODS = ("map", "nuts", "ep", "nuts_laplace")
+METHODS = ("map", "nuts", "ep", "nuts_joint")
 SETTINGS = {
     "fast": {"draws": 200, "tune": 200, "chains": 2, "n_restarts": 3},
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5},

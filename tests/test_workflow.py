@@ -125,7 +125,7 @@ def test_method_errors_name_the_parameter(csv_file):
         workflow.run(model, "laplace")
     assert str(info.value) == message and info.value.parameter == "method"
     clf = CSVModel(str(csv_file), ("x",), "lab", task="classification")
-    with pytest.raises(ArgumentError, match="fits by `method` 'map', 'nuts', 'ep'; not 'vi'"):
+    with pytest.raises(ArgumentError, match="fits by `method` 'map', 'nuts', 'ep', 'nuts_joint'; not 'vi'"):
         clf.build(clf.load_data(), "vi")
     with pytest.raises(ArgumentError, match="`draws` must be positive, got 0"):
         workflow.run(model, "nuts", draws=0)

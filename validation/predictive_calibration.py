@@ -34,7 +34,7 @@ RUNS = [
     ("diabetes_ard", "nuts"),
     ("diabetes_ard", "map"),
     ("pima", "map"),
-    ("pima", "nuts_laplace"),
+    ("pima", "nuts"),
     ("breast_cancer", "map"),
     ("breast_cancer", "ep"),
     ("uk_driver_deaths", "nuts"),

@@ -74,17 +74,14 @@ class GPClassifier(LatentGP):
     values, which ``sample(method="nuts_joint")`` runs, is built on first use.
 
     Fit methods (:mod:`bayes_gp.inference.methods`): ``"map"`` (:meth:`fit_laplace`, the
-    default), ``"ep"`` (:meth:`fit_ep`), ``"nuts"`` and ``"nuts_joint"`` (joint NUTS over the
-    latent values and the hyperparameters), ``"nuts_laplace"`` (NUTS with the
-    Laplace-integrated GP). ``"laplace"``, the previous release's name of ``"map"``, still
-    works with a ``FutureWarning``.
+    default), ``"ep"`` (:meth:`fit_ep`), ``"nuts"`` (:meth:`sample`'s default: NUTS over the
+    hyperparameters with the latent GP integrated out by Laplace) and ``"nuts_joint"`` (joint
+    NUTS over the latent values and the hyperparameters). The previous release's names still
+    work with a ``FutureWarning``: ``"laplace"`` (now ``"map"``) and ``"nuts_laplace"`` (now
+    ``"nuts"``); its ``"nuts"`` was joint NUTS, now ``"nuts_joint"``.
     """
 
     _kernel_exclude = ("prml",)
-    #: ``sample()`` runs the joint NUTS over the whitened latent values and the hyperparameters
-    #: by default (``method="nuts_joint"``); ``method="nuts"`` integrates the latent GP out by
-    #: Laplace at every step (:meth:`bayes_gp.latent.LatentGP._nuts_run`).
-    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS_JOINT}
     _fit_type_name = "ClassifierFit (fit_laplace / fit_ep)"
 
     def __init__(
@@ -190,13 +187,12 @@ class GPClassifier(LatentGP):
     # ------------------------------------------------------------ model protocol
     _FITS: ClassVar[dict[str, tuple[str, dict]]] = {
         MAP: ("fit_laplace", {}),
-        NUTS: ("sample", {"method": NUTS_JOINT}),
+        NUTS: ("sample", {"method": NUTS}),
         EP: ("fit_ep", {}),
         NUTS_JOINT: ("sample", {"method": NUTS_JOINT}),
-        "nuts_laplace": ("sample", {"method": NUTS}),
     }
     fit_methods = tuple(_FITS)
-    sampling_methods = (NUTS, NUTS_JOINT, "nuts_laplace")
+    sampling_methods = (NUTS, NUTS_JOINT)
     renamed_methods: ClassVar[Mapping[str, str]] = CLASSIFIER_RENAMED
     _RESTORE: ClassVar[dict[str, str]] = {MAP: "fit_laplace", EP: "fit_ep"}
     outcome = "binary"

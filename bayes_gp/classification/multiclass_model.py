@@ -12,14 +12,15 @@ one set per class (``shared=False``). Three fits, by their names in
   with type-II hyperparameters maximising its evidence with the exact gradient
   (:mod:`bayes_gp.classification.multiclass`), by the package's multistart L-BFGS
   (:func:`bayes_gp.inference.typeii.optimize`);
-* ``"nuts"`` and ``"nuts_joint"`` (``sample(method="nuts_joint")``) — joint NUTS over the
-  whitened latent values :math:`f^c = L_c v^c`, :math:`v^c \sim N(0, I)`, and the
-  hyperparameters;
-* ``"nuts_laplace"`` (``sample(method="nuts")``) — NUTS over the hyperparameters alone, the
-  latent GPs integrated out by the Laplace approximation at every step (its evidence and exact
-  gradient as one PyTensor Op, as :class:`~bayes_gp.latent.LatentGP` does for one GP).
+* ``"nuts"`` (``sample()``) — NUTS over the hyperparameters alone, the latent GPs integrated
+  out by the Laplace approximation at every step (its evidence and exact gradient as one
+  PyTensor Op, as :class:`~bayes_gp.latent.LatentGP` does for one GP);
+* ``"nuts_joint"`` (``sample(method="nuts_joint")``) — joint NUTS over the whitened latent
+  values :math:`f^c = L_c v^c`, :math:`v^c \sim N(0, I)`, and the hyperparameters.
 
-``"laplace"``, the previous release's name of ``"map"``, still works with a ``FutureWarning``.
+The previous release's names still work with a ``FutureWarning``: ``"laplace"`` (now
+``"map"``), ``"nuts_laplace"`` (now ``"nuts"``); its ``"nuts"`` was joint NUTS, now
+``"nuts_joint"``.
 
 Predictive probabilities (R&W Algorithm 3.4): the latent :math:`f_*` is Gaussian given the
 approximation (or given each posterior draw), and :math:`E[\mathrm{softmax}(f_*)]` is a Monte
@@ -188,7 +189,7 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
     """
 
     _kernel_exclude = ("prml",)
-    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS_JOINT}
+    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS}
 
     def __init__(
         self,
@@ -572,12 +573,11 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
     # ------------------------------------------------------------ model protocol
     _FITS: ClassVar[dict[str, tuple[str, dict]]] = {
         MAP: ("fit_laplace", {}),
-        NUTS: ("sample", {"method": NUTS_JOINT}),
+        NUTS: ("sample", {"method": NUTS}),
         NUTS_JOINT: ("sample", {"method": NUTS_JOINT}),
-        "nuts_laplace": ("sample", {"method": NUTS}),
     }
     fit_methods = tuple(_FITS)
-    sampling_methods = (NUTS, NUTS_JOINT, "nuts_laplace")
+    sampling_methods = (NUTS, NUTS_JOINT)
     renamed_methods: ClassVar[Mapping[str, str]] = CLASSIFIER_RENAMED
     #: Label indices 0 … C-1 (of ``classes_``): neither continuous nor binary.
     outcome = "categorical"
@@ -609,8 +609,8 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
         ]  # fmt: skip
 
     def fit(self, method: str | None = None, **options):
-        """``"map"`` (:meth:`fit_laplace`, the default), ``"nuts"`` and ``"nuts_joint"`` (joint
-        latent NUTS) or ``"nuts_laplace"`` (NUTS with the Laplace-integrated latent GPs)."""
+        """``"map"`` (:meth:`fit_laplace`, the default), ``"nuts"`` (NUTS with the
+        Laplace-integrated latent GPs) or ``"nuts_joint"`` (joint latent NUTS)."""
         method = self.fit_methods[0] if method is None else method
         method = canonical_method("MulticlassGPClassifier.fit", method, self.renamed_methods)
         if method not in self._FITS:
@@ -621,7 +621,7 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
 
     def fit_label(self, fit) -> str:
         if is_nuts(fit):
-            how = fit["posterior"].attrs.get("bayes_gp_method", NUTS_JOINT)
+            how = fit["posterior"].attrs.get("bayes_gp_method", NUTS)
             return f"NUTS ({'joint latent' if is_joint(how) else 'Laplace-integrated GPs'})"
         return fit.method_label
 

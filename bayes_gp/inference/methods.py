@@ -21,8 +21,10 @@ depended on the class, so each class says which it renamed (``renamed_methods``)
   model): ``"laplace"`` → ``"nuts"``, ``"latent"`` → ``"nuts_joint"``
   (:data:`LATENT_RENAMED`);
 * the classifiers (:class:`~bayes_gp.GPClassifier`,
-  :class:`~bayes_gp.MulticlassGPClassifier`): ``"laplace"`` → ``"map"``
-  (:data:`CLASSIFIER_RENAMED`).
+  :class:`~bayes_gp.MulticlassGPClassifier`): ``"laplace"`` → ``"map"``, ``"nuts_laplace"``
+  → ``"nuts"`` (:data:`CLASSIFIER_RENAMED`). Their old ``"nuts"`` was joint NUTS; it now means
+  what ``"nuts"`` means everywhere (the latent GP integrated out by Laplace), and joint NUTS is
+  ``"nuts_joint"``: the one name whose meaning changed, so it cannot warn.
 """
 
 from __future__ import annotations
@@ -61,8 +63,6 @@ METHOD_TABLE: Mapping[str, str] = MappingProxyType(
         "own marginal likelihood (exact, or by Laplace)",
         VI: "type-II variational fit",
         EP: "type-II expectation propagation (probit link)",
-        "nuts_laplace": "NUTS with the Laplace-integrated GP (the classifiers, whose 'nuts' is "
-        "joint NUTS)",
     }
 )
 #: The method names, in the table's order.
@@ -71,7 +71,7 @@ METHODS = tuple(METHOD_TABLE)
 #: Old name -> new name in the latent-GP models, and of ``sample(method=...)`` everywhere.
 LATENT_RENAMED: Mapping[str, str] = MappingProxyType({"laplace": NUTS, "latent": NUTS_JOINT})
 #: Old name -> new name in the classifiers' ``fit`` (``"laplace"`` was their type-II fit).
-CLASSIFIER_RENAMED: Mapping[str, str] = MappingProxyType({"laplace": MAP})
+CLASSIFIER_RENAMED: Mapping[str, str] = MappingProxyType({"laplace": MAP, "nuts_laplace": NUTS})
 #: The renamings of a declared model's methods by its ``TASK`` (the class it builds).
 RENAMED_BY_TASK: Mapping[str, Mapping[str, str]] = MappingProxyType(
     {

@@ -40,7 +40,7 @@ DEFAULT_SETTINGS = MappingProxyType(
 #: The methods of a CSV model without a ``likelihood``, by task (the default first); with a
 #: likelihood they are :attr:`bayes_gp.LatentGP.fit_methods`.
 CSV_METHODS = MappingProxyType(
-    {"regression": ("nuts", "map"), "classification": ("map", "nuts", "ep")}
+    {"regression": ("nuts", "map"), "classification": ("map", "nuts", "ep", "nuts_joint")}
 )
 #: The task a latent-GP likelihood sets (any other likelihood models counts).
 _LIKELIHOOD_TASKS = MappingProxyType(

@@ -184,7 +184,7 @@ def test_laplace_ep_and_sklearn_on_pima():
 
 @pytest.mark.parametrize("link", ["logit", "probit"])
 def test_joint_latent_density_is_the_bernoulli_gp(link):
-    """The density that ``sample()`` (joint NUTS, the classifier's default) explores: its
+    """The density that ``sample(method="nuts_joint")`` (joint NUTS) explores: its
     observed term is sum_i log sigma(s_i f_i) (logit) or log Phi(s_i f_i) (probit), s_i = 2 t_i - 1,
     with f = L v and L the Cholesky factor of K + nu I at the point's hyperparameters (PRML
     §6.4.5). A sign error (``logit_p = -f``) or a dropped factor would change it by nats."""

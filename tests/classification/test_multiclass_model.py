@@ -194,7 +194,7 @@ def test_joint_latent_nuts(latent_run):
 
 
 def test_nuts_with_laplace_integrated_latents(laplace_run):
-    """NUTS with the Laplace-integrated latent GPs (``fit("nuts_laplace")``): each draw's modes,
+    """NUTS with the Laplace-integrated latent GPs (``fit("nuts")``): each draw's modes,
     finite pointwise LA-LOO terms, predictions. The run is the sampler-agreement check's
     (``laplace_run``)."""
     X, y = _three_classes(n=45)
@@ -300,8 +300,7 @@ def _sample_agreement_problem(method, draws=200, seed=1):
     AGREEMENT_X)``."""
     X, y = _three_classes(n=45)
     model = MulticlassGPClassifier(X, y, "expquad")
-    how = {"nuts": "nuts_laplace", "nuts_joint": "nuts_joint"}[method]  # sample(method=method)
-    idata = model.fit(how, draws=draws, tune=draws, chains=2, sampler="pymc", random_seed=seed,
+    idata = model.fit(method, draws=draws, tune=draws, chains=2, sampler="pymc", random_seed=seed,
                       **FAST)  # fmt: skip
     assert int(idata["sample_stats"]["diverging"].sum()) <= 2, method
     return idata, _draw_probabilities(model, idata, AGREEMENT_X)

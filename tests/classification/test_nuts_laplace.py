@@ -1,7 +1,7 @@
-"""GPClassifier's Laplace-inside-NUTS path (``sample(method="nuts")``, fit method
-``"nuts_laplace"``): it is the LatentGP with the Bernoulli likelihood and this classifier's
-kernel, link, priors and jitter, and everything downstream (probabilities, replicated labels,
-LOO, the report) works on its draws."""
+"""GPClassifier's Laplace-inside-NUTS path (``sample()``, fit method ``"nuts"``): it is the
+LatentGP with the Bernoulli likelihood and this classifier's kernel, link, priors and jitter,
+and everything downstream (probabilities, replicated labels, LOO, the report) works on its
+draws."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def test_the_classifier_is_the_bernoulli_latent_gp(link, priors):
 def test_nuts_laplace_draws_predict_replicate_and_report():
     x, labels = _problem()
     clf = GPClassifier(x, labels, "expquad")
-    assert "nuts_laplace" in clf.fit_methods and "nuts_laplace" in clf.sampling_methods
-    idata = clf.fit("nuts_laplace", draws=150, tune=150, chains=2, random_seed=4)
+    assert "nuts" in clf.fit_methods and "nuts" in clf.sampling_methods
+    idata = clf.fit("nuts", draws=150, tune=150, chains=2, random_seed=4)
     post = idata["posterior"]
     assert post.attrs["bayes_gp_method"] == "nuts" and "f" not in post
     assert np.asarray(post["f_mode"]).shape == (2, 150, 50)

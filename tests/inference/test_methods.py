@@ -46,7 +46,7 @@ def test_every_model_class_names_its_methods_from_the_table(cls):
 
 
 def test_the_table_describes_every_name():
-    assert METHODS[:5] == ("nuts", "nuts_joint", "map", "vi", "ep")
+    assert METHODS == ("nuts", "nuts_joint", "map", "vi", "ep")
     assert all(len(text) > 20 for text in METHOD_TABLE.values())
     assert is_joint("nuts_joint") and is_joint("latent")  # a saved posterior's old attribute
     assert not is_joint("nuts") and not is_joint("laplace") and not is_joint(None)
@@ -89,14 +89,21 @@ def test_latent_gp_methods_old_and_new(recorded):
 def test_classifier_methods_old_and_new(recorded):
     clf = GPClassifier(X, T)
     assert clf.fit() == clf.fit("map") == ("fit_laplace", None)
+    # "nuts" integrates the latent GP out, as for every model (it was joint NUTS before)
+    assert clf.fit("nuts") == ("sample", "nuts")
     assert clf.fit("nuts_joint") == ("sample", "nuts_joint")
     assert clf.fit("ep") == ("fit_ep", None)
     with pytest.warns(FutureWarning, match="GPClassifier.fit: method 'laplace' is now called 'map'"):
         assert clf.fit("laplace") == ("fit_laplace", None)
+    with pytest.warns(FutureWarning, match="'nuts_laplace' is now called 'nuts'"):
+        assert clf.fit("nuts_laplace") == ("sample", "nuts")
     with pytest.raises(ValueError, match="fits by"):
         clf.fit("latent")  # never a classifier's fit method
     multi = MulticlassGPClassifier(np.r_[X, X], np.r_[T, 2 * np.ones(12, int)])
     assert multi.fit() == ("fit_laplace", None)
+    assert multi.fit("nuts") == ("sample", "nuts") and multi.fit("nuts_joint")[1] == "nuts_joint"
+    with pytest.warns(FutureWarning, match="'nuts_laplace' is now called 'nuts'"):
+        assert multi.fit("nuts_laplace") == ("sample", "nuts")
     with pytest.warns(FutureWarning, match="'laplace' is now called 'map'"):
         assert multi.fit("laplace") == ("fit_laplace", None)
 

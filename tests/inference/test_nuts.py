@@ -23,8 +23,8 @@ def test_models_record_the_auto_backend():
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 5, 25)
     gpc = GPClassifier(X, (np.sin(X) > 0).astype(int), "expquad")
-    idata = gpc.sample(draws=5, tune=5, chains=1, random_seed=1)
-    assert idata["posterior"].attrs["bayes_gp_sampler"] == "pymc"
+    idata = gpc.sample(draws=5, tune=5, chains=1, random_seed=1, method="nuts_joint")
+    assert idata["posterior"].attrs["bayes_gp_sampler"] == "pymc"  # a joint latent model
     gpr = GPRegression(X, np.sin(X) + 0.1 * rng.normal(size=25), "expquad")
     idata = gpr.sample(draws=5, tune=5, chains=1, random_seed=1)
     assert idata["posterior"].attrs["bayes_gp_sampler"] == "nutpie"

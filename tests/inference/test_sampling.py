@@ -44,7 +44,10 @@ def test_model_specific_options_choose_the_run(calls):
     t = (Y > 0).astype(int)
     clf = GPClassifier(X, t)
     with pytest.raises(RuntimeError):
-        clf.sample(draws=10, tune=5, chains=1)  # the classifier's default: joint latent NUTS
+        clf.sample(draws=10, tune=5, chains=1)  # the default: the GP integrated out by Laplace
+    assert not calls[-1][1]["latent"] and calls[-1][0] is clf.model
+    with pytest.raises(RuntimeError):
+        clf.sample(draws=10, tune=5, chains=1, method="nuts_joint")
     assert calls[-1][1]["latent"] and calls[-1][0] is not clf.model
     lat = LatentGP(X, np.round(np.exp(Y)).astype(int), likelihood="poisson")
     with pytest.raises(RuntimeError):

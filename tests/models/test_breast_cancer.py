@@ -50,7 +50,7 @@ def test_stratified_split_and_standardisation(decl, data):
 
 def test_builds_logit_and_probit(decl, data):
     links = {m: decl.build(data, m).link for m in decl.methods}
-    assert links == {"map": "logit", "nuts": "logit", "ep": "probit"}
+    assert links == {"map": "logit", "nuts": "logit", "ep": "probit", "nuts_joint": "logit"}
     gp = decl.build(data, "ep")
     assert isinstance(gp, GPClassifier) and gp.ard and gp.feature_names == NAMES
     with pytest.raises(ValueError, match="fits by `method` 'map', 'nuts', 'ep'"):
@@ -68,8 +68,8 @@ def test_gaussian_approximations_classify_well(decl, data, method):
 
 @pytest.mark.slow
 def test_short_nuts_run(decl, data):
-    gp = decl.build(data, "nuts")
-    idata = gp.sample(draws=50, tune=50, chains=1, random_seed=4)
+    gp = decl.build(data, "nuts_joint")
+    idata = gp.fit("nuts_joint", draws=50, tune=50, chains=1, random_seed=4)
     assert np.asarray(idata["posterior"]["f"]).shape == (1, 50, 80)
     assert np.asarray(idata["posterior"]["ls"]).shape == (1, 50, 6)
     assert _accuracy(gp, idata, data) >= 0.9

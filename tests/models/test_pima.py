@@ -37,12 +37,12 @@ def test_canonical_split_standardised_with_training_statistics(decl, data, capsy
 
 def test_builds_logit_and_probit(decl, data):
     links = {m: decl.build(data, m).link for m in decl.methods}
-    assert links == {"map": "logit", "nuts": "logit", "ep": "probit", "nuts_laplace": "logit"}
+    assert links == {"map": "logit", "nuts": "logit", "ep": "probit", "nuts_joint": "logit"}
     gp = decl.build(data, "map")
     assert isinstance(gp, GPClassifier) and gp.ard
     assert gp.hyperparameters == ["ls", "eta"] and gp.feature_names == data.feature_names
     with pytest.raises(
-        ValueError, match="fits by `method` 'map', 'nuts', 'ep', 'nuts_laplace'"
+        ValueError, match="fits by `method` 'map', 'nuts', 'ep', 'nuts_joint'"
     ):
         decl.build(data, "vi")
 
@@ -68,8 +68,8 @@ def test_ep_accuracy(decl, data):
 
 @pytest.mark.slow
 def test_short_nuts_run(decl, data):
-    gp = decl.build(data, "nuts")
-    idata = gp.sample(draws=50, tune=50, chains=1, random_seed=2)
+    gp = decl.build(data, "nuts_joint")
+    idata = gp.fit("nuts_joint", draws=50, tune=50, chains=1, random_seed=2)
     post = idata["posterior"]
     assert np.asarray(post["f"]).shape == (1, 50, 200)
     assert np.asarray(post["ls"]).shape == (1, 50, 7)
@@ -83,8 +83,8 @@ def test_short_nuts_laplace_run(decl, data):
     glucose is the most relevant input. Skin-fold thickness, which the type-II fit switches off
     (ℓ → ∞), keeps a finite length-scale here: its posterior is held by its LogNormal prior
     (measured: 1/ℓ median 0.17 against 0.43 for glucose)."""
-    gp = decl.build(data, "nuts_laplace")
-    idata = gp.fit("nuts_laplace", draws=100, tune=100, chains=1, random_seed=2)
+    gp = decl.build(data, "nuts")
+    idata = gp.fit("nuts", draws=100, tune=100, chains=1, random_seed=2)
     post = idata["posterior"]
     assert np.asarray(post["ls"]).shape == (1, 100, 7) and "f" not in post
     assert np.asarray(post["f_mode"]).shape == (1, 100, 200)
