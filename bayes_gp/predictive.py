@@ -230,19 +230,38 @@ def gaussian_mixture_quantiles(
     return out
 
 
+#: The dict keys of the previous release's ``LatentGP.predict`` -> the :class:`Prediction`
+#: attribute that holds the same numbers.
+_OLD_KEYS = {"mean": "mean", "lower_94": "lower", "upper_94": "upper",
+             "latent_mean": "latent_mean", "latent_sd": "latent_sd"}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Prediction:
-    """Predictive distribution at new inputs.
+    """Predictive distribution at new inputs: what every model's ``predict`` returns (the
+    Gaussian-likelihood models, :class:`~bayes_gp.LatentGP` and its subclasses, the
+    hierarchical models).
 
     Attributes
     ----------
     mean : ndarray (m,)
+        The predictive mean (of :math:`f_*`, or of :math:`y_*` with ``include_noise``; for a
+        latent GP the predictive mean of :math:`y_*`: expected count, probability, …).
     var : ndarray (m,)
-        Marginal predictive variances (of :math:`f_*`, or of :math:`t_*` with ``include_noise``).
+        Marginal predictive variances (of :math:`f_*`, or of :math:`t_*` with ``include_noise``;
+        for a latent GP of :math:`y_*`, Monte Carlo from the draws of the interval).
     cov : ndarray (m, m) or None
         Full predictive covariance when ``diag=False`` (MAP fits).
     lower, upper : ndarray (m,) or None
         Central 94% interval (from posterior-predictive draws for NUTS fits; Gaussian for MAP).
+    extra : dict
+        What the model adds (the jitter it needed, the number of posterior draws mixed, …).
+    latent_mean, latent_sd : ndarray (m,) or None
+        A latent GP's :math:`f_*` (its mean and sd; mixed over the draws for NUTS); ``None``
+        for a Gaussian-likelihood model, whose ``mean`` and ``sd`` are those of :math:`f_*`.
+
+    ``pred["lower_94"]``-style access (the dict the previous release's ``LatentGP.predict``
+    returned) still works for one release, with a ``FutureWarning`` naming the attribute.
     """
 
     mean: np.ndarray
@@ -251,10 +270,24 @@ class Prediction:
     lower: np.ndarray | None = None
     upper: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
+    latent_mean: np.ndarray | None = None
+    latent_sd: np.ndarray | None = None
 
     @property
     def sd(self) -> np.ndarray:
         return np.sqrt(self.var)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        name = _OLD_KEYS.get(key) if isinstance(key, str) else None
+        if name is None or getattr(self, name) is None:
+            raise KeyError(key)
+        warnings.warn(
+            f"Prediction[{key!r}] is Prediction.{name} (predict returns a Prediction, no longer "
+            "a dict); the dict-style access will stop working in the next release",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return getattr(self, name)
 
 
 class GaussianPredictions:

@@ -75,3 +75,44 @@ def test_mixture_quantiles_match_a_large_sample():
     draws = rng.normal(means[comp, 0], sds[comp, 0])
     lower, upper = gaussian_mixture_quantiles(means, sds)
     np.testing.assert_allclose([lower[0], upper[0]], np.quantile(draws, CI_QUANTILES), atol=0.01)
+
+
+def test_latent_gp_predict_returns_the_one_prediction_type():
+    """LatentGP.predict returns a Prediction (the type every model's predict returns): the
+    interval in ``lower``/``upper`` like HierarchicalGP's, the latent moments beside it, the
+    previous release's dict keys still readable for one release (with a FutureWarning), and
+    prediction_columns' table columns unchanged."""
+    from bayes_gp import LatentGP
+    from bayes_gp.predictive import Prediction
+
+    x = np.linspace(0.0, 10.0, 25)
+    y = np.random.default_rng(0).poisson(np.exp(1 + np.sin(x)))
+    gp = LatentGP(x, y, "expquad", "poisson")
+    fit = gp.fit_laplace(params={"ls": 1.5, "eta": 0.8})
+    xn = np.array([2.0, 5.0, 12.0])
+    pred = gp.predict(xn, fit, random_seed=3)
+    assert isinstance(pred, Prediction) and pred.extra == {"n_draws": 1}
+    assert np.all(pred.lower <= pred.mean) and np.all(pred.mean <= pred.upper)
+    assert pred.latent_sd[2] > pred.latent_sd[0]  # beyond the data
+    # the variance of y*: Poisson over a log-normal rate, E[y] + Var[exp f] in closed form
+    np.testing.assert_allclose(pred.mean, np.exp(pred.latent_mean + pred.latent_sd**2 / 2),
+                               rtol=1e-10)  # fmt: skip
+    rate_var = (np.exp(pred.latent_sd**2) - 1) * pred.mean**2
+    np.testing.assert_allclose(pred.var, pred.mean + rate_var, rtol=1e-8)
+    nb = LatentGP(x, y, "expquad", "negative_binomial", priors={"dispersion": 4.0})
+    nbp = nb.predict(xn, nb.fit_laplace(params={"ls": 1.5, "eta": 0.8}))
+    np.testing.assert_allclose(  # mu + mu^2 / r over the log-normal mean: E[mu] + E[mu^2](1 + 1/r)
+        nbp.var, nbp.mean + np.exp(2 * nbp.latent_mean + 2 * nbp.latent_sd**2) * (1 + 1 / 4.0)
+        - nbp.mean**2, rtol=1e-8)  # fmt: skip
+    with pytest.warns(FutureWarning, match=r"Prediction\['lower_94'\] is Prediction.lower"):
+        np.testing.assert_array_equal(pred["lower_94"], pred.lower)
+    with pytest.raises(KeyError):
+        pred["sd_f"]
+    cols = gp.prediction_columns(xn, fit)
+    assert set(cols) == {"latent_mean", "latent_sd", "mean", "lower_94", "upper_94"}
+    np.testing.assert_array_equal(cols["latent_mean"], pred.latent_mean)
+    gaussian = bayes_gp.GPRegression(x, np.sin(x), "expquad").predict(xn, bayes_gp.MapFit(
+        {"ls": np.array(1.0), "eta": np.array(1.0), "sigma": np.array(0.1)}, 0.0, False))
+    assert type(gaussian) is Prediction and gaussian.latent_mean is None
+    with pytest.raises(KeyError):
+        gaussian["latent_mean"]  # a Gaussian model's f_* is mean and sd themselves

@@ -6,6 +6,9 @@ structured marginal likelihood that integrates the functions out
 
 from bayes_gp.hierarchical.latent import HierarchicalLatentGP
 from bayes_gp.hierarchical.model import HierarchicalGP
-from bayes_gp.hierarchical.structured import StructuredFactor, structured_logp
+from bayes_gp.hierarchical.structured import StructuredFactor as StructuredFactor
+from bayes_gp.hierarchical.structured import structured_logp
 
-__all__ = ["HierarchicalGP", "HierarchicalLatentGP", "StructuredFactor", "structured_logp"]
+#: What users use (``structured_logp``: the likelihood for a user's own PyMC model); the solver's
+#: factor ``StructuredFactor`` stays importable (the "as" import), not exported.
+__all__ = ["HierarchicalGP", "HierarchicalLatentGP", "structured_logp"]

@@ -219,8 +219,10 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         ``"poisson"``, ``"negative_binomial"``, ``"binomial"``, ``"bernoulli"``,
         ``"student_t"`` (or ``"gaussian"``, the Gaussian likelihood through Laplace, which is
         exact: a check of the Gaussian ``HierarchicalGP``).
-    exposure, trials : str, optional
-        Column names of the exposure (poisson, negative_binomial) and the trials (binomial).
+    exposure, trials : str or array_like, optional
+        The exposure (poisson, negative_binomial) and the trials (binomial): a column name of
+        ``data`` (read again from the rows passed to ``predict``), or one value per row (as
+        :class:`~bayes_gp.LatentGP` takes them; ``predict`` then takes ``size=``, default 1).
     link : str, optional
         ``"logit"`` or ``"probit"`` for ``"bernoulli"``.
     jitter : float, optional
@@ -257,8 +259,8 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         jitter: float | None = None,
         approx: str | None = None,
         approx_options: Mapping[str, Any] | None = None,
-        exposure: str | None = None,
-        trials: str | None = None,
+        exposure: str | Any = None,
+        trials: str | Any = None,
         link: str | None = None,
     ):
         if not isinstance(data, pd.DataFrame):
@@ -293,11 +295,12 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         if trials is not None and likelihood != "binomial":
             raise ValueError(f"`trials` applies to the binomial likelihood, not to {likelihood!r}")
         yv = self._read_data(data, x, y, group, covariates)
-        ex = None if exposure is None else _numeric(_column(data, exposure, "exposure"), "exposure")
-        tr = None if trials is None else _numeric(_column(data, trials, "trials"), "trials")
+        ex, tr = (value if not isinstance(value, str) else _numeric(_column(data, value, role), role)
+                  for role, value in (("exposure", exposure), ("trials", trials)))  # fmt: skip
         lik, link = make_likelihood(likelihood, link, yv, n, ex, tr)
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
-        self.exposure_name, self.trials_name = exposure, trials
+        self.exposure_name, self.trials_name = (v if isinstance(v, str) else None
+                                                for v in (exposure, trials))  # fmt: skip
         self.kernel, self.spec = kernel, kernel_spec(kernel)
         self.ard, self.mean = False, None
         self.y = lik.y

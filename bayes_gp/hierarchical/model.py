@@ -501,10 +501,11 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         priors and group-variable names, no ``sigma`` (the likelihood's own parameters, e.g.
         ``dispersion`` or ``nu``, are shared by all groups), at most
         :data:`~bayes_gp.hierarchical.latent.MAX_LATENT_ROWS` rows and no ``approx``.
-    exposure, trials : str, optional
-        Column names: the exposure :math:`E_{gi}` of ``"poisson"`` / ``"negative_binomial"``
-        (rate times exposure, default 1) and the trials :math:`N_{gi}` of ``"binomial"``
-        (required there); refused for the other likelihoods.
+    exposure, trials : str or array_like, optional
+        The exposure :math:`E_{gi}` of ``"poisson"`` / ``"negative_binomial"`` (rate times
+        exposure, default 1) and the trials :math:`N_{gi}` of ``"binomial"`` (required there):
+        a column name of ``data``, or one value per row (the forms :class:`~bayes_gp.LatentGP`
+        takes); refused for the other likelihoods.
     link : str, optional
         The link of ``"bernoulli"`` (``"logit"``, default, or ``"probit"``); the other
         likelihoods have one link each.
@@ -563,8 +564,8 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         jitter: float | None = None,
         approx: str | None = None,
         approx_options: Mapping[str, Any] | None = None,
-        exposure: str | None = None,
-        trials: str | None = None,
+        exposure: str | Any = None,
+        trials: str | Any = None,
         link: str | None = None,
     ):
         if not isinstance(data, pd.DataFrame):

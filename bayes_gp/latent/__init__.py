@@ -2,8 +2,13 @@
 PyTensor Op, variational bounds (Jaakkola–Jordan, Gaussian KL), expectation propagation
 (Bernoulli-probit), and the :class:`LatentGP` model built on them."""
 
-from bayes_gp.latent.ep import EPEvidence, EPResult, EPState, ep_run, expectation_propagation
-from bayes_gp.latent.laplace import LaplaceResult, grad_theta, laplace
+from bayes_gp.latent.ep import EPEvidence as EPEvidence
+from bayes_gp.latent.ep import EPResult as EPResult
+from bayes_gp.latent.ep import EPState as EPState
+from bayes_gp.latent.ep import ep_run, expectation_propagation
+from bayes_gp.latent.laplace import LaplaceResult as LaplaceResult
+from bayes_gp.latent.laplace import grad_theta as grad_theta
+from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
     Bernoulli,
     Binomial,
@@ -14,20 +19,23 @@ from bayes_gp.latent.likelihoods import (
     StudentT,
 )
 from bayes_gp.latent.model import LIKELIHOODS, EPFit, LatentFit, LatentGP, SiteFit, VIFit
-from bayes_gp.latent.op import LaplaceLogp, VariationalBound, laplace_logp
-from bayes_gp.latent.vi import VIResult, gaussian_kl, jaakkola_jordan
+from bayes_gp.latent.op import LaplaceLogp as LaplaceLogp
+from bayes_gp.latent.op import VariationalBound as VariationalBound
+from bayes_gp.latent.op import laplace_logp
+from bayes_gp.latent.vi import VIResult as VIResult
+from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan
 
+#: What users use: the model, its fit types, the observation models and the algorithms (the
+#: Laplace mode, EP, the variational bounds, ``laplace_logp`` for a user's own PyMC model). The
+#: Ops and the solvers' state and result records stay importable from here and from their modules
+#: (``LaplaceLogp``, ``VariationalBound``, ``LaplaceResult``, ``EPState``, ``EPResult``,
+#: ``EPEvidence``, ``VIResult``, ``grad_theta``: the "as" imports) but are not the package's face.
 __all__ = [
     "LatentGP",
     "LatentFit",
     "VIFit",
     "EPFit",
     "SiteFit",
-    "EPState",
-    "EPResult",
-    "EPEvidence",
-    "expectation_propagation",
-    "ep_run",
     "LIKELIHOODS",
     "Bernoulli",
     "Binomial",
@@ -36,13 +44,10 @@ __all__ = [
     "NegativeBinomial",
     "Poisson",
     "StudentT",
-    "LaplaceResult",
-    "grad_theta",
     "laplace",
-    "LaplaceLogp",
     "laplace_logp",
-    "VariationalBound",
-    "VIResult",
+    "expectation_propagation",
+    "ep_run",
     "gaussian_kl",
     "jaakkola_jordan",
 ]

@@ -166,6 +166,11 @@ class LatentLikelihood:
         ``f`` with exposure or trials ``size`` (default 1)."""
         raise NotImplementedError
 
+    def response_variance(self, f: np.ndarray, phi=(), size=None) -> np.ndarray:
+        r""":math:`\mathrm{Var}[y \mid f, \phi]` at latent values ``f`` with exposure or trials
+        ``size`` (default 1); infinite where the distribution has no variance."""
+        raise NotImplementedError
+
     def draw(self, f: np.ndarray, phi, rng: np.random.Generator, size=None) -> np.ndarray:
         """One draw of :math:`y \\mid f, \\phi` per entry of ``f`` (any shape)."""
         raise NotImplementedError
@@ -225,6 +230,10 @@ class Bernoulli(LatentLikelihood):
     def response_mean(self, f, phi=(), size=None):
         return expit(f) if self.link == "logit" else ndtr(f)
 
+    def response_variance(self, f, phi=(), size=None):
+        p = self.response_mean(f)
+        return p * (1.0 - p)
+
     def draw(self, f, phi, rng, size=None):
         return (rng.uniform(size=np.shape(f)) < self.response_mean(f)).astype(float)
 
@@ -282,6 +291,11 @@ class Binomial(LatentLikelihood):
 
     def response_mean(self, f, phi=(), size=None):
         return (1.0 if size is None else np.asarray(size, float)) * expit(f)
+
+    def response_variance(self, f, phi=(), size=None):
+        r""":math:`N \pi (1 - \pi)`, :math:`\pi = \sigma(f)`."""
+        pi = expit(f)
+        return (1.0 if size is None else np.asarray(size, float)) * pi * (1.0 - pi)
 
     def draw(self, f, phi, rng, size=None):
         N = np.broadcast_to(1 if size is None else np.asarray(size), np.shape(f))
@@ -343,6 +357,10 @@ class Poisson(_LogLink, LatentLikelihood):
         eta = f + self._offset
         mu = np.exp(eta)
         return self._const + self.y * eta - mu, self.y - mu, -mu, -mu
+
+    def response_variance(self, f, phi=(), size=None):
+        """The Poisson variance, its mean :math:`E e^f`."""
+        return self.response_mean(f, phi, size)
 
     def draw(self, f, phi, rng, size=None):
         return poisson_draws(rng, self.response_mean(f, phi, size))
@@ -412,6 +430,13 @@ class NegativeBinomial(_LogLink, LatentLikelihood):
         dd1 = p * (y - mu) / rm
         dd2 = -p * (1.0 - p) + (y + r) * (1.0 - 2.0 * p) * p / rm
         return dl[None], dd1[None], dd2[None]
+
+    def response_variance(self, f, phi=(), size=None):
+        r""":math:`\mu + \mu^2 / r` (the gamma-Poisson mixture of mean :math:`\mu` and
+        dispersion :math:`r`)."""
+        (r,) = _check_phi(self, phi)
+        mu = self.response_mean(f, phi, size)
+        return mu + mu * mu / r
 
     def draw(self, f, phi, rng, size=None):
         (r,) = _check_phi(self, phi)
@@ -492,6 +517,12 @@ class StudentT(LatentLikelihood):
     def response_mean(self, f, phi=(), size=None):
         return np.asarray(f, float)
 
+    def response_variance(self, f, phi=(), size=None):
+        r""":math:`\sigma^2 \nu / (\nu - 2)` for :math:`\nu > 2`, else infinite."""
+        nu, sigma = _check_phi(self, phi)
+        value = sigma**2 * nu / (nu - 2.0) if nu > 2 else np.inf
+        return np.full(np.shape(f), value)
+
     def draw(self, f, phi, rng, size=None):
         nu, sigma = _check_phi(self, phi)
         return np.asarray(f, float) + sigma * rng.standard_t(nu, size=np.shape(f))
@@ -543,6 +574,9 @@ class Gaussian(LatentLikelihood):
 
     def response_mean(self, f, phi=(), size=None):
         return np.asarray(f, float)
+
+    def response_variance(self, f, phi=(), size=None):
+        return np.full(np.shape(f), self._parts(phi) ** 2)
 
     def draw(self, f, phi, rng, size=None):
         (sigma,) = _check_phi(self, phi)

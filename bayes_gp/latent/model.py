@@ -83,10 +83,11 @@ from bayes_gp.latent.predictive import (
     la_loo,
     log_predictive_density,
     predictive_cdf,
+    response_moments,
 )
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan, site_precision
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
-from bayes_gp.predictive import CI_QUANTILES, held_out_vector
+from bayes_gp.predictive import CI_QUANTILES, Prediction, held_out_vector
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, PointFit, is_nuts
 from bayes_gp.regression.catalogue import (
@@ -271,10 +272,13 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         ``dispersion`` :math:`r \sim \mathrm{LogNormal}(\log 5, 1.5)` (from near-geometric to
         near-Poisson counts); ``nu`` :math:`\nu \sim \mathrm{Gamma}(2, 0.1)` (Juárez & Steel
         2010); ``sigma`` :math:`\sim \mathrm{HalfNormal}(\mathrm{sd}(y))`.
-    exposure : array_like (n,), optional
-        Poisson / negative-binomial exposure :math:`E_i` (rate times exposure), default 1.
-    trials : array_like (n,) or int
-        Binomial trials :math:`N_i` (required for ``"binomial"``).
+    exposure : array_like (n,) or str, optional
+        Poisson / negative-binomial exposure :math:`E_i` (rate times exposure), default 1: ``n``
+        values, or the name of a column of the DataFrame ``X`` (then not an input; ``predict``
+        and ``held_out_predictive`` read it from a DataFrame ``X_new`` holding that column),
+        as :class:`~bayes_gp.HierarchicalGP` takes it.
+    trials : array_like (n,), int or str
+        Binomial trials :math:`N_i` (required for ``"binomial"``), in the same forms.
     jitter : float, optional
         Added to the diagonal of :math:`K`, relative to the model's latent prior scale
         :math:`s^2` (``scale.y_sd**2``: :math:`2^2 = 4`, :data:`LINK_SCALE` squared, for the
@@ -305,6 +309,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         jitter: float | None = None,
     ):
         check_aligned(X, y)
+        X, exposure, trials, self.size_column = _size_columns(X, exposure, trials)
         X, names = as_inputs(X)
         lik, link = make_likelihood(likelihood, link, y, X.shape[0], exposure, trials)
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
@@ -768,7 +773,23 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     # ------------------------------------------------------------ prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return new_inputs(X_new, self.X.shape[1])
+        return new_inputs(self._without_size(X_new), self.X.shape[1])
+
+    def _without_size(self, X_new):
+        """``X_new`` without the exposure / trials column named at construction, if it has it."""
+        name = getattr(self, "size_column", None)
+        if name is not None and hasattr(X_new, "columns") and name in X_new.columns:
+            return X_new.drop(columns=name)
+        return X_new
+
+    def _size_at(self, X_new, size):
+        """``size`` as given, else the named exposure / trials column of a DataFrame ``X_new``
+        (``None``: exposure or trials 1)."""
+        name = getattr(self, "size_column", None)
+        if size is None and name is not None and hasattr(X_new, "columns"):
+            if name in X_new.columns:
+                return _column(name, X_new[name])
+        return size
 
     def _draw_values(self, fit, max_draws: int):
         """``[(values, f)]`` for a point fit (its mode) or for up to ``max_draws`` NUTS draws
@@ -809,28 +830,37 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     def predict(self, X_new, fit, *, size=None, max_draws: int = 200, random_seed: int = 0):
         """Predictions at ``X_new`` for a type-II fit or NUTS draws (mixed over the draws).
 
-        Returns a dict: ``latent_mean``, ``latent_sd`` (of :math:`f_*`), ``mean`` (the
-        predictive mean of :math:`y_*`: expected count, probability, …, with exposure or trials
-        ``size``, default 1) and ``lower_94`` / ``upper_94`` (central 94% predictive interval of
-        :math:`y_*`, Monte Carlo with ``random_seed``).
+        Returns a :class:`~bayes_gp.predictive.Prediction`: ``latent_mean``, ``latent_sd`` (of
+        :math:`f_*`), ``mean`` (the predictive mean of :math:`y_*`: expected count,
+        probability, …, with exposure or trials ``size``, default 1), ``lower`` / ``upper`` (the
+        central 94% predictive interval of :math:`y_*`, Monte Carlo with ``random_seed``), ``var``
+        (the predictive variance of :math:`y_*`, by quadrature:
+        :func:`~bayes_gp.latent.predictive.response_moments`, mixed over the draws by the law of
+        total variance); ``extra["n_draws"]`` the posterior draws mixed (1 for a type-II fit).
         """
         Xn = self._check_new(X_new)
-        size = None if size is None else np.broadcast_to(np.asarray(size, float), Xn.shape[:1])
+        size = self._size_at(X_new, size)
+        size = None if size is None else _sizes(size, Xn.shape[0])
         moments = self._latent_moments(Xn, fit, max_draws)
         return self._predictive(*moments, size, np.random.default_rng(random_seed))
 
-    def _predictive(self, means, variances, phis, size, rng) -> dict[str, np.ndarray]:
-        """:meth:`predict`'s columns from the per-draw latent moments of :meth:`_latent_moments`."""
-        resp, ys = [], []
+    def _predictive(self, means, variances, phis, size, rng) -> Prediction:
+        """:meth:`predict`'s result from the per-draw latent moments of :meth:`_latent_moments`."""
+        resp, second, ys = [], [], []
         for mu, var, phi in zip(means, variances, phis, strict=True):
-            resp.append(expected_response(self.likelihood, phi, mu, var, size))
+            m_s, v_s = response_moments(self.likelihood, phi, mu, var, size)
+            resp.append(m_s)
+            second.append(v_s + m_s * m_s)
             fs = mu[None] + np.sqrt(var)[None] * rng.standard_normal((Y_DRAWS_PER_DRAW, mu.size))
             ys.append(self.likelihood.draw(fs, phi, rng, size))
         lower, upper = np.quantile(np.concatenate(ys, axis=0), CI_QUANTILES, axis=0)
+        y_mean = np.mean(resp, axis=0)
+        # law of total variance over the draws (each draw's by quadrature: response_moments)
+        y_var = np.maximum(np.mean(second, axis=0) - y_mean * y_mean, 0.0)
         mean = means.mean(axis=0)
         sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
-        return {"latent_mean": mean, "latent_sd": sd, "mean": np.mean(resp, axis=0),
-                "lower_94": lower, "upper_94": upper}  # fmt: skip
+        return Prediction(y_mean, y_var, None, lower, upper, {"n_draws": len(means)},
+                          latent_mean=mean, latent_sd=sd)  # fmt: skip
 
     # ------------------------------------------------------------ model protocol
     #: ``fit(method)``: the method that runs it and the options it fixes.
@@ -958,8 +988,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         per = {"exposure": " per unit exposure", "trials": " per trial"}.get(
             self.likelihood.size_name, ""
         )
-        return Bands("regression", self.X[:, 0], y, grid, pred["mean"], lower, upper,
-                     pred["lower_94"], pred["upper_94"],
+        return Bands("regression", self.X[:, 0], y, grid, pred.mean, lower, upper,
+                     pred.lower, pred.upper,
                      band_label=f"94% band of the response mean E[y* | f*]{per}",
                      y_band_label=f"94% predictive interval of y*{per}")  # fmt: skip
 
@@ -971,10 +1001,13 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         return f"{self.likelihood_name} likelihood: the response mean {what}".rstrip()
 
     def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
-        """:meth:`predict`'s columns and, for the held-out scores, the likelihood parameters at
+        """:meth:`predict`'s numbers as columns (``latent_mean``, ``latent_sd``, ``mean``,
+        ``lower_94``, ``upper_94``) and, for the held-out scores, the likelihood parameters at
         the fit (posterior means for NUTS)."""
-        cols = self.predict(X_new, fit)
-        n_new = cols["mean"].shape[0]
+        pred = self.predict(X_new, fit)
+        cols = {"latent_mean": pred.latent_mean, "latent_sd": pred.latent_sd, "mean": pred.mean,
+                "lower_94": pred.lower, "upper_94": pred.upper}  # fmt: skip
+        n_new = pred.mean.shape[0]
         for name, value in self._phi_summary(fit).items():
             cols[name] = np.full(n_new, value)
         return cols
@@ -1019,7 +1052,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         sampled latent values for joint NUTS)."""
         Xn = self._check_new(X_new)
         y = held_out_vector(y, Xn.shape[0])
-        size = None if size is None else np.broadcast_to(np.asarray(size, float), y.shape)
+        size = self._size_at(X_new, size)
+        size = None if size is None else _sizes(size, y.shape[0])
         held = self.likelihood.with_data(y, size)
         means, variances, phis = self._latent_moments(Xn, fit, 200)
         if held.outcome == "binary":
@@ -1087,8 +1121,46 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
 
 def _column(name: str, values) -> np.ndarray:
-    a = np.asarray(getattr(values, "to_numpy", lambda: values)(), dtype=float)
+    try:
+        a = np.asarray(getattr(values, "to_numpy", lambda: values)(), dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be numbers (exposures or trials per row), got "
+                         f"{values!r:.60}") from None  # fmt: skip
     return a[:, 0] if a.ndim == 2 and a.shape[1] == 1 else a
+
+
+def _sizes(size, m: int) -> np.ndarray:
+    """``size`` (one number, or ``m`` of them) as ``m`` exposures or trials; a ``ValueError``
+    names a wrong length."""
+    a = _column("size", size)
+    if a.ndim == 0:
+        return np.full(m, float(a))
+    if a.shape != (m,):
+        raise ValueError(f"`size` has {a.size} values for {m} rows of X_new (one per row, or "
+                         "one number for all)")  # fmt: skip
+    return a
+
+
+def _size_columns(X, exposure, trials):
+    """``(X, exposure, trials, name)``: an ``exposure`` / ``trials`` given as the name of a
+    column of the DataFrame ``X`` is that column's values, and the column leaves ``X``'s inputs
+    (``name`` is it, ``None`` when both came as values)."""
+    name = None
+    out = []
+    for what, value in (("exposure", exposure), ("trials", trials)):
+        if isinstance(value, str):
+            if not hasattr(X, "columns"):
+                raise ValueError(
+                    f"`{what}`={value!r} names a column, but `X` is not a DataFrame: pass "
+                    f"the {what} as n numbers, or `X` as a DataFrame with that column"
+                )
+            if value not in X.columns:
+                raise ValueError(f"`{what}`={value!r} is not a column of `X` (columns: "
+                                 f"{[str(c) for c in X.columns]})")  # fmt: skip
+            name, value = value, X[value]
+            X = X.drop(columns=name)
+        out.append(value)
+    return X, out[0], out[1], name
 
 
 def make_likelihood(
@@ -1108,6 +1180,10 @@ def make_likelihood(
     if trials is not None and cls is not Binomial:
         raise ValueError("`trials` applies to the binomial likelihood")
     y = as_targets(y, n, what="a latent GP", learned_noise=False)
+    for name, value in (("exposure", exposure), ("trials", trials)):
+        a = None if value is None else _column(name, value)
+        if a is not None and a.ndim > 0 and a.shape != (n,):
+            raise ValueError(f"`{name}` has {a.size} values for {n} rows (one per row of X)")
     size = _column("exposure", exposure) if exposure is not None else None
     if cls is Bernoulli:
         return Bernoulli(y, link=link), link

@@ -41,6 +41,7 @@ from bayes_gp.latent.likelihoods import LatentLikelihood
 from bayes_gp.linalg import NotPSDError, jittered_cholesky
 
 __all__ = [
+    "response_moments",
     "GH_NODES",
     "SiteFactor",
     "ModeFactor",
@@ -78,6 +79,22 @@ def expected_response(
     sd = np.sqrt(np.maximum(np.asarray(var, float), 0.0))
     f = np.asarray(mean, float)[None, :] + np.sqrt(2.0) * sd[None, :] * _X[:, None]
     return (_W / np.sqrt(np.pi)) @ likelihood.response_mean(f, phi, size)
+
+
+def response_moments(
+    likelihood: LatentLikelihood, phi, mean: np.ndarray, var: np.ndarray, size=None
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The predictive mean and variance of :math:`y_*` under :math:`f_* \sim N(\mu_i, s_i^2)`:
+    :math:`E[y] = \int E[y \mid f]\, N(f)\, df` and, by the law of total variance,
+    :math:`\mathrm{Var}[y] = \int (\mathrm{Var}[y \mid f] + E[y \mid f]^2)\, N(f)\, df - E[y]^2`
+    (Gauss–Hermite quadrature, :data:`GH_NODES` nodes; exposure or trials ``size``)."""
+    sd = np.sqrt(np.maximum(np.asarray(var, float), 0.0))
+    f = np.asarray(mean, float)[None, :] + np.sqrt(2.0) * sd[None, :] * _X[:, None]
+    w = _W / np.sqrt(np.pi)
+    m = likelihood.response_mean(f, phi, size)
+    first = w @ m
+    second = w @ (likelihood.response_variance(f, phi, size) + m * m)
+    return first, np.maximum(second - first * first, 0.0)
 
 
 def predictive_cdf(

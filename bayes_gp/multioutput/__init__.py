@@ -25,13 +25,14 @@ from bayes_gp.multioutput.icm import (
     lmc_marginal,
     predict_terms,
 )
-from bayes_gp.multioutput.kronecker import KroneckerICMLogp, kronecker_icm_logp
+from bayes_gp.multioutput.kronecker import KroneckerICMLogp as KroneckerICMLogp
+from bayes_gp.multioutput.kronecker import kronecker_icm_logp
 from bayes_gp.multioutput.model import MultiOutputGP, MultiOutputPrediction
 
+#: What users use; the Op ``KroneckerICMLogp`` stays importable (the "as" import), not exported.
 __all__ = [
     "ICMData",
     "ICMPrediction",
-    "KroneckerICMLogp",
     "MultiOutputGP",
     "MultiOutputPrediction",
     "coregionalisation",

@@ -25,12 +25,11 @@ from bayes_gp.report.comparison import compare_parts, overview_table
 from bayes_gp.report.entries import to_entries
 from bayes_gp.report.model_checks import GRID_POINTS, PPC_DRAWS, PRIOR_DRAWS
 from bayes_gp.report.model_checks import PRIOR_TAIL_DRAWS as PRIOR_TAIL_DRAWS
-from bayes_gp.report.model_checks import Prediction as Prediction
 from bayes_gp.report.sections import CI_PROB, nuts_part, point_part
 from bayes_gp.report.sections import MAX_PREDICTION_ROWS as MAX_PREDICTION_ROWS
 
 __all__ = ["Report", "report", "CI_PROB", "PRIOR_DRAWS", "PPC_DRAWS", "GRID_POINTS"]
-# PRIOR_TAIL_DRAWS, Prediction and MAX_PREDICTION_ROWS (the "as" imports) stay importable from
+# PRIOR_TAIL_DRAWS and MAX_PREDICTION_ROWS (the "as" imports) stay importable from
 # here, as before the split.
 
 

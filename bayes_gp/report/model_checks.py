@@ -22,7 +22,7 @@ __all__ = [
     "GRID_POINTS",
     "PriorPredictiveCheck",
     "prior_predictive_check",
-    "Prediction",
+    "BandLine",
     "prior_draws",
     "prior_tree",
     "ppc_tree",
@@ -101,8 +101,9 @@ def band_grid(model, X_new) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """Mean and interval of a band, as the figure functions read them."""
+class BandLine:
+    """Mean and interval of a band, as the figure functions read them (one line and its
+    shading; a model's predictions are :class:`bayes_gp.predictive.Prediction`)."""
 
     mean: np.ndarray
     lower: np.ndarray

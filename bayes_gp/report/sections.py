@@ -24,7 +24,7 @@ from bayes_gp.report.model_checks import (
     PPC_DRAWS,
     PRIOR_DRAWS,
     PRIOR_TAIL_DRAWS,
-    Prediction,
+    BandLine,
     band_grid,
     ppc_tree,
     prior_draws,
@@ -130,8 +130,8 @@ def _bands(part: Part, model, fit, nuts: bool, X_new) -> None:
                 b.x, b.y, b.grid, b.mean, band, f"{name}: predictive probability", xlabel,
                 b.positive,
             )  # fmt: skip
-        pred_f = Prediction(b.mean, b.lower, b.upper)
-        pred_y = Prediction(b.mean, b.y_lower, b.y_upper)
+        pred_f = BandLine(b.mean, b.lower, b.upper)
+        pred_y = BandLine(b.mean, b.y_lower, b.y_upper)
         if b.noise is not None:
             return figures.noise_bands_figure(
                 b.x, b.y, b.grid, pred_f, pred_y, b.noise, f"{name}: predictive bands", xlabel,

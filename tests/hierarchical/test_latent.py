@@ -202,14 +202,15 @@ def test_predictions_of_known_and_new_groups_and_the_protocol(simulated):
     df, gp, fit = simulated
     new = pd.DataFrame({"x": [2.0, 2.0, 4.0], "g": ["g0", "unseen", "unseen"]})
     pred = gp.predict(new, fit)
-    for k in ("latent_mean", "latent_sd", "mean", "lower_94", "upper_94"):
-        assert pred[k].shape == (3,) and np.all(np.isfinite(pred[k])), k
-    assert pred["latent_sd"][1] > 1.5 * pred["latent_sd"][0]
-    assert pred["upper_94"][1] - pred["lower_94"][1] > pred["upper_94"][0] - pred["lower_94"][0]
+    for k in ("latent_mean", "latent_sd", "mean", "var", "lower", "upper"):
+        value = getattr(pred, k)
+        assert value.shape == (3,) and np.all(np.isfinite(value)), k
+    assert pred.latent_sd[1] > 1.5 * pred.latent_sd[0]
+    assert pred.upper[1] - pred.lower[1] > pred.upper[0] - pred.lower[0]
     # without f0 a new group's latent mean is the prior mean, its variance eta^2 at the
     # population location exp(eta_mu)
-    np.testing.assert_allclose(pred["latent_mean"][1:], gp.scale.y_mean, atol=1e-12)
-    np.testing.assert_allclose(pred["latent_sd"][1:], np.exp(fit.params["eta_mu"]), rtol=1e-6)
+    np.testing.assert_allclose(pred.latent_mean[1:], gp.scale.y_mean, atol=1e-12)
+    np.testing.assert_allclose(pred.latent_sd[1:], np.exp(fit.params["eta_mu"]), rtol=1e-6)
     # the protocol: describe, LOO at the fit, replicates, restore
     rows = dict(gp.describe())
     assert rows["groups"] == 7 and "poisson" in rows["likelihood"] and "partial" in rows["pooling"]
@@ -219,7 +220,7 @@ def test_predictions_of_known_and_new_groups_and_the_protocol(simulated):
     assert gp.replicate(fit, 3, random_seed=0).shape == (3, len(df))
     attrs = {"objective": fit.objective, "prior": True, "grad_norm": fit.grad_norm}
     again = gp.restore_fit("map", fit.params, attrs)
-    np.testing.assert_allclose(gp.predict(new, again)["latent_mean"], pred["latent_mean"],
+    np.testing.assert_allclose(gp.predict(new, again).latent_mean, pred.latent_mean,
                                rtol=1e-8)  # fmt: skip
     # fit_many ships models to Dask workers with cloudpickle: the copy is the same model
     copy = cloudpickle.loads(cloudpickle.dumps(gp))
@@ -242,7 +243,23 @@ def test_short_nuts_run_and_its_predictions():
     assert idata["posterior"]["f_mode"].shape == (2, 150, len(df))
     new = pd.DataFrame({"t": [3.0, 3.0], "subject": ["s1", "s9"], "E": [1.0, 1.0]})
     pred = gp.predict(new, idata, max_draws=50)
-    assert np.all(np.isfinite(pred["latent_mean"])) and pred["latent_sd"][1] > pred["latent_sd"][0]
+    assert np.all(np.isfinite(pred.latent_mean)) and pred.latent_sd[1] > pred.latent_sd[0]
+
+
+def test_exposure_as_values_or_as_a_column():
+    """``exposure=`` takes LatentGP's form too, one value per row: the same model as the
+    column name (the same evidence); predictions then take ``size=`` (default 1)."""
+    df = _frame(1, sizes=(8, 8, 8))
+    by_name = HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", exposure="E")
+    by_value = HierarchicalGP(df.drop(columns="E"), "t", "count", "subject",
+                              likelihood="poisson", exposure=df["E"].to_numpy())  # fmt: skip
+    ip = by_name.model.initial_point()
+    p = {k.removesuffix("_log__"): np.exp(v) if k.endswith("_log__") else v
+         for k, v in ip.items()}  # fmt: skip
+    assert by_value.log_marginal_likelihood(p) == pytest.approx(
+        by_name.log_marginal_likelihood(p), rel=1e-12)
+    with pytest.raises(ValueError, match="`exposure` has 3 values for 24 rows"):
+        HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", exposure=[1.0, 2, 3])
 
 
 # --------------------------------------------------------------------------- bad input

@@ -207,12 +207,12 @@ def test_latent_gp_fit_ep_with_a_constant_mean():
     assert isinstance(fit, EPFit) and fit.converged and fit.method == "ep"
     assert fit.log_marginal_likelihood > value  # the ML-II optimum beats the point p
     pred = gp.predict(np.array([-2.0, 0.0, 2.0]), fit)
-    assert np.all((pred["mean"] > 0) & (pred["mean"] < 1))
+    assert np.all((pred.mean > 0) & (pred.mean < 1))
     label, loo = gp.point_loo(fit)
     assert label.startswith("cavity LOO of q(f) at EP") and loo.shape == (40,)
     assert np.all(loo < 0)
     again = gp.restore_fit("ep", fit.params, {"objective": fit.objective, "prior": fit.prior,
                                               "grad_norm": fit.grad_norm})  # fmt: skip
     np.testing.assert_allclose(again.f_mode, fit.f_mode, rtol=1e-12)
-    np.testing.assert_allclose(gp.predict(np.array([0.5]), again)["latent_mean"],
-                               gp.predict(np.array([0.5]), fit)["latent_mean"], rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(gp.predict(np.array([0.5]), again).latent_mean,
+                               gp.predict(np.array([0.5]), fit).latent_mean, rtol=1e-12)  # fmt: skip

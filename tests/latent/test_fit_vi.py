@@ -45,8 +45,8 @@ def test_gaussian_bound_is_the_exact_evidence():
     xs = np.linspace(-1, 7, 9)
     ours = lg.predict(xs, fit)
     ref = gp.predict(xs, MapFit(params, 0.0, False))
-    np.testing.assert_allclose(ours["latent_mean"], ref.mean, atol=1e-7)
-    np.testing.assert_allclose(ours["latent_sd"], ref.sd, atol=1e-7)
+    np.testing.assert_allclose(ours.latent_mean, ref.mean, atol=1e-7)
+    np.testing.assert_allclose(ours.latent_sd, ref.sd, atol=1e-7)
 
 
 def _is_log_evidence(lg, fit, draws=40000, seed=0):
@@ -127,7 +127,7 @@ def test_prediction_sits_between_laplace_and_ep(data):
     p_ep = clf.predict_proba(grid, ep)
     p_la = clf.predict_proba(grid, clf.fit_laplace(params=params))
     lg = LatentGP(X, t, "expquad", "bernoulli", link="probit")
-    p_vi = lg.predict(grid, lg.fit_vi(params=params))["mean"]
+    p_vi = lg.predict(grid, lg.fit_vi(params=params)).mean
     lo, hi = np.minimum(p_ep, p_la), np.maximum(p_ep, p_la)
     between = (p_vi >= lo - 1e-3) & (p_vi <= hi + 1e-3)
     assert between.mean() >= 0.95

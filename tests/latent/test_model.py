@@ -130,12 +130,12 @@ def test_poisson_predictive_mean_is_the_lognormal_mean():
     m = LatentGP(X, Y_COUNTS, "expquad", "poisson")
     fit = m.fit_laplace(params={"ls": 1.4, "eta": 0.9})
     pred = m.predict(np.linspace(-1, 11, 7), fit)
-    closed = np.exp(pred["latent_mean"] + pred["latent_sd"] ** 2 / 2)
-    np.testing.assert_allclose(pred["mean"], closed, rtol=1e-10)
+    closed = np.exp(pred.latent_mean + pred.latent_sd ** 2 / 2)
+    np.testing.assert_allclose(pred.mean, closed, rtol=1e-10)
     exposed = m.predict(np.linspace(-1, 11, 7), fit, size=3.0)
-    np.testing.assert_allclose(exposed["mean"], 3.0 * closed, rtol=1e-10)
-    assert np.all(exposed["lower_94"] <= exposed["mean"])
-    assert np.all(exposed["mean"] <= exposed["upper_94"])
+    np.testing.assert_allclose(exposed.mean, 3.0 * closed, rtol=1e-10)
+    assert np.all(exposed.lower <= exposed.mean)
+    assert np.all(exposed.mean <= exposed.upper)
 
 
 def test_gaussian_predictions_equal_the_exact_gp():
@@ -148,8 +148,8 @@ def test_gaussian_predictions_equal_the_exact_gp():
     pl = latent.predict(Xn, latent.fit_laplace(params=p))
     pe = exact.predict(Xn, exact.fit_map(n_restarts=1, random_seed=0).__class__(
         params={k: np.asarray(v) for k, v in p.items()}, objective=0.0, prior=False))
-    np.testing.assert_allclose(pl["latent_mean"], pe.mean, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(pl["latent_sd"], pe.sd, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(pl.latent_mean, pe.mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(pl.latent_sd, pe.sd, rtol=1e-8, atol=1e-10)
 
 
 def test_predictive_density_quadrature_against_adaptive_integration():
@@ -194,11 +194,45 @@ def test_fit_laplace_recovers_the_rate_and_records_the_mode():
         (dict(y=Y_COUNTS, likelihood="poisson", link="logit"), "takes link"),
         (dict(y=Y_COUNTS, likelihood="zip"), "`likelihood` must be one of"),
         (dict(y=Y_REAL[:-1], likelihood="gaussian"), "rows|one value per row"),
+        (dict(y=Y_COUNTS, likelihood="poisson", exposure=EXPOSURE[:-2]),
+         f"`exposure` has {N - 2} values for {N} rows"),
+        (dict(y=Y_COUNTS, likelihood="poisson", exposure="Army"), "names a column, but `X` is not"),
+        (dict(y=Y_COUNTS, likelihood="poisson", exposure=np.array(["a"] * N)),
+         "`exposure` must be numbers"),
     ],
-)
+)  # fmt: skip
 def test_bad_input_is_refused_naming_the_problem(kwargs, match):
     with pytest.raises(ValueError, match=match):
         model(kwargs)
+
+
+def test_exposure_as_a_column_of_the_data_frame():
+    """``exposure="E"`` with a DataFrame X: the column's values are the exposure and it is not
+    an input (HierarchicalGP's form); predict and held_out_predictive read it from X_new, and an
+    explicit ``size`` wins. The same numbers as the array form."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"x": X, "E": EXPOSURE})
+    by_name = LatentGP(frame, Y_COUNTS, "expquad", "poisson", exposure="E")
+    by_value = LatentGP(frame[["x"]], Y_COUNTS, "expquad", "poisson", exposure=EXPOSURE)
+    assert by_name.feature_names == ["x"] and by_name.X.shape == (N, 1)
+    p = {"ls": 1.4, "eta": 0.9}
+    assert by_name.log_marginal_likelihood(p) == by_value.log_marginal_likelihood(p)
+    fit = by_name.fit_laplace(params=p)
+    new = pd.DataFrame({"x": [2.0, 5.0], "E": [2.0, 0.5]})
+    pred = by_name.predict(new, fit)
+    ref = by_value.predict(new[["x"]], by_value.fit_laplace(params=p), size=[2.0, 0.5])
+    np.testing.assert_allclose(pred.mean, ref.mean, rtol=1e-12)
+    np.testing.assert_allclose(by_name.predict(new, fit, size=1.0).mean,
+                               by_name.predict(new[["x"]], fit).mean, rtol=1e-12)  # fmt: skip
+    held = by_name.held_out_predictive(new, np.array([3.0, 1.0]), fit)
+    ref_held = by_value.held_out_predictive(new[["x"]], np.array([3.0, 1.0]), fit,
+                                            size=np.array([2.0, 0.5]))  # fmt: skip
+    np.testing.assert_allclose(held.cdf_at, ref_held.cdf_at, rtol=1e-12)
+    with pytest.raises(ValueError, match="is not a column of `X`"):
+        LatentGP(frame, Y_COUNTS, "expquad", "poisson", exposure="Army")
+    with pytest.raises(ValueError, match="`size` has 3 values for 2 rows"):
+        by_value.predict(new[["x"]], fit, size=[1.0, 2.0, 3.0])
 
 
 #: The quadrature grid of the Poisson posterior in (log ls, log eta): 33 x 33 points on this

@@ -27,7 +27,7 @@ def test_map_fit_finds_the_drop_in_the_rate(decl, data):
     fit = gp.fit_laplace(n_restarts=3, random_seed=0)
     assert fit.converged
     t = data.X_train[:, 0]
-    rate = gp.predict(t, fit)["mean"]
+    rate = gp.predict(t, fit).mean
     assert np.mean(rate[t < 1890]) == pytest.approx(3.1, rel=0.2)
     assert np.mean(rate[t > 1892]) == pytest.approx(0.93, rel=0.2)
     with pytest.raises(ValueError, match="fits by `method` 'nuts', 'nuts_joint', 'map', 'vi'"):

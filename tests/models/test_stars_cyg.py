@@ -16,7 +16,7 @@ LO, HI = 4.0, 4.6
 
 
 def _slope(gp: LatentGP, fit) -> float:
-    f = gp.predict(np.array([LO, HI]), fit)["latent_mean"]
+    f = gp.predict(np.array([LO, HI]), fit).latent_mean
     return float((f[1] - f[0]) / (HI - LO))
 
 
@@ -52,7 +52,7 @@ def test_map_fit_follows_the_main_sequence(decl, data):
     assert 0.25 < sigma < 0.45 and 0.15 < ls < 0.6  # measured 0.34 and 0.30
     slope_t = _slope(gp, fit)
     assert slope_t == pytest.approx(2.05, abs=0.3)  # measured 1.99
-    at_giants = gp.predict(np.array([3.49]), fit)["latent_mean"][0]
+    at_giants = gp.predict(np.array([3.49]), fit).latent_mean[0]
     assert at_giants > 5.5  # the curve goes through the giants (mean light 5.99)
 
     gauss = decl.module.build(data, "map", likelihood="gaussian")

@@ -58,7 +58,7 @@ def test_map_fit_finds_the_drop_and_beats_poisson(decl, data):
     assert np.isfinite(r) and 100 < r < 1000  # measured 278
     assert 0.3 < float(fit.params["matern32_ls"]) < 2  # measured 0.69 years
     t = data.X_train[:, 0]
-    mu = gp.predict(t, fit)["mean"]
+    mu = gp.predict(t, fit).mean
     assert mu[_same_months(t, 1983)].mean() / mu[_same_months(t, 1982)].mean() == pytest.approx(
         0.81, abs=0.04
     )

@@ -153,7 +153,7 @@ def test_latent_poisson_cdf_against_monte_carlo(data):
     fit = gp.fit("map", random_seed=0)
     pred = gp.held_out_predictive(Xt, yt, fit)
     cols = gp.predict(Xt, fit)
-    f = cols["latent_mean"] + cols["latent_sd"] * rng.standard_normal((20000, Xt.size))
+    f = cols.latent_mean + cols.latent_sd * rng.standard_normal((20000, Xt.size))
     ys = rng.poisson(np.exp(f))
     np.testing.assert_allclose(pred.cdf_at, np.mean(ys <= yt, axis=0), atol=0.012)
     np.testing.assert_allclose(pred.cdf_below, np.mean(ys < yt, axis=0), atol=0.012)
