@@ -18,7 +18,7 @@ model's initial point, by
 
 * ``structured``: the observed term of ``HierarchicalGP``'s own PyMC model
   (``model.logp(vars=model.observed_RVs, jacobian=False)``):
-  :func:`bayes_gp.hierarchical.structured.padded_structured_logp`, per-worker Cholesky factors
+  :func:`bayes_gp.hierarchical.woodbury.padded_structured_logp`, per-worker Cholesky factors
   batched over the padded groups and the Woodbury identity over the m distinct inputs,
   :math:`O(G n_{\max}^3 + N m^2 + m^3)`;
 * ``dense``: the same covariance :math:`C = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top`

@@ -1,13 +1,13 @@
 """Hierarchical GPs for grouped curves: a population function shared by all groups and a
 deviation per group, with pooled group hyperparameters (:class:`HierarchicalGP`), and the exact
 structured marginal likelihood that integrates the functions out
-(:mod:`bayes_gp.hierarchical.structured`); with a non-Gaussian likelihood the latent model
+(:mod:`bayes_gp.hierarchical.woodbury`); with a non-Gaussian likelihood the latent model
 :class:`HierarchicalLatentGP` (:mod:`bayes_gp.hierarchical.latent`, Laplace)."""
 
 from bayes_gp.hierarchical.latent import HierarchicalLatentGP
 from bayes_gp.hierarchical.model import HierarchicalGP
-from bayes_gp.hierarchical.structured import StructuredFactor as StructuredFactor
-from bayes_gp.hierarchical.structured import structured_logp
+from bayes_gp.hierarchical.woodbury import StructuredFactor as StructuredFactor
+from bayes_gp.hierarchical.woodbury import structured_logp
 
 #: What users use (``structured_logp``: the likelihood for a user's own PyMC model); the solver's
 #: factor ``StructuredFactor`` stays importable (the "as" import), not exported.

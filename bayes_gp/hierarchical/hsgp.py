@@ -181,7 +181,7 @@ class HSGPStats:
         uses).
     index, mask : ndarray (G, n_max)
         Each group's rows padded to the largest group (as
-        :class:`~bayes_gp.hierarchical.structured.PaddedLayout`).
+        :class:`~bayes_gp.hierarchical.woodbury.PaddedLayout`).
     PsiT_pad : ndarray (G, p, n_max)
         :math:`\Psi_g^\top` with zero columns in padding: :math:`\Psi_g^\top r_g` for all
         groups is one batched matrix-vector product (a BLAS call, where a scattered sum over the

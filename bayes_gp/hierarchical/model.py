@@ -26,9 +26,9 @@ chosen (``pooling=``):
 :math:`f_0`, the :math:`f_g` and the :math:`b_g` are integrated out: :math:`y \sim N(m, C)`
 with :math:`C = \operatorname{blockdiag}_g(K_g + \tau_b^2 11^\top + \sigma_g^2 I) + Z K_0
 Z^\top`, evaluated exactly from per-group Cholesky factors and the Woodbury identity
-(:mod:`bayes_gp.hierarchical.structured`), never as a dense :math:`N \times N` matrix: the
+(:mod:`bayes_gp.hierarchical.woodbury`), never as a dense :math:`N \times N` matrix: the
 groups are padded to the largest one and factorised as one batch
-(:class:`~bayes_gp.hierarchical.structured.PaddedLayout`), and for the single catalogue
+(:class:`~bayes_gp.hierarchical.woodbury.PaddedLayout`), and for the single catalogue
 stationary kernels (squared exponential, Matérn, exponential, rational quadratic) every group's
 kernel block comes from one batched evaluation of :math:`k(|x - x'|/\ell_g)`, so the compiled
 graph does not grow with the number of groups. One log density and gradient costs
@@ -81,7 +81,7 @@ from bayes_gp.hierarchical.hsgp import (
     hsgp_terms,
     sqrt_spectral_densities,
 )
-from bayes_gp.hierarchical.structured import (
+from bayes_gp.hierarchical.woodbury import (
     PaddedLayout,
     StructuredFactor,
     padded_structured_logp,
@@ -670,7 +670,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
     def _blocks(self, tg, ts):
         """``(A, K0)``: the padded group blocks (G, n_max, n_max) and the population covariance
         at the distinct inputs (``None`` without f0), jitter included
-        (:class:`~bayes_gp.hierarchical.structured.PaddedLayout`)."""
+        (:class:`~bayes_gp.hierarchical.woodbury.PaddedLayout`)."""
         jitter = ts[-1]
         lay = self.layout
         Xpad = self.X[lay.index]  # (G, n_max, D); padding repeats row 0, masked out
@@ -945,7 +945,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
     def log_marginal_likelihood(self, params: Mapping[str, Any], *, eval_gradient: bool = False):
         r"""Exact (with ``approx="hsgp"``: the HSGP model's) :math:`\log p(y \mid \theta)`
         with :math:`f_0`, the :math:`f_g` and the random intercepts integrated out (structured,
-        :mod:`bayes_gp.hierarchical.structured`, :mod:`bayes_gp.hierarchical.hsgp`), at
+        :mod:`bayes_gp.hierarchical.woodbury`, :mod:`bayes_gp.hierarchical.hsgp`), at
         ``params`` (every free variable by name, on its own scale: ``ls_mu``, ``ls_z``, ...);
         with ``eval_gradient`` also its gradient, a dict by name."""
         values = self._values(params)

@@ -8,7 +8,7 @@ import pytensor.tensor as pt
 import pytest
 from scipy.stats import multivariate_normal
 
-from bayes_gp.hierarchical.structured import (
+from bayes_gp.hierarchical.woodbury import (
     PaddedLayout,
     StructuredFactor,
     dense_covariance,
