@@ -63,11 +63,8 @@ from bayes_gp.regression.catalogue import (
 )
 from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
 from bayes_gp.regression.exact import ExactLikelihood
-from bayes_gp.regression.structured import (
-    QuasiseparableLikelihood,
-    check_structure,
-    choose_structure,
-)
+from bayes_gp.regression.quasisep import QuasisepLikelihood
+from bayes_gp.regression.structured import check_structure, choose_structure
 
 __all__ = ["GPRegression", "Prediction"]  # Prediction: re-exported from bayes_gp.predictive
 
@@ -292,8 +289,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             # quasiseparable, or an approximation; every later question goes to it
             # (bayes_gp.regression.exact)
             if self.quasiseparable:  # 1-D state-space kernel: bayes_gp.regression.structured
-                self.marginal = QuasiseparableLikelihood(
-                    "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs"
+                self.marginal = QuasisepLikelihood(
+                    "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs",
+                    absolute_jitter=True,
                 )
             elif self.sparse:  # compact support: bayes_gp.regression.compact
                 self.marginal = CompactLikelihood(

@@ -84,8 +84,15 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from bayes_gp._validation import as_inputs, as_targets, check_aligned, check_jitter
+from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER, JitterChoice
+from bayes_gp.linalg import NotPSDError
 from bayes_gp.op_backends import ensure_available, op_backend
-from bayes_gp.regression.observed import _broadcast_mean, _ObservedLikelihood, _with_noise
+from bayes_gp.regression.observed import (
+    _broadcast_mean,
+    _loo_terms,
+    _ObservedLikelihood,
+    _with_noise,
+)
 from bayes_gp.regression.quasisep_terms import (
     NP,
     PT,
@@ -787,9 +794,21 @@ def quasisep_predict(
 class QuasisepLikelihood(_ObservedLikelihood):
     r"""The exact GP likelihood :math:`N(y\mid m(x), K + (\sigma^2 + \epsilon)I)` of a 1-D
     state-space kernel in :math:`O(n)`, registered as the observed variable ``name`` of the
-    current PyMC model (module docstring). Built by :func:`quasisep_marginal`."""
+    current PyMC model (module docstring). Built by :func:`quasisep_marginal` for a user's own
+    model, and by :class:`~bayes_gp.GPRegression` as its marginal likelihood (the strategy
+    interface of :class:`~bayes_gp.regression.exact.ExactLikelihood`: ``predict``, ``loo``,
+    ``preflight``; :mod:`bayes_gp.regression.structured` chooses it), one class for both.
 
-    def __init__(self, name, x, y, kernel, mean_func, sigma, jitter: float, dims):
+    ``jitter`` is relative to :math:`\operatorname{var}(y)` (the package's convention,
+    :mod:`bayes_gp.inference.jitter`), or with ``absolute_jitter=True`` the absolute value (a
+    model's shared jitter, which its pre-flight raises)."""
+
+    exact = True  # the exact GP, in structured form
+    dense = False  # no dense C: the jitter pre-flight is :meth:`preflight`
+
+    def __init__(self, name, x, y, kernel, mean_func, sigma, jitter: float, dims, *,
+                 absolute_jitter: bool = False):  # fmt: skip
+        self._jitter_is_absolute = bool(absolute_jitter)
         self.term = to_term(kernel)
         self.column = kernel_column(kernel)
         check_aligned(x, y, ("x", "y"))
@@ -803,7 +822,10 @@ class QuasisepLikelihood(_ObservedLikelihood):
 
     def _absolute_jitter(self, jitter):
         """The jitter added to :math:`\\sigma^2`: the package's relative jitter times
-        :math:`\\operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`)."""
+        :math:`\\operatorname{var}(y)` (:mod:`bayes_gp.inference.jitter`), or ``jitter`` itself
+        with ``absolute_jitter=True``."""
+        if self._jitter_is_absolute:
+            return pt.as_tensor_variable(jitter)
         return check_jitter(jitter) * (float(np.var(self.y)) or 1.0)
 
     def _loglik(self, value):
@@ -831,9 +853,13 @@ class QuasisepLikelihood(_ObservedLikelihood):
         term = with_leaves(self.term, [float(v) for v in out[:k]])
         return term, *out[k:]
 
-    def predict(self, values, Xn, diag: bool = True, include_noise: bool = False):
+    def predict(self, values, Xn, diag: bool = True, include_noise: bool = False, jitters=None):
         """Predictive mean and variance (and covariance unless ``diag``) at the rows of ``Xn``
-        for hyperparameters ``values`` (in the order of the model's free random variables)."""
+        for hyperparameters ``values`` (in the order of the model's free random variables), R&W
+        eqs. (2.25)–(2.26) by the RTS smoother; no extra jitter (0 is appended to ``jitters``,
+        the strategy interface's record of the jitter a factorisation needed)."""
+        if jitters is not None:
+            jitters.append(0.0)
         Xn = np.asarray(Xn, dtype=float)
         Xn = Xn[:, None] if Xn.ndim == 1 else Xn
         term, s2, sigma2, mean_x, mean_n = self._numbers(values, Xn)
@@ -848,6 +874,88 @@ class QuasisepLikelihood(_ObservedLikelihood):
             include_noise=float(sigma2) if include_noise else None,
         )
         return mu + mean_n, var, cov
+
+    def _sorted(self, values):
+        r"""The recursion's arrays in the sorted order at ``values``: ``(c, B, p, q, kdiag,
+        s2, r, perm)`` with ``kdiag`` the kernel's variance and ``s2`` the noise variances
+        (:math:`\sigma^2` + jitter)."""
+        term, s2, _, mean_x, _ = self._numbers(values, self.X[:0])
+        perm, dt = sorted_gaps(self.x)
+        P = term.stationary_covariance(NP)
+        h = term.observation(NP)
+        q = P @ h
+        c = term.transition_coefficients(dt, NP)
+        B = term.transition_basis(NP)
+        r = (self.y - mean_x)[perm]
+        return c, B, h, q, float(h @ q), np.asarray(s2, float)[perm], r, perm
+
+    def loo(self, values) -> np.ndarray:
+        r"""Exact leave-one-out log predictive densities (R&W eqs. 5.10–5.12) from
+        :math:`C^{-1}r` and :math:`\operatorname{diag}(C^{-1})`, :math:`O(n)`."""
+        c, B, h, q, kdiag, s2, r, perm = self._sorted(values)
+        logp, alpha_s, zdiag_s = quasisep_inverse(c, B, h, q, kdiag + s2, r)
+        if not np.isfinite(logp):
+            raise NotPSDError(
+                "the quasiseparable factorisation of K + (sigma^2 + jitter) I failed (an "
+                "innovation variance is not positive): raise the noise level or the jitter"
+            )
+        alpha, zdiag = np.empty_like(alpha_s), np.empty_like(zdiag_s)
+        alpha[perm], zdiag[perm] = alpha_s, zdiag_s
+        return _loo_terms(zdiag, alpha)
+
+    def preflight(self, points, start: float, current: float, advice: str) -> JitterChoice:
+        """The jitter ladder of :func:`bayes_gp.inference.jitter.choose_jitter` on the O(n)
+        factorisation (module docstring): the smallest jitter in ``start, 10 start, ...`` with
+        which the recursion succeeds at every point of ``points`` (hyperparameter values, the
+        initial point first); ``current`` is the jitter the model's graphs hold now.
+
+        Raises
+        ------
+        NotPSDError
+            When even ``MAX_RELATIVE_JITTER`` times the mean diagonal fails, with ``advice``.
+        ValueError
+            When the kernel is not finite at the initial point.
+        """
+        arrays, skipped = [], 0
+        for i, values in enumerate(points):
+            with np.errstate(all="ignore"):
+                try:
+                    c, B, h, q, kdiag, s2, r, _ = self._sorted(values)
+                    ok = all(np.all(np.isfinite(a)) for a in (c, B, h, q, s2, r, kdiag))
+                except ValueError:  # a term's parameter is not finite and positive
+                    ok = False
+            if not ok:
+                if i == 0:
+                    raise ValueError(
+                        "the kernel gives NaN or infinite values at the model's initial point; "
+                        "rescale the inputs or check the priors"
+                    )
+                skipped += 1
+                continue
+            arrays.append((c, B, h, q, kdiag + s2 - current, r))
+        scale = max((float(np.mean(a[4])) for a in arrays), default=1.0)
+        limit = MAX_RELATIVE_JITTER * max(scale, np.finfo(float).tiny) * (1 + 1e-9)
+        jitter, pending = float(start), arrays
+        while True:
+            pending = [a for a in pending if not self._factorises(a, jitter)]
+            if not pending:
+                return JitterChoice(jitter, float(start), len(arrays), skipped)
+            step = 10.0 * jitter if jitter > 0 else 1e-12 * scale
+            if step > limit:
+                break
+            jitter = step
+        raise NotPSDError(
+            f"the quasiseparable factorisation of the covariance fails even with jitter "
+            f"{jitter:.3g} ({MAX_RELATIVE_JITTER:g} x its mean diagonal {scale:.3g}) at "
+            f"{len(pending)} of {len(arrays)} checked hyperparameter values. {advice}".rstrip()
+        )
+
+    @staticmethod
+    def _factorises(arrays, jitter: float) -> bool:
+        c, B, h, q, d, r = arrays
+        with np.errstate(all="ignore"):
+            # the kernel NUTS and the optimiser run anyway (no other one compiled for a fit)
+            return bool(np.isfinite(quasisep_logp_grad(c, B, h, q, d + jitter, r)[0]))
 
 
 def _zero_mean(X):

@@ -12,7 +12,8 @@ their sums and products, :func:`~bayes_gp.regression.quasisep_terms.representabl
 
 (R&W eq. 2.30, PRML eq. 6.69) and its gradient in :math:`O(nJ^3)` for state dimension
 :math:`J`, instead of the dense Cholesky's :math:`O(n^3)`. It is the same exact GP:
-:class:`QuasiseparableLikelihood` answers what :class:`~bayes_gp.GPRegression` asks of its
+:class:`~bayes_gp.regression.quasisep.QuasisepLikelihood` (with ``absolute_jitter=True``, the
+model's shared jitter) answers what :class:`~bayes_gp.GPRegression` asks of its
 marginal likelihood (the interface of :class:`~bayes_gp.regression.exact.ExactLikelihood`):
 
 * ``log_marginal_likelihood(values)`` (the recursion of :mod:`~bayes_gp.regression.quasisep`);
@@ -42,20 +43,10 @@ comment; ``benchmarks/quasisep.py``).
 from __future__ import annotations
 
 import numpy as np
-import pytensor.tensor as pt
 
-from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER, JitterChoice
-from bayes_gp.linalg import NotPSDError
-from bayes_gp.regression.observed import _loo_terms
-from bayes_gp.regression.quasisep import (
-    QuasisepLikelihood,
-    quasisep_inverse,
-    quasisep_logp_grad,
-    sorted_gaps,
-)
-from bayes_gp.regression.quasisep_terms import NP, to_term
+from bayes_gp.regression.quasisep_terms import to_term
 
-__all__ = ["STRUCTURES", "QUASISEP_MIN_N", "QuasiseparableLikelihood", "choose_structure"]
+__all__ = ["STRUCTURES", "QUASISEP_MIN_N", "choose_structure"]
 
 #: The values of ``GPRegression(structure=...)`` besides ``None``.
 STRUCTURES = ("quasiseparable", "dense")
@@ -126,104 +117,3 @@ def choose_structure(structure: str | None, cov, X: np.ndarray, *, other: bool, 
             f"`structure='quasiseparable'` is not available for the kernel {label!r}: {err}"
         ) from None
     return True
-
-
-class QuasiseparableLikelihood(QuasisepLikelihood):
-    r"""The exact GP likelihood :math:`N(y \mid m(x), K + (\sigma^2 + \epsilon) I)` of a 1-D
-    state-space kernel in :math:`O(n)`, as :class:`~bayes_gp.GPRegression`'s marginal likelihood
-    (module docstring). ``jitter`` is the model's absolute jitter (its shared value)."""
-
-    exact = True  # the exact GP, in structured form
-    dense = False  # no dense C: the jitter pre-flight is :meth:`preflight`
-
-    def _absolute_jitter(self, jitter):
-        return pt.as_tensor_variable(jitter)
-
-    def _sorted(self, values):
-        r"""The recursion's arrays in the sorted order at ``values``: ``(c, B, p, q, kdiag,
-        s2, r, perm)`` with ``kdiag`` the kernel's variance and ``s2`` the noise variances
-        (:math:`\sigma^2` + jitter)."""
-        term, s2, _, mean_x, _ = self._numbers(values, self.X[:0])
-        perm, dt = sorted_gaps(self.x)
-        P = term.stationary_covariance(NP)
-        h = term.observation(NP)
-        q = P @ h
-        c = term.transition_coefficients(dt, NP)
-        B = term.transition_basis(NP)
-        r = (self.y - mean_x)[perm]
-        return c, B, h, q, float(h @ q), np.asarray(s2, float)[perm], r, perm
-
-    def predict(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
-        """``(mean, var, cov)`` of :math:`f_*` (of :math:`y_*` with ``include_noise``), R&W eqs.
-        (2.25)–(2.26), by the RTS smoother; no extra jitter (0 is appended to ``jitters``)."""
-        if jitters is not None:
-            jitters.append(0.0)
-        return super().predict(values, Xn, diag, include_noise)
-
-    def loo(self, values) -> np.ndarray:
-        r"""Exact leave-one-out log predictive densities (R&W eqs. 5.10–5.12) from
-        :math:`C^{-1}r` and :math:`\operatorname{diag}(C^{-1})`, :math:`O(n)`."""
-        c, B, h, q, kdiag, s2, r, perm = self._sorted(values)
-        logp, alpha_s, zdiag_s = quasisep_inverse(c, B, h, q, kdiag + s2, r)
-        if not np.isfinite(logp):
-            raise NotPSDError(
-                "the quasiseparable factorisation of K + (sigma^2 + jitter) I failed (an "
-                "innovation variance is not positive): raise the noise level or the jitter"
-            )
-        alpha, zdiag = np.empty_like(alpha_s), np.empty_like(zdiag_s)
-        alpha[perm], zdiag[perm] = alpha_s, zdiag_s
-        return _loo_terms(zdiag, alpha)
-
-    def preflight(self, points, start: float, current: float, advice: str) -> JitterChoice:
-        """The jitter ladder of :func:`bayes_gp.inference.jitter.choose_jitter` on the O(n)
-        factorisation (module docstring): the smallest jitter in ``start, 10 start, ...`` with
-        which the recursion succeeds at every point of ``points`` (hyperparameter values, the
-        initial point first); ``current`` is the jitter the model's graphs hold now.
-
-        Raises
-        ------
-        NotPSDError
-            When even ``MAX_RELATIVE_JITTER`` times the mean diagonal fails, with ``advice``.
-        ValueError
-            When the kernel is not finite at the initial point.
-        """
-        arrays, skipped = [], 0
-        for i, values in enumerate(points):
-            with np.errstate(all="ignore"):
-                try:
-                    c, B, h, q, kdiag, s2, r, _ = self._sorted(values)
-                    ok = all(np.all(np.isfinite(a)) for a in (c, B, h, q, s2, r, kdiag))
-                except ValueError:  # a term's parameter is not finite and positive
-                    ok = False
-            if not ok:
-                if i == 0:
-                    raise ValueError(
-                        "the kernel gives NaN or infinite values at the model's initial point; "
-                        "rescale the inputs or check the priors"
-                    )
-                skipped += 1
-                continue
-            arrays.append((c, B, h, q, kdiag + s2 - current, r))
-        scale = max((float(np.mean(a[4])) for a in arrays), default=1.0)
-        limit = MAX_RELATIVE_JITTER * max(scale, np.finfo(float).tiny) * (1 + 1e-9)
-        jitter, pending = float(start), arrays
-        while True:
-            pending = [a for a in pending if not self._factorises(a, jitter)]
-            if not pending:
-                return JitterChoice(jitter, float(start), len(arrays), skipped)
-            step = 10.0 * jitter if jitter > 0 else 1e-12 * scale
-            if step > limit:
-                break
-            jitter = step
-        raise NotPSDError(
-            f"the quasiseparable factorisation of the covariance fails even with jitter "
-            f"{jitter:.3g} ({MAX_RELATIVE_JITTER:g} x its mean diagonal {scale:.3g}) at "
-            f"{len(pending)} of {len(arrays)} checked hyperparameter values. {advice}".rstrip()
-        )
-
-    @staticmethod
-    def _factorises(arrays, jitter: float) -> bool:
-        c, B, h, q, d, r = arrays
-        with np.errstate(all="ignore"):
-            # the kernel NUTS and the optimiser run anyway (no other one compiled for a fit)
-            return bool(np.isfinite(quasisep_logp_grad(c, B, h, q, d + jitter, r)[0]))

@@ -13,8 +13,8 @@ from bayes_gp import GPRegression
 from bayes_gp.declared import Dataset
 from bayes_gp.predictive import gaussian_scores
 from bayes_gp.regression.exact import ExactLikelihood
+from bayes_gp.regression.quasisep import QuasisepLikelihood
 from bayes_gp.regression.quasisep_terms import to_term
-from bayes_gp.regression.structured import QuasiseparableLikelihood
 
 MODEL = "sunspots"
 
@@ -89,7 +89,7 @@ def test_square_root_stabilises_the_monthly_scatter(decl):
 
 def test_builds_the_quasiseparable_exact_gp(decl, data, gp):
     assert isinstance(gp, GPRegression)
-    assert gp.quasiseparable and isinstance(gp.marginal, QuasiseparableLikelihood)
+    assert gp.quasiseparable and isinstance(gp.marginal, QuasisepLikelihood)
     assert gp.marginal.exact and gp.approximation is None
     assert tuple(gp.hyperparameters) == decl.module.HYPERPARAMETERS
     assert to_term(gp._cov).dim == 2 * (2 + 2) + 2 + 1  # the docstring's state dimension

@@ -19,7 +19,8 @@ from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.regression.compact import CompactLikelihood
 from bayes_gp.regression.exact import ExactLikelihood
 from bayes_gp.regression.hsgp import HSGPLikelihood
-from bayes_gp.regression.structured import QUASISEP_MIN_N, QuasiseparableLikelihood
+from bayes_gp.regression.quasisep import QuasisepLikelihood
+from bayes_gp.regression.structured import QUASISEP_MIN_N
 
 RTOL = 1e-8
 
@@ -49,7 +50,7 @@ CASES = {
 def pair(kernel: str, **kw):
     qs = GPRegression(X, Y, kernel, structure="quasiseparable", **kw)
     dense = GPRegression(X, Y, kernel, structure="dense", **kw)
-    assert isinstance(qs.marginal, QuasiseparableLikelihood) and qs.quasiseparable
+    assert isinstance(qs.marginal, QuasisepLikelihood) and qs.quasiseparable
     assert isinstance(dense.marginal, ExactLikelihood) and not dense.quasiseparable
     return qs, dense
 
@@ -59,7 +60,7 @@ def test_none_chooses_the_quasiseparable_form_from_the_crossover_on():
     x, y = data(QUASISEP_MIN_N, seed=1)
     at = GPRegression(x, y, "matern52")
     below = GPRegression(x[:-1], y[:-1], "matern52")
-    assert at.quasiseparable and isinstance(at.marginal, QuasiseparableLikelihood)
+    assert at.quasiseparable and isinstance(at.marginal, QuasisepLikelihood)
     assert at.marginal.exact and not at.marginal.dense and at.approximation is None
     assert not below.quasiseparable and isinstance(below.marginal, ExactLikelihood)
     assert "structure='quasiseparable'" in repr(at) and "structure" not in repr(below)
