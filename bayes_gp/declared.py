@@ -11,8 +11,8 @@ A declared model is a plain Python module that builds its model through the publ
     The inference methods it supports, the first being the default: a subset of the names in
     :data:`METHOD_TABLE`, the one vocabulary of :mod:`bayes_gp.inference.methods` (``"nuts"``,
     ``"nuts_joint"``, ``"map"``, ``"vi"``, ``"ep"``). The previous release's names
-    (``"laplace"``, ``"latent"``) are read by their new names for the model's ``TASK``
-    (:data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`), with a ``FutureWarning``.
+    (``"laplace"``, ``"latent"``, ``"nuts_laplace"``) are read by their new names for the model's
+    ``TASK`` (:data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`), with a ``FutureWarning``.
 ``SETTINGS``
     ``{"fast": {...}, "full": {...}}``: default ``draws``, ``tune``, ``chains``, ``n_restarts``,
     optionally NUTS's ``target_accept`` (0.9 if absent), and any data-size options passed to

@@ -94,6 +94,7 @@ from bayes_gp.inference.jitter import (
     advice,
     check_points,
     choose_jitter,
+    finite_at_points,
 )
 from bayes_gp.inference.sampling import NutsOrMapFits, NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import (
@@ -879,20 +880,12 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         if self.approx is not None:
             return self._hsgp_check_jitter(points)
         current = self.jitter
-        matrices, skipped = [], 0
-        for i, values in enumerate(points):
-            with np.errstate(all="ignore"):
-                _, _, _, blocks, K0 = self._numeric_blocks(values)
-            mats = [*blocks, *([] if K0 is None else [K0])]
-            if not all(np.all(np.isfinite(A)) for A in mats):
-                if i == 0:
-                    raise ValueError(
-                        "the kernel gives NaN or infinite values at the model's initial point; "
-                        "rescale the inputs or check the priors"
-                    )
-                skipped += 1
-                continue
-            matrices += [A - current * np.eye(A.shape[0]) for A in mats]
+        def matrices_at(values):
+            _, _, _, blocks, K0 = self._numeric_blocks(values)
+            return [*blocks, *([] if K0 is None else [K0])]
+
+        found, skipped = finite_at_points(points, matrices_at)
+        matrices = [A - current * np.eye(A.shape[0]) for mats in found for A in mats]
         choice = choose_jitter(matrices, self.default_jitter, advice=advice(self.X),
                                n_skipped=skipped)  # fmt: skip
         choice = dataclasses.replace(choice, n_points=len(points) - skipped)

@@ -63,6 +63,7 @@ __all__ = [
     "choose_jitter",
     "check_points",
     "preflight",
+    "finite_at_points",
     "duplicate_rows",
     "advice",
     "DEFAULT_JITTER",
@@ -258,6 +259,36 @@ def check_points(
     return points
 
 
+def finite_at_points(
+    points: Iterable[list[np.ndarray]],
+    arrays_at: Callable[[list[np.ndarray]], Sequence[np.ndarray]],
+    *,
+    errors: tuple[type[Exception], ...] = (),
+) -> tuple[list[Sequence[np.ndarray]], int]:
+    """The pre-flight's points: ``(arrays_at(values) at each point of ``points`` where every
+    array is finite, the number of points skipped)``. The first point (the model's initial
+    point) must give finite values (a ``ValueError`` says so), later points that do not (or
+    raise one of ``errors``: a parameter that is not finite and positive) are skipped; every
+    pre-flight (dense, hierarchical, quasiseparable) checks its points this way."""
+    out, skipped = [], 0
+    for i, values in enumerate(points):
+        with np.errstate(all="ignore"):
+            try:
+                arrays = arrays_at(values)
+            except errors:
+                arrays = None
+        if arrays is None or not all(np.all(np.isfinite(a)) for a in arrays):
+            if i == 0:
+                raise ValueError(
+                    "the kernel gives NaN or infinite values at the model's initial point; "
+                    "rescale the inputs or check the priors"
+                )
+            skipped += 1
+            continue
+        out.append(arrays)
+    return out, skipped
+
+
 def preflight(
     matrix_at: Callable[[list[np.ndarray]], np.ndarray],
     points: Iterable[list[np.ndarray]],
@@ -266,20 +297,10 @@ def preflight(
     advice: str,
 ) -> JitterChoice:
     """:func:`choose_jitter` over ``matrix_at(values)`` at ``points``; the first point (the
-    initial point) must give finite values, later points with non-finite ones are skipped."""
-    matrices, skipped = [], 0
-    for i, values in enumerate(points):
-        with np.errstate(all="ignore"):
-            A = np.asarray(matrix_at(values), float)
-        if not np.all(np.isfinite(A)):
-            if i == 0:
-                raise ValueError(
-                    "the kernel gives NaN or infinite values at the model's initial point; "
-                    "rescale the inputs or check the priors"
-                )
-            skipped += 1
-            continue
-        matrices.append(0.5 * (A + A.T))
+    initial point) must give finite values, later points with non-finite ones are skipped
+    (:func:`finite_at_points`)."""
+    found, skipped = finite_at_points(points, lambda v: (np.asarray(matrix_at(v), float),))
+    matrices = [0.5 * (A + A.T) for (A,) in found]
     return choose_jitter(matrices, start, advice=advice, n_skipped=skipped)
 
 

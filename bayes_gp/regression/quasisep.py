@@ -84,7 +84,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from bayes_gp._validation import as_inputs, as_targets, check_aligned, check_jitter
-from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER, JitterChoice
+from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER, JitterChoice, finite_at_points
 from bayes_gp.linalg import NotPSDError
 from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import (
@@ -916,23 +916,10 @@ class QuasisepLikelihood(_ObservedLikelihood):
         ValueError
             When the kernel is not finite at the initial point.
         """
-        arrays, skipped = [], 0
-        for i, values in enumerate(points):
-            with np.errstate(all="ignore"):
-                try:
-                    c, B, h, q, kdiag, s2, r, _ = self._sorted(values)
-                    ok = all(np.all(np.isfinite(a)) for a in (c, B, h, q, s2, r, kdiag))
-                except ValueError:  # a term's parameter is not finite and positive
-                    ok = False
-            if not ok:
-                if i == 0:
-                    raise ValueError(
-                        "the kernel gives NaN or infinite values at the model's initial point; "
-                        "rescale the inputs or check the priors"
-                    )
-                skipped += 1
-                continue
-            arrays.append((c, B, h, q, kdiag + s2 - current, r))
+        # a term's parameter that is not finite and positive raises ValueError: skipped
+        found, skipped = finite_at_points(points, lambda v: self._sorted(v)[:7],
+                                          errors=(ValueError,))  # fmt: skip
+        arrays = [(c, B, h, q, kdiag + s2 - current, r) for c, B, h, q, kdiag, s2, r in found]
         scale = max((float(np.mean(a[4])) for a in arrays), default=1.0)
         limit = MAX_RELATIVE_JITTER * max(scale, np.finfo(float).tiny) * (1 + 1e-9)
         jitter, pending = float(start), arrays

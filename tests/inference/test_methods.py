@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import bayes_gp
-import bayes_gp.inference.nuts as nuts
 from bayes_gp import GPClassifier, LatentGP, MulticlassGPClassifier, workflow
 from bayes_gp.cli import build_parser
 from bayes_gp.declared import choose_method, load_model
@@ -106,19 +105,6 @@ def test_classifier_methods_old_and_new(recorded):
         assert multi.fit("nuts_laplace") == ("sample", "nuts")
     with pytest.warns(FutureWarning, match="'laplace' is now called 'map'"):
         assert multi.fit("laplace") == ("fit_laplace", None)
-
-
-@pytest.fixture
-def calls(monkeypatch):
-    """run_nuts replaced by a recorder that stops the run (no sampling)."""
-    seen = []
-
-    def fake(model, **kwargs):
-        seen.append((model, kwargs))
-        raise RuntimeError("recorded")
-
-    monkeypatch.setattr(nuts, "run_nuts", fake)
-    return seen
 
 
 def test_sample_takes_the_old_names_of_its_method(calls):

@@ -6,24 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import bayes_gp.inference.nuts as nuts
 from bayes_gp import GPClassifier, GPRegression, LatentGP
 
 X = np.linspace(0.0, 5.0, 12)
 Y = np.sin(X)
-
-
-@pytest.fixture
-def calls(monkeypatch):
-    """run_nuts replaced by a recorder that stops the run (no sampling)."""
-    seen = []
-
-    def fake(model, **kwargs):
-        seen.append((model, kwargs))
-        raise RuntimeError("recorded")
-
-    monkeypatch.setattr(nuts, "run_nuts", fake)
-    return seen
 
 
 def test_defaults_the_models_own_and_the_callers(calls):
