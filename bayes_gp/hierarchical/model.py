@@ -260,7 +260,7 @@ class GroupedSpec:
         if missing.any():
             raise ValueError(
                 f"`group`: column {group!r} has {int(missing.sum())} missing label(s) (rows "
-                f"{list(np.flatnonzero(missing)[:5])}); give every row a group"
+                f"{np.flatnonzero(missing)[:5].tolist()}); give every row a group"
             )
         self.covariates = [] if covariates is None else _as_names(covariates, "covariates")
         overlap = set(self.covariates) & {*self.x_names, y, group}
@@ -1284,7 +1284,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
             ("covariates", ", ".join(map(str, self.covariates)) or "none"),
             ("likelihood", "Gaussian, f0, f_g integrated out exactly (block + Woodbury)"
              if self.approx is None else
-             f"Gaussian, HSGP f0, f_g (m={list(self.hsgp_basis.m)}, "
+             f"Gaussian, HSGP f0, f_g (m={np.asarray(self.hsgp_basis.m).tolist()}, "
              f"c={[round(v, 2) for v in self.hsgp_basis.c]}), weights integrated out"),
             ("groups", len(self.labels)),
             ("observations n", self.X.shape[0]),

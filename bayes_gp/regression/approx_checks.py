@@ -269,13 +269,13 @@ def _hsgp_basis_checks(model, lik, fit) -> list[ApproximationCheck]:
     if status != "ok":
         advice = (
             f"the fitted length-scale is {'below' if ratio < 1 else 'at'} the shortest that "
-            f"m={list(lik.m)} basis functions resolve: refit with {options}"
+            f"m={np.asarray(lik.m).tolist()} basis functions resolve: refit with {options}"
         )
     res = ApproximationCheck(
         names[0], status, ratio, f"ls/ls_min: ok ≥ {HSGP_RATIO_WARN}, warn ≥ 1, fail < 1",
         advice,
         f"smallest ratio of the length-scale ({which}) to ls_min = a2 c S / m (Riutort-Mayol "
-        f"et al. 2022), m={list(lik.m)}, c={[round(v, 3) for v in lik.c]}",
+        f"et al. 2022), m={np.asarray(lik.m).tolist()}, c={np.round(np.asarray(lik.c, float), 3).tolist()}",
     )  # fmt: skip
     status_c = "ok" if ratio_c >= 1.0 else "warn"
     bnd = ApproximationCheck(

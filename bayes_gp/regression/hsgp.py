@@ -217,7 +217,7 @@ class HSGPLikelihood(_ObservedLikelihood):
             m = m_rule if m_given is None else m_given
             if m_given is None and int(np.prod(m)) > HSGP_MAX_DEFAULT_BASIS:
                 raise ValueError(
-                    f"the default HSGP rule asks for m={list(m)} ({int(np.prod(m))} basis "
+                    f"the default HSGP rule asks for m={np.asarray(m).tolist()} ({int(np.prod(m))} basis "
                     f"functions, c={[round(v, 2) for v in c]}) to resolve the central 95% of "
                     f"the length-scale prior; more than {HSGP_MAX_DEFAULT_BASIS}. Give "
                     "approx_options={'m': ..., 'c': ...} (accepting a coarser approximation "
@@ -273,7 +273,8 @@ class HSGPLikelihood(_ObservedLikelihood):
                 warnings.warn(
                     f"HSGP: fitted length-scale(s) {np.round(low, 4).tolist()} (2.5% posterior "
                     f"quantile for NUTS) below {np.round(resolved, 4).tolist()}, the shortest "
-                    f"that m={list(self.m)} basis functions with c={[round(v, 2) for v in self.c]}"
+                    f"that m={np.asarray(self.m).tolist()} basis functions with "
+                    f"c={np.round(np.asarray(self.c, float), 2).tolist()}"
                     " resolve (Riutort-Mayol et al. 2022): the approximation is poor there; "
                     "rebuild with a larger approx_options['m']",
                     UserWarning,

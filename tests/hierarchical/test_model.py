@@ -299,8 +299,8 @@ def test_bad_input_is_named():
         HierarchicalGP(df, "t", "y", "grp")
     bad = df.copy()
     bad.loc[3, "subject"] = None
-    with pytest.raises(ValueError, match=r"'subject' has 1 missing label"):
-        HierarchicalGP(bad, "t", "y", "subject")
+    with pytest.raises(ValueError, match=r"'subject' has 1 missing label\(s\) \(rows \[3\]\)"):
+        HierarchicalGP(bad, "t", "y", "subject")  # plain numbers, not [np.int64(3)]
     text = df.assign(t=df["t"].astype(str))
     with pytest.raises(ValueError, match=r"`x`: column 't' must be numeric"):
         HierarchicalGP(text, "t", "y", "subject")
