@@ -249,7 +249,8 @@ class Prediction:
         latent GP the predictive mean of :math:`y_*`: expected count, probability, …).
     var : ndarray (m,)
         Marginal predictive variances (of :math:`f_*`, or of :math:`t_*` with ``include_noise``;
-        for a latent GP of :math:`y_*`, Monte Carlo from the draws of the interval).
+        for a latent GP of :math:`y_*`, by quadrature:
+        :func:`bayes_gp.latent.predictive.response_moments`).
     cov : ndarray (m, m) or None
         Full predictive covariance when ``diag=False`` (MAP fits).
     lower, upper : ndarray (m,) or None
