@@ -149,6 +149,7 @@ LAYERS = [
      "bayes_gp.inference"),
     ("bayes_gp.regression", "bayes_gp.latent", "bayes_gp.classification", "bayes_gp.deep",
      "bayes_gp.weight_space", "bayes_gp.multioutput", "bayes_gp.hierarchical"),
+    ("bayes_gp.formula",),  # the formula front door: above the model families it chooses from
     ("bayes_gp.report", "bayes_gp.validate", "bayes_gp.declared", "bayes_gp.workflow",
      "bayes_gp.many", "bayes_gp.cli"),
 ]  # fmt: skip

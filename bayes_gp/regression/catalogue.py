@@ -92,13 +92,14 @@ _DEFAULT_PRIORS: dict[str, Callable] = {
 }
 
 
-def default_prior(name: str, scale: DataScale, ard: bool):
+def default_prior(name: str, scale: DataScale, ard: bool, *, kind: str | None = None):
     """Create the default prior of hyperparameter ``name`` inside the current model.
 
     Composite-kernel names ``"<term>_<param>"`` (see :func:`kernel_spec`) get the prior of
-    ``<param>``.
+    ``<param>``; ``kind`` (``"ls"``, ``"eta"``, ...) names it when ``name`` does not end in it
+    (a formula model's ``"gp(t).ls"``).
     """
-    return _DEFAULT_PRIORS[name.rsplit("_", 1)[-1]](name, scale, ard)
+    return _DEFAULT_PRIORS[kind or name.rsplit("_", 1)[-1]](name, scale, ard)
 
 
 def mean_function(mean, s: DataScale, prior: Callable) -> pm.gp.mean.Mean:

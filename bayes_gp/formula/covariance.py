@@ -1,0 +1,104 @@
+r"""The covariance of each kind of formula term, over the columns of the model's design matrix.
+
+Every term of a formula model is a zero-mean Gaussian process (or has a Gaussian prior whose
+covariance is one), so the sum of the terms is a GP whose covariance is the sum of theirs
+(R&W §2.7, eq. 2.39; PRML eq. 6.17):
+
+* a GP term: its kernel on its own columns, times :math:`[g = g']` with ``by=g``;
+* a group-specific effect ``(z | g)`` with :math:`b_g \sim N(0, \sigma_g^2)`:
+  :math:`\sigma_g^2\, z z'\,[g = g']` (:math:`z = 1` for ``(1 | g)``);
+* the common effects :math:`h^\top \beta` with :math:`\beta \sim N(b, B)`, :math:`B` diagonal:
+  :math:`h^\top B h'` and the mean :math:`h^\top b` (R&W eq. 2.39).
+
+Groups are integer codes in one column; a level that the training data did not have gets a code
+of its own (negative), so a new group is independent of every training group and has the prior
+variance of the term: predictions for new groups carry the group-level uncertainty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from bayes_gp.kernels.base import Kernel
+
+__all__ = ["OnColumns", "SameGroup", "LinearBasis", "FixedMean"]
+
+
+class OnColumns(Kernel):
+    """``base`` (a covariance of ``len(columns)`` inputs) evaluated on some columns of a wider
+    design matrix of ``input_dim`` columns."""
+
+    def __init__(self, base: pm.gp.cov.Covariance, input_dim: int, columns: Sequence[int]):
+        super().__init__(input_dim, columns)
+        self.base = base
+
+    def full(self, X, Xs=None):
+        X, Xs = self._slice(X, Xs)
+        return self.base(X, Xs)
+
+    def diag(self, X):
+        X, _ = self._slice(X)
+        return self.base(X, diag=True)
+
+
+class SameGroup(Kernel):
+    r"""The group indicator :math:`[g = g']\, z z'` of a group code column (and, for a varying
+    coefficient, the column :math:`z` it multiplies)."""
+
+    def __init__(self, input_dim: int, group: int, z: int | None = None):
+        super().__init__(input_dim, [group] if z is None else [group, z])
+        self.has_z = z is not None
+
+    def full(self, X, Xs=None):
+        X, Xs = self._slice(X, Xs)
+        Xs = X if Xs is None else Xs
+        same = pt.eq(X[:, 0][:, None], Xs[:, 0][None, :]).astype("float64")
+        if self.has_z:
+            same = same * X[:, 1][:, None] * Xs[:, 1][None, :]
+        return same
+
+    def diag(self, X):
+        X, _ = self._slice(X)
+        return pt.square(X[:, 1]) if self.has_z else pt.ones(X.shape[0], dtype="float64")
+
+
+class LinearBasis(Kernel):
+    r""":math:`h^\top B h'` for basis columns :math:`h` and a diagonal prior covariance
+    :math:`B = \operatorname{diag}(v)` of their coefficients (R&W eq. 2.39)."""
+
+    def __init__(self, input_dim: int, columns: Sequence[int], variances: np.ndarray):
+        super().__init__(input_dim, columns)
+        self.variances = np.asarray(variances, dtype=float)
+
+    def full(self, X, Xs=None):
+        X, Xs = self._slice(X, Xs)
+        Xs = X if Xs is None else Xs
+        return pt.dot(X * self.variances, Xs.T)
+
+    def diag(self, X):
+        X, _ = self._slice(X)
+        return pt.sum(pt.square(X) * self.variances, axis=1)
+
+
+class FixedMean(pm.gp.mean.Mean):
+    r"""The prior mean of a formula model: :math:`h^\top b` of its common effects plus its offset
+    column."""
+
+    def __init__(self, columns: Sequence[int], b: np.ndarray, offset: int | None = None):
+        super().__init__()
+        self.columns = list(columns)
+        self.b = np.asarray(b, dtype=float)
+        self.offset = offset
+
+    def __call__(self, X):
+        X = pt.as_tensor_variable(X)
+        out = pt.zeros(X.shape[0], dtype="float64")
+        if self.columns:
+            out = out + pt.dot(X[:, self.columns], self.b)
+        if self.offset is not None:
+            out = out + X[:, self.offset]
+        return out

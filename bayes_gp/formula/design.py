@@ -1,0 +1,207 @@
+"""From a data frame to the design matrix of a formula model, for the training data and for new
+data, with an error that names the term for every bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import formulae
+import numpy as np
+import pandas as pd
+from formulae.environment import Environment
+
+from bayes_gp.formula.parse import GPTerm, GroupTerm, ParsedFormula
+
+__all__ = ["Design", "NAMESPACE"]
+
+#: Functions a formula may call in its common effects and offset (besides formulae's own).
+NAMESPACE = {"np": np, "log": np.log, "exp": np.exp, "sqrt": np.sqrt, "log1p": np.log1p}
+
+
+def _as_frame(data) -> pd.DataFrame:
+    if isinstance(data, pd.DataFrame):
+        return data.reset_index(drop=True)
+    if isinstance(data, Mapping):
+        return pd.DataFrame(dict(data))
+    raise TypeError(f"`data` must be a pandas DataFrame or a dict of columns, got {type(data)}")
+
+
+def _is_numeric(s: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+
+
+class Design:
+    """The columns of a formula model's design matrix.
+
+    Layout: the numeric inputs of the GP terms and of the varying coefficients (each column
+    once), one integer-code column per grouping factor, the common-effects columns
+    (``formulae``'s design matrix), and the offset. :attr:`names` names them;
+    :meth:`matrix` builds the matrix for any data with the formula's columns.
+    """
+
+    def __init__(self, parsed: ParsedFormula, data, *, where: str = "data"):
+        self.parsed = parsed
+        data = _as_frame(data)
+        self._check_columns(data, parsed.variables, where)
+        self.n = len(data)
+        numeric = []
+        for t in parsed.gp_terms:
+            numeric += list(t.variables)
+        numeric += [g.expr for g in parsed.group_terms if g.expr]
+        self.numeric = list(dict.fromkeys(numeric))
+        for v in self.numeric:
+            if not _is_numeric(data[v]):
+                raise ValueError(
+                    f"{self._user_of(v)} uses the column {v!r}, which is not numeric "
+                    f"({data[v].dtype}); a GP input or varying coefficient must be a number "
+                    f"(a categorical column enters as C({v}) or as a group (1 | {v}))"
+                )
+        factors = [t.by for t in parsed.gp_terms if t.by] + [
+            ":".join(g.factor) for g in parsed.group_terms
+        ]
+        self.factors = list(dict.fromkeys(factors))
+        self.levels: dict[str, dict[str, int]] = {}
+        for f in self.factors:
+            labels = self._labels(data, f)
+            uniq = list(dict.fromkeys(sorted(labels)))
+            self.levels[f] = {lab: i for i, lab in enumerate(uniq)}
+        for t in parsed.gp_terms:
+            if t.by:
+                counts = pd.Series(self._labels(data, t.by)).value_counts()
+                single = sorted(counts.index[counts < 2].tolist())
+                if single:
+                    raise ValueError(
+                        f"{t.name}: the level(s) {single} of {t.by!r} have one row each; a GP "
+                        "per level needs at least two observations in every level (merge those "
+                        "levels or drop the rows)"
+                    )
+        self.fixed_labels: list[str] = []
+        self._fixed = None
+        if parsed.fixed_terms or parsed.intercept:
+            rhs = ("1" if parsed.intercept else "0") + "".join(
+                f" + {t}" for t in parsed.fixed_terms
+            )
+            try:
+                dm = formulae.design_matrices(
+                    rhs, data, na_action="error", extra_namespace=NAMESPACE
+                )
+            except Exception as err:
+                raise ValueError(
+                    f"the common effects {rhs!r} of {parsed.formula!r} cannot be built: {err}"
+                ) from err
+            self._fixed = dm.common
+            for term in dm.common.terms.values():
+                self.fixed_labels += list(term.labels)
+        self.names = (
+            self.numeric
+            + [f"{f} (group code)" for f in self.factors]
+            + self.fixed_labels
+            + ([parsed.offset_name] if parsed.offset is not None else [])
+        )
+        self.X = self.matrix(data, where=where, _train=True)
+
+    # ------------------------------------------------------------------ columns
+    def column(self, name: str) -> int:
+        return self.names.index(name)
+
+    def factor_column(self, factor: str) -> int:
+        return self.names.index(f"{factor} (group code)")
+
+    def fixed_columns(self) -> list[int]:
+        start = len(self.numeric) + len(self.factors)
+        return list(range(start, start + len(self.fixed_labels)))
+
+    @property
+    def offset_column(self) -> int | None:
+        return len(self.names) - 1 if self.parsed.offset is not None else None
+
+    # -------------------------------------------------------------------- checks
+    def _user_of(self, v: str) -> str:
+        users = [t.name for t in self.parsed.gp_terms if v in t.variables or v == t.by]
+        users += [g.name for g in self.parsed.group_terms if v == g.expr or v in g.factor]
+        if v == self.parsed.response or v == self.parsed.trials:
+            users.append("the response")
+        if v in self.parsed.fixed_variables:
+            users.append("the common effects")
+        return ", ".join(users) or "the formula"
+
+    def _check_columns(self, data: pd.DataFrame, variables, where: str) -> None:
+        missing = [v for v in variables if v not in data.columns]
+        if missing:
+            raise ValueError(
+                f"the {where} has no column {missing[0]!r} (used by {self._user_of(missing[0])}); "
+                f"its columns are {list(map(str, data.columns))}"
+            )
+        for v in variables:
+            col = data[v]
+            bad = col.isna().to_numpy().copy()
+            if _is_numeric(col):
+                bad |= ~np.isfinite(col.to_numpy(dtype=float))
+            if bad.any():
+                rows = np.flatnonzero(bad)
+                raise ValueError(
+                    f"the column {v!r} (used by {self._user_of(v)}) has NaN or infinite values "
+                    f"in the {where}, rows {rows[:10].tolist()}{' ...' if rows.size > 10 else ''}"
+                    "; drop or impute them"
+                )
+
+    @staticmethod
+    def _labels(data: pd.DataFrame, factor: str) -> np.ndarray:
+        cols = factor.split(":")
+        return data[cols].astype(str).agg(":".join, axis=1).to_numpy()
+
+    # -------------------------------------------------------------------- matrix
+    def matrix(self, data, *, where: str = "new data", _train: bool = False) -> np.ndarray:
+        """The design matrix of ``data`` (the response need not be there). Levels of a grouping
+        factor that the training data did not have get new codes (-1, -2, ...)."""
+        data = _as_frame(data)
+        p = self.parsed
+        needed = [v for v in p.variables if v not in (p.response, p.trials)]
+        if not _train:
+            self._check_columns(data, needed, where)
+        n = len(data)
+        cols = [data[v].to_numpy(dtype=float) for v in self.numeric]
+        for f in self.factors:
+            known = self.levels[f]
+            labels = self._labels(data, f)
+            new = {}
+            codes = np.empty(n)
+            for i, lab in enumerate(labels):
+                if lab in known:
+                    codes[i] = known[lab]
+                else:
+                    codes[i] = new.setdefault(lab, -1.0 - len(new))
+            cols.append(codes)
+        if self._fixed is not None:
+            H = np.asarray(np.asarray(self._fixed if _train else self._new_fixed(data)), float)
+            cols += list(H.T)
+        if p.offset is not None:
+            env = Environment([NAMESPACE])
+            off = np.asarray(p.offset.eval(data, env), dtype=float).reshape(-1)
+            if off.shape != (n,) or not np.all(np.isfinite(off)):
+                raise ValueError(f"{p.offset_name} is not a finite value per row of the {where}")
+            cols.append(off)
+        return np.column_stack(cols) if cols else np.zeros((n, 0))
+
+    def _new_fixed(self, data: pd.DataFrame):
+        try:
+            return self._fixed.evaluate_new_data(data)
+        except Exception as err:
+            raise ValueError(
+                f"the common effects cannot be evaluated on the new data: {err}"
+            ) from err
+
+    def frame(self) -> pd.DataFrame:
+        """The training design matrix as a DataFrame with its column names."""
+        return pd.DataFrame(self.X, columns=self.names)
+
+
+def gp_columns(design: Design, term: GPTerm) -> list[int]:
+    return [design.column(v) for v in term.variables]
+
+
+def group_columns(design: Design, term: GroupTerm) -> tuple[int, int | None]:
+    return (
+        design.factor_column(":".join(term.factor)),
+        design.column(term.expr) if term.expr else None,
+    )

@@ -1,0 +1,556 @@
+r"""Formula models: ``Model("y ~ x + gp(t) + gp(t, by=site) + (1 | site)", data, family=...)``.
+
+Every term of a formula enters the latent function linearly with a Gaussian prior, so the
+latent function is one GP whose covariance is the sum of the terms' covariances
+(:mod:`bayes_gp.formula.covariance`; R&W §2.7, eqs. 2.39–2.41). The engine follows from that:
+
+* **gaussian** family: the whole latent function, common-effect coefficients included, is
+  integrated out in closed form, :math:`y \sim N(h^\top b,\; K + \sigma^2 I)` with
+  :math:`K = \sum_j K_j` (R&W eq. 2.39); NUTS (``nuts``) and the type-II fit (``map``) see only
+  the hyperparameters. The model is a :class:`~bayes_gp.GPRegression` on the design matrix
+  (:class:`FormulaRegression`).
+* the other families: the latent function (with the coefficients) is integrated out by Laplace
+  inside NUTS (``nuts``), or sampled jointly (``nuts_joint``); type-II (``map``), VI and EP as
+  :class:`~bayes_gp.LatentGP` has them (:class:`FormulaLatentGP`).
+
+Per-term predictions (:meth:`FormulaTerms.predict_terms`) are the posterior of each term's
+contribution :math:`f_j` at new data: jointly Gaussian with :math:`f` a priori with
+:math:`\operatorname{cov}(f_j(X_*), f(X)) = K_j(X_*, X)`, so given the hyperparameters
+
+.. math::
+   E[f_{j*}] = m_j(X_*) + K_j(X_*, X)\, C^{-1} (y - m(X)),\qquad
+   V[f_{j*}] = k_j(X_*, X_*) - K_j(X_*, X)\, C^{-1} K_j(X, X_*)
+
+(R&W eqs. 2.25–2.26 with the cross-covariance of the term; for a latent GP the Laplace
+approximation, R&W eqs. 3.21 and 3.24), mixed over the NUTS draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor.tensor as pt
+from scipy.linalg import cho_solve, solve_triangular
+from scipy.special import logit
+
+from bayes_gp._validation import f64
+from bayes_gp.formula.covariance import FixedMean, LinearBasis, OnColumns, SameGroup
+from bayes_gp.formula.design import Design, gp_columns, group_columns
+from bayes_gp.formula.parse import ParsedFormula, _Name, parse_formula
+from bayes_gp.latent.model import LINK_SCALE, LatentGP
+from bayes_gp.linalg import jittered_cholesky
+from bayes_gp.predictive import CI_QUANTILES, Z_CI, Prediction, gaussian_mixture_quantiles
+from bayes_gp.predictive import predict as gaussian_predict
+from bayes_gp.priors import resolve_prior
+from bayes_gp.protocol import is_nuts
+from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.regression.gpr import GPRegression
+
+__all__ = ["Model", "FormulaRegression", "FormulaLatentGP", "FAMILIES", "TermInfo"]
+
+#: The families and the engine each gets.
+FAMILIES = ("gaussian", "student_t", "bernoulli", "binomial", "poisson", "negative_binomial")
+
+#: Prior sd of a common-effect coefficient, in units of the response's sd over the column's sd
+#: (the intercept: the response's sd), as the ``mean="linear"`` option of the models.
+COEF_SCALE = 2.0
+
+
+#: The engine's own description rows that the formula's term rows replace.
+_ENGINE_ROWS_REPLACED = ("model", "kernel", "kernel formula", "equation", "mean function", "mean")
+
+
+@dataclass(frozen=True)
+class TermInfo:
+    """One term of a formula model, as :meth:`FormulaTerms.terms_table` lists it."""
+
+    name: str
+    kind: str  # "gp", "group", "common"
+    covariance: str
+    hyperparameters: tuple[str, ...]
+    columns: tuple[str, ...]
+
+
+def _normal_prior(name: str, p) -> tuple[float, float]:
+    """``(mean, variance)`` of a common-effect coefficient's prior: a number fixes it (variance
+    0), an unnamed ``pm.Normal.dist(mu, sigma)`` is integrated out in closed form."""
+    if isinstance(p, int | float | np.floating | np.integer) and not isinstance(p, bool):
+        return float(p), 0.0
+    if isinstance(p, pt.TensorVariable) and p.owner is not None:
+        op = p.owner.op
+        if type(op).__name__ == "NormalRV":
+            mu, sigma = (float(np.asarray(v.eval())) for v in p.owner.inputs[-2:])
+            if sigma <= 0:
+                raise ValueError(f"`priors[{name!r}]`: the Normal's sigma must be positive")
+            return mu, sigma**2
+    raise TypeError(
+        f"`priors[{name!r}]`: a common-effect coefficient takes an unnamed pm.Normal.dist(mu, "
+        "sigma) (integrated out in closed form, R&W eq. 2.39) or a number that fixes it; other "
+        f"distributions would have to be sampled, got {type(p).__name__}"
+    )
+
+
+class FormulaTerms:
+    """What every formula model has: its formula, terms, design and per-term predictions.
+    Put it before the engine class in the bases."""
+
+    formula: str
+    parsed: ParsedFormula
+    design: Design
+    family: str
+
+    # ------------------------------------------------------------------ set-up
+    def _setup_terms(self, parsed, design, family, priors, kernels, loc: float, s: float):
+        self.formula, self.parsed, self.design, self.family = parsed.formula, parsed, design, family
+        self._loc, self._s = loc, s
+        kernels = dict(kernels or {})
+        D = len(design.names)
+        self._gp_specs = {}
+        for t in parsed.gp_terms:
+            k = t.kernel
+            if isinstance(k, _Name):
+                if k.name not in kernels:
+                    raise ValueError(
+                        f"{t.name}: kernel={k.name} names no kernel object; pass it as "
+                        f"kernels={{{k.name!r}: ...}} or write a catalogue expression in quotes"
+                    )
+                k = kernels[k.name]
+            spec = kernel_spec(k, arg=f"{t.name}'s kernel")
+            if t.ard and not spec.catalogue:
+                raise ValueError(f"{t.name}: ard=True applies to catalogue kernels")
+            cols = gp_columns(design, t)
+            scale = DataScale.of(design.X[:, cols], np.zeros(2))
+            self._gp_specs[t.name] = (spec, cols, scale)
+        # common effects: one term per formulae term, a prior mean and variance per column
+        H = design.X[:, design.fixed_columns()] if design.fixed_labels else np.zeros((design.n, 0))
+        b = np.zeros(len(design.fixed_labels))
+        v = np.zeros(len(design.fixed_labels))
+        for i, lab in enumerate(design.fixed_labels):
+            if lab == "Intercept":
+                b[i], v[i] = loc, (COEF_SCALE * s) ** 2
+            else:
+                sd = float(H[:, i].std()) or 1.0
+                b[i], v[i] = 0.0, (COEF_SCALE * s / sd) ** 2
+            if lab in priors:
+                b[i], v[i] = _normal_prior(lab, priors[lab])
+        self._fixed_b, self._fixed_v = b, v
+        fixed_cols = design.fixed_columns()
+        self._fixed_terms: dict[str, list[int]] = {}
+        for term, sl in design._fixed.slices.items() if design._fixed is not None else []:
+            idx = list(range(sl.start, sl.stop))
+            self._fixed_terms[term] = idx
+        self._fixed_mean = FixedMean(fixed_cols, b, design.offset_column)
+        self._D = D
+        self._term_covs: dict[int, dict] = {}
+        names = self.prior_names
+        unknown = sorted(set(priors) - set(names))
+        if unknown:
+            raise ValueError(
+                f"`priors` names {unknown}, which this model does not have; its names are {names}"
+            )
+        self._term_priors = {k: p for k, p in priors.items() if k not in design.fixed_labels}
+
+    @property
+    def prior_names(self) -> list[str]:
+        """The names ``priors=`` accepts: every hyperparameter, every common-effect
+        coefficient, and the family's own parameters."""
+        out = []
+        for t in self.parsed.gp_terms:
+            spec = self._gp_specs[t.name][0]
+            out += [f"{t.name}.{p}" for p in spec.params]
+        out += [f"{g.name}.sigma" for g in self.parsed.group_terms]
+        out += list(self.design.fixed_labels)
+        return out + list(self._family_params)
+
+    def _term_kernel(self, D: int):
+        """Create every term's hyperparameters in the current model and return the sum of the
+        terms' covariances (the callable kernel of the engine)."""
+        covs: dict[str, Any] = {}
+        s = self._s
+        for t in self.parsed.gp_terms:
+            spec, cols, scale = self._gp_specs[t.name]
+            scale = DataScale(scale.x_range, scale.x_sd, scale.x_sq_mean, self._loc, s)
+            user = {**{f"{t.name}.{k}": v for k, v in spec.priors.items()}, **self._term_priors}
+            hyper = {}
+            for p in spec.params:
+                name = f"{t.name}.{p}"
+                kind = p.rsplit("_", 1)[-1]
+                if t.ard and p in spec.ard_params:
+                    hyper[p] = self._ard_prior(name, user, scale, len(cols))
+                    continue
+
+                def fallback(n, kind=kind, scale=scale):
+                    return default_prior(n, scale, False, kind=kind)
+
+                hyper[p] = resolve_prior(user, name, fallback)
+            base = spec.build(len(cols), hyper)
+            cov = OnColumns(base, D, cols)
+            if t.by:
+                cov = cov * SameGroup(D, self.design.factor_column(t.by))
+            covs[t.name] = cov
+        for g in self.parsed.group_terms:
+            name = f"{g.name}.sigma"
+            sigma = resolve_prior(self._term_priors, name, lambda n: pm.HalfNormal(n, sigma=f64(s)))
+            group, z = group_columns(self.design, g)
+            covs[g.name] = pt.square(sigma) * SameGroup(D, group, z)
+        fixed_cols = self.design.fixed_columns()
+        for term, idx in self._fixed_terms.items():
+            cols = [fixed_cols[i] for i in idx]
+            covs[term] = LinearBasis(D, cols, self._fixed_v[idx])
+        self._term_covs[id(pm.modelcontext(None))] = covs
+        if not covs:
+            raise ValueError(f"the formula {self.formula!r} has no term on its right-hand side")
+        total = None
+        for c in covs.values():
+            total = c if total is None else total + c
+        return total
+
+    @staticmethod
+    def _ard_prior(name, user, scale, D):
+        """One length-scale per input of the term (R&W §5.1), LogNormal around a third of each
+        input's range unless ``priors=`` names it."""
+        if name in user:
+            return resolve_prior(user, name, None)
+        mu = np.log(scale.x_range / 3.0)
+        return pm.LogNormal(name, mu=f64(mu), sigma=f64(1.0), shape=D)
+
+    # ------------------------------------------------------------------ terms
+    @property
+    def term_names(self) -> list[str]:
+        """The terms, in the order of the formula: GP terms, group-specific effects, common
+        effects (formulae's names: ``Intercept``, ``x1``, ``C(region)``)."""
+        return (
+            [t.name for t in self.parsed.gp_terms]
+            + [g.name for g in self.parsed.group_terms]
+            + list(self._fixed_terms)
+        )
+
+    def terms_table(self) -> pd.DataFrame:
+        """One row per term: its kind, covariance, hyperparameters and design columns."""
+        rows = []
+        for t in self.parsed.gp_terms:
+            spec = self._gp_specs[t.name][0]
+            cov = f"{spec.name} on ({', '.join(t.variables)})"
+            if t.by:
+                cov += f" × [{t.by} = {t.by}'] (one GP per level, shared hyperparameters)"
+            rows.append(TermInfo(t.name, "gp", cov, tuple(f"{t.name}.{p}" for p in spec.params),
+                                 tuple(t.variables)))  # fmt: skip
+        for g in self.parsed.group_terms:
+            z = f"{g.expr}·{g.expr}' " if g.expr else ""
+            rows.append(TermInfo(g.name, "group", f"σ² {z}[{':'.join(g.factor)} equal]",
+                                 (f"{g.name}.sigma",), tuple(filter(None, [g.expr, *g.factor]))))  # fmt: skip
+        for term, idx in self._fixed_terms.items():
+            labels = tuple(self.design.fixed_labels[i] for i in idx)
+            prior = ", ".join(
+                f"{lab} ~ N({self._fixed_b[i]:.3g}, {np.sqrt(self._fixed_v[i]):.3g}²)"
+                if self._fixed_v[i] > 0
+                else f"{lab} = {self._fixed_b[i]:.6g} (fixed)"
+                for lab, i in zip(labels, idx, strict=True)
+            )
+            rows.append(TermInfo(term, "common", f"h hᵀ-kernel of {prior} (integrated out)", (),
+                                 labels))  # fmt: skip
+        return pd.DataFrame([r.__dict__ for r in rows]).set_index("name")
+
+    def _check_terms(self, terms) -> list[str]:
+        terms = [terms] if isinstance(terms, str) else list(terms)
+        known = self.term_names
+        unknown = [t for t in terms if t not in known]
+        if unknown:
+            raise ValueError(f"no term {unknown[0]!r} in this model; its terms are {known}")
+        return terms
+
+    def _design_of(self, new_data) -> np.ndarray:
+        if isinstance(new_data, pd.DataFrame | Mapping):
+            return self.design.matrix(new_data)
+        return np.asarray(new_data, float)
+
+    def _term_new(self, values, Xn: np.ndarray, term: str):
+        """``(K_j(X, X_new), diag K_j(X_new), m_j(X_new))`` of one term at hyperparameter
+        values."""
+        key = f"term:{term}"
+        covs = self._term_covs[id(self.model)]
+        fixed_cols = self.design.fixed_columns()
+
+        def build(Xv):
+            cov = covs[term]
+            Xt = pt.as_tensor_variable(self._train_inputs)
+            if term in self._fixed_terms:
+                idx = self._fixed_terms[term]
+                cols = [fixed_cols[i] for i in idx]
+                mean = pt.dot(Xv[:, cols], self._fixed_b[idx])
+            else:
+                mean = pt.zeros(Xv.shape[0], dtype="float64")
+            return [cov(Xt, Xv), cov(Xv, diag=True), mean]
+
+        return self._compiled(key, build)(*values, Xn)
+
+    def predict_terms(self, new_data, fit, terms=None, *, max_draws: int = 200,
+                      random_seed: int = 0) -> dict[str, Prediction]:  # fmt: skip
+        r"""The posterior of each term's contribution :math:`f_j` at ``new_data`` (on the link
+        scale), by name: ``mean``, ``var``, 94% band ``lower`` / ``upper`` (Gaussian at a
+        type-II fit; the mixture over up to ``max_draws`` NUTS draws). A level of a grouping
+        factor that the training data lacks gets the term's prior (a new group's effect).
+
+        ``terms``: a name or list of names of :attr:`term_names` (default: all).
+        """
+        names = self._check_terms(self.term_names if terms is None else terms)
+        Xn = self._design_of(new_data)
+        per: dict[str, tuple[list, list]] = {t: ([], []) for t in names}
+        for values, factor in self._term_factors(fit, max_draws):
+            for t in names:
+                Ks, kss, m = self._term_new(values, Xn, t)
+                mu, var = factor(Ks, kss)
+                per[t][0].append(m + mu)
+                per[t][1].append(np.maximum(var, 0.0))
+        out = {}
+        for t, (means, variances) in per.items():
+            means, variances = np.array(means), np.array(variances)
+            mean = means.mean(axis=0)
+            var = variances.mean(axis=0) + means.var(axis=0)
+            if len(means) == 1:
+                sd = np.sqrt(var)
+                lower, upper = mean - Z_CI * sd, mean + Z_CI * sd
+            else:
+                lower, upper = gaussian_mixture_quantiles(means, np.sqrt(variances), CI_QUANTILES)
+            out[t] = Prediction(mean, var, None, lower, upper, {"n_draws": len(means)})
+        return out
+
+    def describe_engine(self) -> str:
+        raise NotImplementedError  # each engine class says how it integrates the terms
+
+    def describe(self) -> list[tuple[str, object]]:  # type: ignore[override]
+        rows = [("formula", self.formula), ("family", self.family),
+                ("engine", self.describe_engine())]  # fmt: skip
+        for name, row in self.terms_table().iterrows():
+            rows.append((f"term {name}", row["covariance"]))
+        engine = [r for r in super().describe() if r[0] not in _ENGINE_ROWS_REPLACED]
+        return rows + engine
+
+    @property
+    def label(self) -> str:
+        return f"{self.formula} ({self.family})"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.formula!r}, family={self.family!r}, n={self.design.n})"
+
+
+class FormulaRegression(FormulaTerms, GPRegression):
+    """A gaussian-family formula model: every term integrated out in closed form (the exact
+    marginal likelihood of the summed covariance); see :func:`Model`."""
+
+    _family_params = ("sigma",)
+
+    def __init__(self, parsed, design, y, *, priors=None, kernels=None, jitter=None):
+        priors = dict(priors or {})
+        loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
+        self._setup_terms(parsed, design, "gaussian", priors, kernels, loc, s)
+        options = {} if jitter is None else {"jitter": jitter}
+        super().__init__(
+            design.frame(), y, self._term_kernel, mean=self._fixed_mean,
+            priors={k: v for k, v in priors.items() if k == "sigma"}, structure="dense",
+            **options,
+        )  # fmt: skip
+
+    @property
+    def _train_inputs(self) -> np.ndarray:
+        return self.X
+
+    def _term_factors(self, fit, max_draws):
+        draws = [self._values(fit.params)] if not is_nuts(fit) else self._draws(fit, max_draws)
+        for values in draws:
+            _, fac = self.marginal.factor(values)
+            yield values, (lambda Ks, kss, fac=fac: gaussian_predict(fac, Ks, kss))
+
+    def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False,
+                terms=None, max_draws: int = 500) -> Prediction | dict[str, Prediction]:  # fmt: skip
+        """Predictions at new data (a DataFrame with the formula's columns, or a design matrix):
+        of the whole latent function (of :math:`y_*` with ``include_noise``), or with
+        ``terms=`` of each named term (:meth:`predict_terms`); NUTS fits mix up to
+        ``max_draws`` posterior draws (the same draws for the whole and for the terms)."""
+        if terms is not None:
+            return self.predict_terms(X_new, fit, terms, max_draws=max_draws)
+        Xn = self._design_of(X_new)
+        if is_nuts(fit) and diag:
+            return self._predict_mixture(self._check_new(Xn), fit, include_noise, max_draws)
+        return super().predict(Xn, fit, diag, include_noise)
+
+    def describe_engine(self) -> str:
+        n = self.X.shape[0]
+        return (
+            f"exact marginal likelihood, dense Cholesky of the {n}×{n} summed covariance "
+            f"(O(n³) = {n**3 / 3:.2g} flops per log density): every term and coefficient "
+            f"integrated out, NUTS sees {len(self.hyperparameters)} hyperparameters"
+        )
+
+
+class FormulaLatentGP(FormulaTerms, LatentGP):
+    """A formula model of a non-Gaussian family: the latent function (GP terms, group effects
+    and coefficients) integrated out by Laplace inside NUTS; see :func:`Model`."""
+
+    def __init__(self, parsed, design, y, family, *, link=None, priors=None, kernels=None,
+                 jitter=None, trials=None):  # fmt: skip
+        priors = dict(priors or {})
+        self._family_params = {"student_t": ("sigma", "nu"),
+                               "negative_binomial": ("dispersion",)}.get(family, ())  # fmt: skip
+        off = design.X[:, design.offset_column] if design.offset_column is not None else 0.0
+        y = np.asarray(y, float)
+        if family in ("poisson", "negative_binomial"):
+            loc = float(np.log((y.sum() + 0.5) / np.sum(np.exp(off) * np.ones_like(y))))
+            s = LINK_SCALE
+        elif family == "binomial":
+            loc, s = float(logit((y.sum() + 0.5) / (np.sum(trials) + 1.0))), LINK_SCALE
+        elif family == "bernoulli":
+            loc, s = 0.0, LINK_SCALE
+        else:  # student_t
+            loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
+        self._setup_terms(parsed, design, family, priors, kernels, loc, s)
+        super().__init__(
+            design.frame(), y, self._term_kernel, family, link=link, mean=self._fixed_mean,
+            priors={k: v for k, v in priors.items() if k in self._family_params},
+            trials=trials, jitter=jitter,
+        )  # fmt: skip
+
+    @property
+    def _train_inputs(self) -> np.ndarray:
+        return self._kernel_inputs
+
+    def _term_factors(self, fit, max_draws):
+        draws, mode = self._draw_values(fit, max_draws)
+        for values, f in draws:
+            K, m, phi = self._train(values)
+            if mode:
+                factor = self._factor(K, m, phi, fit, f)
+
+                def at(Ks, kss, factor=factor):
+                    return factor.predict(Ks, kss, np.zeros(Ks.shape[1]))
+            else:
+                L, _ = jittered_cholesky(K)
+                alpha = cho_solve((L, True), f - m)
+
+                def at(Ks, kss, L=L, alpha=alpha):
+                    V = solve_triangular(L, Ks, lower=True)
+                    return Ks.T @ alpha, kss - np.sum(V * V, axis=0)
+
+            yield values, at
+
+    def predict(self, X_new, fit, *, terms=None, size=None, max_draws: int = 200,
+                random_seed: int = 0):  # fmt: skip
+        """Predictions at new data (a DataFrame with the formula's columns, or a design
+        matrix): of the response (``mean``, 94% band) and of the latent function
+        (``latent_mean``, ``latent_sd``), or with ``terms=`` of each named term on the link
+        scale (:meth:`predict_terms`)."""
+        if terms is not None:
+            return self.predict_terms(X_new, fit, terms, max_draws=max_draws,
+                                      random_seed=random_seed)  # fmt: skip
+        return super().predict(self._design_of(X_new), fit, size=size, max_draws=max_draws,
+                               random_seed=random_seed)  # fmt: skip
+
+    def describe_engine(self) -> str:
+        n = self.X.shape[0]
+        return (
+            f"{self.family} likelihood: the latent function of all terms (n = {n}) integrated "
+            f"out by Laplace inside NUTS (Newton's method on the {n}×{n} summed covariance per "
+            f"log density); NUTS sees {len(self.hyperparameters)} hyperparameters; joint latent "
+            "NUTS with method='nuts_joint'"
+        )
+
+
+def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray:
+    """The response as floats, or a ``ValueError`` naming its column when the family cannot
+    have it (negative or fractional counts, successes outside 0..trials, one class)."""
+    name = parsed.response
+    if pd.api.types.is_bool_dtype(y):
+        y = y.astype(float)
+    if not pd.api.types.is_numeric_dtype(y):
+        raise ValueError(
+            f"the response {name!r} is not numeric ({y.dtype}); for a binary outcome code it "
+            "0/1 (family='bernoulli')"
+        )
+    y = np.asarray(y, float)
+
+    def bad(mask, what, values=y, column=name):
+        rows = np.flatnonzero(mask)
+        if rows.size:
+            raise ValueError(
+                f"the {family} family needs {what}; the column {column!r} has "
+                f"{values[rows[0]]:g} in row {rows[0]}"
+                + (f" (and {rows.size - 1} more rows)" if rows.size > 1 else "")
+            )
+
+    if family in ("poisson", "negative_binomial"):
+        bad((y < 0) | (y != np.round(y)), "non-negative whole counts")
+    elif family == "bernoulli":
+        bad((y != 0) & (y != 1), "0/1 outcomes")
+        if np.unique(y).size < 2:
+            raise ValueError(
+                f"the response {name!r} has one class only ({y[0]:g} in every row): a "
+                "bernoulli model needs both outcomes"
+            )
+    elif family == "binomial":
+        t = parsed.trials
+        bad((trials <= 0) | (trials != np.round(trials)), "positive whole trials", trials, t)
+        bad((y < 0) | (y != np.round(y)), "non-negative whole successes")
+        bad(y > trials, f"successes at most the trials ({t!r})")
+    return y
+
+
+def Model(formula: str, data, family: str = "gaussian", *, link: str | None = None,
+          priors: Mapping[str, Any] | None = None, kernels: Mapping[str, Any] | None = None,
+          jitter: float | None = None):  # fmt: skip
+    r"""A GP model written as a formula, with the engine chosen for it.
+
+    Parameters
+    ----------
+    formula : str
+        ``"y ~ x1 + C(region) + gp(t) + gp(t, by=site) + (1 | site) + (x1 | site)"``
+        (:mod:`bayes_gp.formula.parse`); ``p(successes, trials) ~ ...`` for the binomial
+        family; ``offset(log(exposure))``.
+    data : DataFrame or dict of columns
+        Every column the formula names; NaN or infinite values are refused (with the rows).
+    family : str
+        One of :data:`FAMILIES`.
+    link : str, optional
+        ``bernoulli``: ``"logit"`` (default) or ``"probit"``.
+    priors : dict, optional
+        By the names :attr:`~FormulaTerms.prior_names` lists (``"gp(t).ls"``,
+        ``"1|site.sigma"``, ``"x1"``, ``"sigma"``): a callable ``f(name)``, an unnamed
+        ``pm.X.dist(...)`` or a number that fixes it. A common-effect coefficient takes an
+        unnamed ``pm.Normal.dist`` or a number (it is integrated out in closed form).
+    kernels : dict, optional
+        Kernel objects named in ``gp(..., kernel=name)``.
+    jitter : float, optional
+        The engine's jitter (its default when omitted).
+
+    Returns
+    -------
+    FormulaRegression or FormulaLatentGP
+        A model with the protocol of every bayes_gp model (``fit``, ``sample``, ``predict``,
+        the report, ``fit_many``), plus ``predict(..., terms=[...])`` and ``terms_table()``.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"`family` must be one of {list(FAMILIES)}, got {family!r}")
+    parsed = parse_formula(formula)
+    design = Design(parsed, data)
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(dict(data))
+    frame = frame.reset_index(drop=True)
+    y = frame[parsed.response].to_numpy()
+    if parsed.trials is not None and family != "binomial":
+        raise ValueError(
+            f"p({parsed.response}, {parsed.trials}) is a binomial response; the family is "
+            f"{family!r}"
+        )
+    if family == "binomial" and parsed.trials is None:
+        raise ValueError("the binomial family needs the response p(successes, trials)")
+    trials = frame[parsed.trials].to_numpy(float) if parsed.trials else None
+    y = _check_response(family, parsed, y, trials)
+    if family == "gaussian":
+        if link not in (None, "identity"):
+            raise ValueError(f"the gaussian family has the identity link, not {link!r}")
+        return FormulaRegression(parsed, design, y, priors=priors, kernels=kernels, jitter=jitter)
+    return FormulaLatentGP(parsed, design, y, family, link=link, priors=priors, kernels=kernels,
+                           jitter=jitter, trials=trials)  # fmt: skip

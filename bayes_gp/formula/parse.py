@@ -1,0 +1,249 @@
+r"""Formulas with GP terms: parsing with `formulae` (the parser Bambi uses) into term records.
+
+The syntax is the Python mixed-model one (Wilkinson formulas with lme4's group-specific terms,
+as in Bambi) with three more calls:
+
+* ``gp(x1, x2, ..., by=g, kernel="matern32 + periodic", ard=True)``: a GP term over the listed
+  numeric columns; ``by=`` gives one GP per level of the factor ``g`` with the hyperparameters
+  shared (the kernel :math:`k(x, x')\,[g = g']`); ``kernel=`` a catalogue expression
+  (:func:`~bayes_gp.regression.catalogue.kernel_spec`) or the name of a kernel object given in
+  the model's ``kernels=`` mapping.
+* ``offset(expr)``: a term with coefficient fixed at one (``offset(log(exposure))``).
+* ``p(successes, trials)`` as the response of a binomial family.
+
+Everything else on the right-hand side — numeric columns, ``C(region)``, interactions
+``x1:x2``, transformations ``np.log(x)`` — is a common (fixed) effect whose design matrix
+`formulae` builds, and ``(expr | g)`` a group-specific effect (``(x1 | g)`` is
+``(1 | g) + (x1 | g)``, uncorrelated, as in Bambi).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import formulae
+from formulae.terms.call_resolver import LazyValue, LazyVariable
+from formulae.terms.terms import GroupSpecificTerm, Intercept, Term
+
+__all__ = ["GPTerm", "GroupTerm", "ParsedFormula", "parse_formula", "GP_OPTIONS"]
+
+#: The keyword arguments of ``gp()``.
+GP_OPTIONS = ("by", "kernel", "ard")
+
+
+@dataclass(frozen=True)
+class GPTerm:
+    """A ``gp(...)`` term: its name (``gp(t)``, ``gp(t, by=site)``), input columns, factor,
+    kernel (a catalogue expression or a kernel object) and ARD flag."""
+
+    name: str
+    variables: tuple[str, ...]
+    by: str | None = None
+    kernel: Any = "expquad"
+    ard: bool = False
+
+
+@dataclass(frozen=True)
+class GroupTerm:
+    """A group-specific effect ``(1 | g)`` or ``(x | g)``: ``expr`` is ``None`` for the
+    intercept, else the numeric column whose coefficient varies by group; ``factor`` the columns
+    whose combined levels are the groups (``site:year``)."""
+
+    name: str
+    expr: str | None
+    factor: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ParsedFormula:
+    """A formula split into what each engine needs."""
+
+    formula: str
+    response: str
+    trials: str | None
+    intercept: bool
+    fixed_terms: tuple[str, ...]  # formulae's names of the common terms, without the intercept
+    fixed_variables: frozenset[str]
+    gp_terms: tuple[GPTerm, ...]
+    group_terms: tuple[GroupTerm, ...]
+    offset: Any  # formulae's lazy expression of offset(...), or None
+    offset_name: str | None
+
+    @property
+    def variables(self) -> list[str]:
+        """Every data column the formula uses, in a stable order."""
+        out: list[str] = [self.response] + ([self.trials] if self.trials else [])
+        for t in self.gp_terms:
+            out += [*t.variables, *([t.by] if t.by else [])]
+        for g in self.group_terms:
+            out += [*([g.expr] if g.expr else []), *g.factor]
+        out += sorted(self.fixed_variables)
+        if self.offset is not None:
+            out += sorted(_lazy_variables(self.offset))
+        return list(dict.fromkeys(out))
+
+
+def _lazy_variables(expr) -> set[str]:
+    if isinstance(expr, LazyVariable):
+        return {expr.name}
+    found: set[str] = set()
+    for a in [*getattr(expr, "args", []), *getattr(expr, "kwargs", {}).values()]:
+        found |= _lazy_variables(a)
+    return found
+
+
+def _call_of(term):
+    """The ``Call`` component of a one-component term, or ``None``."""
+    comps = getattr(term, "components", None) or []
+    if len(comps) == 1 and hasattr(comps[0], "call"):
+        return comps[0].call
+    return None
+
+
+def _literal(value, where: str, formula: str):
+    if isinstance(value, LazyValue):
+        return value.value
+    if isinstance(value, LazyVariable):
+        return _Name(value.name)
+    raise ValueError(f"{where} in {formula!r} must be a literal or a name, got {value}")
+
+
+@dataclass(frozen=True)
+class _Name:
+    """A bare name in a ``gp()`` option (a column for ``by=``, a kernel object for ``kernel=``)."""
+
+    name: str
+
+
+def _gp_term(call, formula: str) -> GPTerm:
+    variables = []
+    for a in call.args:
+        if not isinstance(a, LazyVariable):
+            raise ValueError(
+                f"gp() takes column names as its inputs, got {a} in {formula!r}; transform the "
+                "column in the data (for example data['log_x'] = np.log(data['x']))"
+            )
+        variables.append(a.name)
+    if not variables:
+        raise ValueError(f"gp() needs at least one input column in {formula!r}")
+    if len(set(variables)) != len(variables):
+        raise ValueError(f"gp() lists a column twice in {formula!r}: {variables}")
+    unknown = set(call.kwargs) - set(GP_OPTIONS)
+    if unknown:
+        raise ValueError(
+            f"gp() has no option {sorted(unknown)} (in {formula!r}); its options are "
+            f"{list(GP_OPTIONS)}"
+        )
+    opts = {k: _literal(v, f"gp({k}=...)", formula) for k, v in call.kwargs.items()}
+    by = opts.get("by")
+    if by is not None and not isinstance(by, _Name):
+        raise ValueError(f"gp(by=...) takes a column name, got {by!r} in {formula!r}")
+    ard = opts.get("ard", False)
+    if not isinstance(ard, bool):
+        raise ValueError(f"gp(ard=...) takes True or False, got {ard!r} in {formula!r}")
+    kernel = opts.get("kernel", "expquad")
+    name = f"gp({', '.join(variables)}" + (f", by={by.name}" if by else "") + ")"
+    return GPTerm(name, tuple(variables), by.name if by else None, kernel, ard)
+
+
+def parse_formula(formula: str) -> ParsedFormula:
+    """Split ``formula`` into its response, common effects, GP terms, group-specific effects and
+    offset.
+
+    Raises
+    ------
+    ValueError
+        For a formula without a response, an unknown ``gp()`` option, a ``gp()`` whose inputs are
+        not column names, two offsets, or GP terms that share a name (give them different
+        inputs or kernels).
+    """
+    if not isinstance(formula, str) or "~" not in formula:
+        raise ValueError(
+            f"the formula must be a string 'response ~ terms', got {formula!r}: a model needs a "
+            "response on the left of '~'"
+        )
+    try:
+        desc = formulae.model_description(formula)
+    except Exception as err:  # formulae's ParseError and friends: say where
+        raise ValueError(f"cannot parse the formula {formula!r}: {err}") from err
+    if desc.response is None:
+        raise ValueError(f"the formula {formula!r} has no response on the left of '~'")
+    response, trials = _response(desc.response.term, formula)
+    gp_terms: list[GPTerm] = []
+    fixed: list[str] = []
+    fixed_vars: set[str] = set()
+    intercept = False
+    offset = offset_name = None
+    for term in desc.terms:
+        if isinstance(term, GroupSpecificTerm):
+            continue
+        if isinstance(term, Intercept):
+            intercept = True
+            continue
+        call = _call_of(term)
+        if call is not None and call.callee == "gp":
+            gp_terms.append(_gp_term(call, formula))
+        elif call is not None and call.callee == "offset":
+            if offset is not None:
+                raise ValueError(f"the formula {formula!r} has two offset() terms; add them in one")
+            if len(call.args) != 1 or call.kwargs:
+                raise ValueError(f"offset() takes one expression, got {term.name} in {formula!r}")
+            offset, offset_name = call.args[0], term.name
+        elif isinstance(term, Term):
+            fixed.append(term.name)
+            fixed_vars |= set(term.var_names)
+        else:  # pragma: no cover - formulae's other term kinds
+            raise ValueError(f"unsupported term {term} in {formula!r}")
+    names = [t.name for t in gp_terms]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        # two GPs on the same inputs: tell them apart by their kernels
+        relabelled = []
+        for t in gp_terms:
+            if t.name in dup:
+                k = t.kernel.name if isinstance(t.kernel, _Name) else t.kernel
+                t = GPTerm(f"{t.name[:-1]}, kernel={k!r})", t.variables, t.by, t.kernel, t.ard)
+            relabelled.append(t)
+        gp_terms = relabelled
+        names = [t.name for t in gp_terms]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"the formula {formula!r} has the same GP term twice: {sorted(set(names))}"
+            )
+    groups = []
+    for g in desc.group_terms:
+        if isinstance(g.expr, Intercept):
+            expr = None
+        else:
+            vs = sorted(g.expr.var_names)
+            if len(vs) != 1 or _call_of(g.expr) is not None or len(g.expr.components) != 1:
+                raise ValueError(
+                    f"group-specific term ({g.expr.name} | {g.factor.name}) in {formula!r}: the "
+                    "varying coefficient must be one numeric column (write (x | g))"
+                )
+            expr = vs[0]
+        factor = tuple(getattr(c, "name", str(c)) for c in g.factor.components)
+        groups.append(GroupTerm(g.name, expr, factor))
+    return ParsedFormula(
+        formula, response, trials, intercept, tuple(fixed), frozenset(fixed_vars),
+        tuple(gp_terms), tuple(groups), offset, offset_name,
+    )  # fmt: skip
+
+
+def _response(term, formula: str) -> tuple[str, str | None]:
+    call = _call_of(term)
+    if call is not None and call.callee == "p":
+        if len(call.args) != 2 or not all(isinstance(a, LazyVariable) for a in call.args):
+            raise ValueError(
+                f"a binomial response is written p(successes, trials) with two column names, "
+                f"in {formula!r}"
+            )
+        return call.args[0].name, call.args[1].name
+    comps = getattr(term, "components", [])
+    if len(comps) != 1 or call is not None or not hasattr(comps[0], "name"):
+        raise ValueError(
+            f"the response of {formula!r} must be a column name (or p(successes, trials)); "
+            "transform it in the data"
+        )
+    return comps[0].name, None

@@ -1,0 +1,151 @@
+"""Bad input to a formula model gets a ValueError that names the term or column at fault."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_gp.formula import Model, parse_formula
+
+N = 12
+DATA = pd.DataFrame(
+    {
+        "t": np.arange(N, dtype=float),
+        "x1": np.linspace(-1, 1, N),
+        "site": list("aabbccddeeff"),
+        "y": np.sin(np.arange(N)),
+        "counts": np.arange(N, dtype=float) % 4,
+        "succ": np.full(N, 2.0),
+        "trials": np.full(N, 5.0),
+        "yes": np.arange(N) % 2 * 1.0,
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "formula,match",
+    [
+        ("gp(t)", "response on the left"),
+        ("~ gp(t)", "cannot parse|response"),
+        ("y ~ gp(t, width=2)", r"no option \['width'\].*\['by', 'kernel', 'ard'\]"),
+        ("y ~ gp(np.log(t))", "column names as its inputs"),
+        ("y ~ gp(t, t)", "lists a column twice"),
+        ("y ~ gp(t, kernel='expquad') + gp(t)", "same GP term twice"),
+        ("y ~ gp(t, ard=3)", "True or False"),
+        ("np.log(y) ~ gp(t)", "response .* must be a column name"),
+    ],
+)
+def test_formula_errors(formula, match):
+    with pytest.raises(ValueError, match=match):
+        Model(formula, DATA)
+
+
+def test_unknown_column_names_the_term_using_it():
+    with pytest.raises(ValueError, match=r"no column 'tt' \(used by gp\(tt\)\)"):
+        Model("y ~ gp(tt)", DATA)
+    with pytest.raises(ValueError, match=r"no column 'grp' \(used by 1\|grp\)"):
+        Model("y ~ gp(t) + (1|grp)", DATA)
+
+
+def test_nan_and_infinite_values_name_the_column_and_rows():
+    d = DATA.copy()
+    d.loc[[3, 7], "x1"] = [np.nan, np.inf]
+    with pytest.raises(ValueError, match=r"'x1' \(used by the common effects\).*rows \[3, 7\]"):
+        Model("y ~ x1 + gp(t)", d)
+    d = DATA.copy()
+    d.loc[5, "site"] = None
+    with pytest.raises(ValueError, match=r"'site' \(used by gp\(t, by=site\)\).*rows \[5\]"):
+        Model("y ~ gp(t, by=site)", d)
+
+
+def test_gp_on_a_categorical_column():
+    with pytest.raises(
+        ValueError, match=r"gp\(site\) uses the column 'site', which is not numeric"
+    ):
+        Model("y ~ gp(site)", DATA)
+
+
+def test_by_level_with_one_row():
+    d = DATA.copy()
+    d.loc[0, "site"] = "lonely"
+    with pytest.raises(
+        ValueError, match=r"gp\(t, by=site\).*\['a', 'lonely'\] of 'site' have one row"
+    ):
+        Model("y ~ gp(t, by=site)", d)
+
+
+@pytest.mark.parametrize(
+    "family,formula,edit,match",
+    [
+        ("poisson", "counts ~ gp(t)", ("counts", 3, -1.0), "non-negative whole counts.*'counts' has -1 in row 3"),
+        ("negative_binomial", "counts ~ gp(t)", ("counts", 2, 1.5), "whole counts.*1.5 in row 2"),
+        ("bernoulli", "yes ~ gp(t)", ("yes", 4, 2.0), "0/1 outcomes.*'yes' has 2 in row 4"),
+        ("bernoulli", "yes ~ gp(t)", ("yes", slice(None), 0.0), "one class only"),
+        ("binomial", "p(succ, trials) ~ gp(t)", ("succ", 1, 6.0), r"at most the trials \('trials'\).*row 1"),
+        ("binomial", "p(succ, trials) ~ gp(t)", ("trials", 0, 0.0), "positive whole trials.*has 0 in row 0"),
+    ],
+)  # fmt: skip
+def test_a_response_the_family_cannot_have(family, formula, edit, match):
+    d = DATA.copy()
+    col, row, value = edit
+    d.loc[row, col] = value
+    with pytest.raises(ValueError, match=match):
+        Model(formula, d, family=family)
+
+
+def test_family_and_response_form_must_agree():
+    with pytest.raises(ValueError, match="`family` must be one of"):
+        Model("y ~ gp(t)", DATA, family="gamma")
+    with pytest.raises(ValueError, match="binomial response"):
+        Model("p(succ, trials) ~ gp(t)", DATA, family="poisson")
+    with pytest.raises(ValueError, match=r"needs the response p\(successes, trials\)"):
+        Model("succ ~ gp(t)", DATA, family="binomial")
+    with pytest.raises(ValueError, match="not numeric"):
+        Model("site ~ gp(t)", DATA, family="bernoulli")
+
+
+def test_a_prior_for_a_term_that_does_not_exist():
+    with pytest.raises(ValueError, match=r"names \['gp\(x\).ls'\].*'gp\(t\).ls'"):
+        Model("y ~ gp(t)", DATA, priors={"gp(x).ls": 1.0})
+    with pytest.raises(TypeError, match=r"pm\.Normal\.dist"):
+        import pymc as pm
+
+        Model("y ~ x1 + gp(t)", DATA, priors={"x1": pm.StudentT.dist(nu=3, mu=0, sigma=1)})
+
+
+def test_kernel_name_without_object():
+    with pytest.raises(ValueError, match=r"kernel=k names no kernel object.*kernels=\{'k'"):
+        Model("y ~ gp(t, kernel=k)", DATA)
+    with pytest.raises(ValueError, match="unknown kernel 'maternxx'"):
+        Model("y ~ gp(t, kernel='maternxx')", DATA)
+
+
+def test_new_data_errors_name_the_column_and_the_term():
+    m = Model("y ~ x1 + gp(t) + (1|site)", DATA)
+    fit = m.fit("map")
+    with pytest.raises(ValueError, match=r"new data has no column 'x1'"):
+        m.predict(pd.DataFrame({"t": [1.0], "site": ["a"]}), fit)
+    with pytest.raises(ValueError, match=r"'t' \(used by gp\(t\)\).*new data, rows \[1\]"):
+        m.predict(pd.DataFrame({"t": [1.0, np.nan], "site": ["a", "b"], "x1": [0.0, 0.0]}), fit)
+    with pytest.raises(ValueError, match=r"no term 'gp\(x\)'.*\['gp\(t\)', '1\|site'"):
+        m.predict(pd.DataFrame({"t": [1.0], "site": ["a"], "x1": [0.0]}), fit, terms=["gp(x)"])
+
+
+def test_parse_splits_the_terms():
+    p = parse_formula(
+        "y ~ x1 + C(site) + gp(t, by=site, kernel='matern32') + (x1|site) + offset(log(t))"
+    )
+    assert p.response == "y" and p.intercept and p.fixed_terms == ("x1", "C(site)")
+    assert [t.name for t in p.gp_terms] == ["gp(t, by=site)"]
+    assert p.gp_terms[0].kernel == "matern32"
+    assert [(g.name, g.expr, g.factor) for g in p.group_terms] == [
+        ("1|site", None, ("site",)),
+        ("x1|site", "x1", ("site",)),
+    ]
+    assert p.offset_name == "offset(log(t))"
+
+
+def test_two_gps_on_the_same_inputs_are_told_apart_by_their_kernels():
+    p = parse_formula("y ~ gp(t) + gp(t, kernel='periodic')")
+    assert [t.name for t in p.gp_terms] == ["gp(t, kernel='expquad')", "gp(t, kernel='periodic')"]
