@@ -85,18 +85,21 @@ class LinearBasis(Kernel):
 
 
 class FixedMean(pm.gp.mean.Mean):
-    r"""The prior mean of a formula model: :math:`h^\top b` of its common effects plus its offset
-    column."""
+    r"""The prior mean of a formula model: the intercept's prior mean :math:`b_0`, plus
+    :math:`h^\top b` of its common effects, plus its offset column."""
 
-    def __init__(self, columns: Sequence[int], b: np.ndarray, offset: int | None = None):
+    def __init__(
+        self, columns: Sequence[int], b: np.ndarray, offset: int | None = None, b0: float = 0.0
+    ):
         super().__init__()
         self.columns = list(columns)
         self.b = np.asarray(b, dtype=float)
         self.offset = offset
+        self.b0 = float(b0)
 
     def __call__(self, X):
         X = pt.as_tensor_variable(X)
-        out = pt.zeros(X.shape[0], dtype="float64")
+        out = pt.zeros(X.shape[0], dtype="float64") + self.b0
         if self.columns:
             out = out + pt.dot(X[:, self.columns], self.b)
         if self.offset is not None:

@@ -75,12 +75,17 @@ class Design:
                         "per level needs at least two observations in every level (merge those "
                         "levels or drop the rows)"
                     )
+        #: the common effects' column labels (formulae's, without the intercept: the models
+        #: carry it as a constant covariance and a constant mean, with no column)
         self.fixed_labels: list[str] = []
+        #: formulae's term name -> its columns, as positions in :attr:`fixed_labels`
+        self.fixed_terms: dict[str, list[int]] = {}
         self._fixed = None
-        if parsed.fixed_terms or parsed.intercept:
-            rhs = ("1" if parsed.intercept else "0") + "".join(
-                f" + {t}" for t in parsed.fixed_terms
-            )
+        self._keep: list[int] = []
+        if parsed.fixed_terms:
+            rhs = "0" + "".join(f" + {t}" for t in parsed.fixed_terms)
+            if parsed.intercept:  # full-rank dummy coding, as with the intercept in the model
+                rhs = "1" + rhs[1:]
             try:
                 dm = formulae.design_matrices(
                     rhs, data, na_action="error", extra_namespace=NAMESPACE
@@ -90,8 +95,13 @@ class Design:
                     f"the common effects {rhs!r} of {parsed.formula!r} cannot be built: {err}"
                 ) from err
             self._fixed = dm.common
-            for term in dm.common.terms.values():
-                self.fixed_labels += list(term.labels)
+            for term, sl in dm.common.slices.items():
+                if term == "Intercept":
+                    continue
+                start = len(self.fixed_labels)
+                self.fixed_labels += list(dm.common.terms[term].labels)
+                self._keep += list(range(sl.start, sl.stop))
+                self.fixed_terms[term] = list(range(start, len(self.fixed_labels)))
         self.names = (
             self.numeric
             + [f"{f} (group code)" for f in self.factors]
@@ -174,7 +184,7 @@ class Design:
             cols.append(codes)
         if self._fixed is not None:
             H = np.asarray(np.asarray(self._fixed if _train else self._new_fixed(data)), float)
-            cols += list(H.T)
+            cols += list(H[:, self._keep].T)
         if p.offset is not None:
             env = Environment([NAMESPACE])
             off = np.asarray(p.offset.eval(data, env), dtype=float).reshape(-1)

@@ -43,8 +43,14 @@ from bayes_gp.formula.covariance import FixedMean, LinearBasis, OnColumns, SameG
 from bayes_gp.formula.design import Design, gp_columns, group_columns
 from bayes_gp.formula.parse import ParsedFormula, _Name, parse_formula
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
-from bayes_gp.linalg import jittered_cholesky
-from bayes_gp.predictive import CI_QUANTILES, Z_CI, Prediction, gaussian_mixture_quantiles
+from bayes_gp.linalg import jittered_cholesky, plus_diagonal
+from bayes_gp.predictive import (
+    CI_QUANTILES,
+    Z_CI,
+    Prediction,
+    factorize,
+    gaussian_mixture_quantiles,
+)
 from bayes_gp.predictive import predict as gaussian_predict
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import is_nuts
@@ -126,25 +132,25 @@ class FormulaTerms:
             cols = gp_columns(design, t)
             scale = DataScale.of(design.X[:, cols], np.zeros(2))
             self._gp_specs[t.name] = (spec, cols, scale)
-        # common effects: one term per formulae term, a prior mean and variance per column
-        H = design.X[:, design.fixed_columns()] if design.fixed_labels else np.zeros((design.n, 0))
+        # common effects: one term per formulae term, a prior mean and variance per column;
+        # the intercept a constant covariance and mean (no column: a 1-D model stays 1-D)
+        H = design.X[:, design.fixed_columns()]
         b = np.zeros(len(design.fixed_labels))
         v = np.zeros(len(design.fixed_labels))
         for i, lab in enumerate(design.fixed_labels):
-            if lab == "Intercept":
-                b[i], v[i] = loc, (COEF_SCALE * s) ** 2
-            else:
-                sd = float(H[:, i].std()) or 1.0
-                b[i], v[i] = 0.0, (COEF_SCALE * s / sd) ** 2
+            sd = float(H[:, i].std()) or 1.0
+            b[i], v[i] = 0.0, (COEF_SCALE * s / sd) ** 2
             if lab in priors:
                 b[i], v[i] = _normal_prior(lab, priors[lab])
         self._fixed_b, self._fixed_v = b, v
-        fixed_cols = design.fixed_columns()
-        self._fixed_terms: dict[str, list[int]] = {}
-        for term, sl in design._fixed.slices.items() if design._fixed is not None else []:
-            idx = list(range(sl.start, sl.stop))
-            self._fixed_terms[term] = idx
-        self._fixed_mean = FixedMean(fixed_cols, b, design.offset_column)
+        self._intercept: tuple[float, float] | None = None
+        if parsed.intercept:
+            self._intercept = (loc, (COEF_SCALE * s) ** 2)
+            if "Intercept" in priors:
+                self._intercept = _normal_prior("Intercept", priors["Intercept"])
+        self._fixed_terms = dict(design.fixed_terms)
+        b0 = self._intercept[0] if self._intercept else 0.0
+        self._fixed_mean = FixedMean(design.fixed_columns(), b, design.offset_column, b0)
         self._D = D
         self._term_covs: dict[int, dict] = {}
         names = self.prior_names
@@ -153,7 +159,8 @@ class FormulaTerms:
             raise ValueError(
                 f"`priors` names {unknown}, which this model does not have; its names are {names}"
             )
-        self._term_priors = {k: p for k, p in priors.items() if k not in design.fixed_labels}
+        coefs = {*design.fixed_labels, "Intercept"}
+        self._term_priors = {k: p for k, p in priors.items() if k not in coefs}
 
     @property
     def prior_names(self) -> list[str]:
@@ -164,7 +171,7 @@ class FormulaTerms:
             spec = self._gp_specs[t.name][0]
             out += [f"{t.name}.{p}" for p in spec.params]
         out += [f"{g.name}.sigma" for g in self.parsed.group_terms]
-        out += list(self.design.fixed_labels)
+        out += (["Intercept"] if self._intercept else []) + list(self.design.fixed_labels)
         return out + list(self._family_params)
 
     def _term_kernel(self, D: int):
@@ -189,7 +196,8 @@ class FormulaTerms:
 
                 hyper[p] = resolve_prior(user, name, fallback)
             base = spec.build(len(cols), hyper)
-            cov = OnColumns(base, D, cols)
+            # a model on one column keeps the catalogue's kernel (its structure is recognised)
+            cov = base if D == 1 else OnColumns(base, D, cols)
             if t.by:
                 cov = cov * SameGroup(D, self.design.factor_column(t.by))
             covs[t.name] = cov
@@ -198,6 +206,8 @@ class FormulaTerms:
             sigma = resolve_prior(self._term_priors, name, lambda n: pm.HalfNormal(n, sigma=f64(s)))
             group, z = group_columns(self.design, g)
             covs[g.name] = pt.square(sigma) * SameGroup(D, group, z)
+        if self._intercept:
+            covs["Intercept"] = pm.gp.cov.Constant(self._intercept[1])
         fixed_cols = self.design.fixed_columns()
         for term, idx in self._fixed_terms.items():
             cols = [fixed_cols[i] for i in idx]
@@ -227,6 +237,7 @@ class FormulaTerms:
         return (
             [t.name for t in self.parsed.gp_terms]
             + [g.name for g in self.parsed.group_terms]
+            + (["Intercept"] if self._intercept else [])
             + list(self._fixed_terms)
         )
 
@@ -244,6 +255,11 @@ class FormulaTerms:
             z = f"{g.expr}·{g.expr}' " if g.expr else ""
             rows.append(TermInfo(g.name, "group", f"σ² {z}[{':'.join(g.factor)} equal]",
                                  (f"{g.name}.sigma",), tuple(filter(None, [g.expr, *g.factor]))))  # fmt: skip
+        if self._intercept:
+            b0, v0 = self._intercept
+            prior = f"N({b0:.3g}, {np.sqrt(v0):.3g}²)" if v0 > 0 else f"{b0:.6g} (fixed)"
+            rows.append(TermInfo("Intercept", "common", f"constant {prior} (integrated out)",
+                                 (), ()))  # fmt: skip
         for term, idx in self._fixed_terms.items():
             labels = tuple(self.design.fixed_labels[i] for i in idx)
             prior = ", ".join(
@@ -279,7 +295,9 @@ class FormulaTerms:
         def build(Xv):
             cov = covs[term]
             Xt = pt.as_tensor_variable(self._train_inputs)
-            if term in self._fixed_terms:
+            if term == "Intercept":
+                mean = pt.zeros(Xv.shape[0], dtype="float64") + self._intercept[0]
+            elif term in self._fixed_terms:
                 idx = self._fixed_terms[term]
                 cols = [fixed_cols[i] for i in idx]
                 mean = pt.dot(Xv[:, cols], self._fixed_b[idx])
@@ -345,14 +363,15 @@ class FormulaRegression(FormulaTerms, GPRegression):
 
     _family_params = ("sigma",)
 
-    def __init__(self, parsed, design, y, *, priors=None, kernels=None, jitter=None):
+    def __init__(self, parsed, design, y, *, priors=None, kernels=None, jitter=None,
+                 structure=None):  # fmt: skip
         priors = dict(priors or {})
         loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
         self._setup_terms(parsed, design, "gaussian", priors, kernels, loc, s)
         options = {} if jitter is None else {"jitter": jitter}
         super().__init__(
             design.frame(), y, self._term_kernel, mean=self._fixed_mean,
-            priors={k: v for k, v in priors.items() if k == "sigma"}, structure="dense",
+            priors={k: v for k, v in priors.items() if k == "sigma"}, structure=structure,
             **options,
         )  # fmt: skip
 
@@ -363,8 +382,21 @@ class FormulaRegression(FormulaTerms, GPRegression):
     def _term_factors(self, fit, max_draws):
         draws = [self._values(fit.params)] if not is_nuts(fit) else self._draws(fit, max_draws)
         for values in draws:
-            _, fac = self.marginal.factor(values)
+            fac = self.marginal.factor(values)[1] if self.marginal.dense else self._dense(values)
             yield values, (lambda Ks, kss, fac=fac: gaussian_predict(fac, Ks, kss))
+
+    def _dense(self, values):
+        """The dense factor of :math:`C` where the marginal likelihood in use has none (the
+        O(n) quasiseparable one): per-term predictions need each term's cross-covariance
+        against :math:`C^{-1}`, :math:`O(n^3)` once per draw."""
+
+        def build(_):
+            Xt = pt.as_tensor_variable(self.X)
+            noise = pt.square(self._sigma) + self.jitter_tensor
+            return [self._mean(Xt), plus_diagonal(self._cov(Xt), noise)]
+
+        m, C = self._compiled("dense_train", build)(*values, np.zeros((0, self.X.shape[1])))
+        return factorize(C, self.y - m)
 
     def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False,
                 terms=None, max_draws: int = 500) -> Prediction | dict[str, Prediction]:  # fmt: skip
@@ -381,6 +413,12 @@ class FormulaRegression(FormulaTerms, GPRegression):
 
     def describe_engine(self) -> str:
         n = self.X.shape[0]
+        if self.quasiseparable:
+            return (
+                f"exact marginal likelihood in O(n) (quasiseparable state-space recursion over "
+                f"the one input column, n = {n}): every term integrated out, NUTS sees "
+                f"{len(self.hyperparameters)} hyperparameters"
+            )
         return (
             f"exact marginal likelihood, dense Cholesky of the {n}×{n} summed covariance "
             f"(O(n³) = {n**3 / 3:.2g} flops per log density): every term and coefficient "
@@ -501,7 +539,7 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
 
 def Model(formula: str, data, family: str = "gaussian", *, link: str | None = None,
           priors: Mapping[str, Any] | None = None, kernels: Mapping[str, Any] | None = None,
-          jitter: float | None = None):  # fmt: skip
+          jitter: float | None = None, structure: str | None = None):  # fmt: skip
     r"""A GP model written as a formula, with the engine chosen for it.
 
     Parameters
@@ -525,6 +563,11 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         Kernel objects named in ``gp(..., kernel=name)``.
     jitter : float, optional
         The engine's jitter (its default when omitted).
+    structure : None, "dense" or "quasiseparable"
+        The gaussian family's exact likelihood (:class:`~bayes_gp.GPRegression`'s
+        ``structure``): by default the O(n) quasiseparable one when the whole model lies on one
+        input column with a state-space kernel (``y ~ gp(t, kernel="matern32")``) and n is large,
+        the dense Cholesky otherwise.
 
     Returns
     -------
@@ -551,6 +594,9 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
     if family == "gaussian":
         if link not in (None, "identity"):
             raise ValueError(f"the gaussian family has the identity link, not {link!r}")
-        return FormulaRegression(parsed, design, y, priors=priors, kernels=kernels, jitter=jitter)
+        return FormulaRegression(parsed, design, y, priors=priors, kernels=kernels, jitter=jitter,
+                                 structure=structure)  # fmt: skip
+    if structure is not None:
+        raise ValueError("`structure` applies to the gaussian family's exact likelihood")
     return FormulaLatentGP(parsed, design, y, family, link=link, priors=priors, kernels=kernels,
                            jitter=jitter, trials=trials)  # fmt: skip

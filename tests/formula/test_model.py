@@ -206,3 +206,27 @@ def test_ard_and_kernel_objects():
     k = K.Matern32(1, ls=pm.Gamma.dist(2.0, 1.0))
     mk = Model("y ~ gp(t, kernel=k)", DATA, kernels={"k": 1.5 * k})
     assert "gp(t).ls" in mk.hyperparameters and "gp(t).eta" not in mk.hyperparameters
+
+
+def test_a_one_column_model_takes_the_quasiseparable_engine():
+    """y ~ gp(t, kernel='matern32'): the intercept is a constant kernel, not a column, so the
+    model stays 1-D and the O(n) state-space likelihood applies; it equals the dense one."""
+    formula = "y ~ gp(t, kernel='matern32')"
+    qs = Model(formula, DATA, structure="quasiseparable")
+    dense = Model(formula, DATA, structure="dense")
+    assert qs.quasiseparable and not dense.quasiseparable
+    assert "O(n)" in dict(qs.describe())["engine"]
+    params = {"gp(t).ls": 1.3, "gp(t).eta": 0.9, "sigma": 0.3}
+    np.testing.assert_allclose(
+        qs.log_marginal_likelihood(params), dense.log_marginal_likelihood(params), rtol=1e-9
+    )
+    fit = qs.fit("map")
+    new = pd.DataFrame({"t": [0.5, 4.0, 11.0]})
+    a = qs.predict(new, fit, terms=["gp(t)", "Intercept"])
+    b = dense.predict(new, fit, terms=["gp(t)", "Intercept"])
+    for t in a:
+        np.testing.assert_allclose(a[t].mean, b[t].mean, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(a[t].var, b[t].var, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        a["gp(t)"].mean + a["Intercept"].mean, qs.predict(new, fit).mean, rtol=1e-7
+    )
