@@ -55,6 +55,9 @@ GRID = (-5.0, 5.0)
 #: diagonal: the first try, and the largest allowed (grown tenfold per failure), the package's
 #: (:mod:`bayes_gp.inference.jitter`).
 JITTER_START, JITTER_MAX = DEFAULT_JITTER, MAX_RELATIVE_JITTER
+#: The families of ``--formula`` (:data:`bayes_gp.formula.FAMILIES`, not imported here: the
+#: command line starts without PyMC).
+FORMULA_FAMILIES = ("gaussian", "student_t", "bernoulli", "binomial", "poisson", "negative_binomial")
 #: The option of each library parameter whose option is not ``--<parameter>`` (``_`` as ``-``).
 OPTIONS = {"n_restarts": "--restarts"}
 
@@ -143,7 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--y) and write posterior.nc, predictions.csv, fit.json and report.html into --out DIR, "
         "atomically: DIR holds either the previous result or the complete new one.",
     )
-    p.add_argument("model", metavar="MODEL", help="declared model name, or path to a .csv file")
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        help="declared model name, or path to a .csv file (omit it with --formula and --data)",
+    )
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     p.add_argument(
         "--method",
@@ -174,6 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--fast", action="store_true", help="the model's fast settings: smaller data, fewer draws"
     )
     p.add_argument("--no-report", action="store_true", help="skip report.html")
+    p.add_argument(
+        "--formula",
+        help="a formula model on a CSV file (with --data): 'y ~ x1 + gp(t) + (1|site)', "
+        "'p(successes, trials) ~ gp(t)', offset(log(exposure)); see bayes_gp.Model",
+    )
+    p.add_argument("--data", metavar="CSV", help="the CSV file of --formula")
+    p.add_argument(
+        "--family",
+        choices=FORMULA_FAMILIES,
+        default="gaussian",
+        help="the family of --formula (gaussian)",
+    )
+    p.add_argument("--link", choices=("logit", "probit"), help="--family bernoulli's link")
     p.add_argument("--x", help="CSV: comma-separated input columns")
     p.add_argument("--y", help="CSV: target column")
     p.add_argument(
@@ -399,14 +420,60 @@ def _unexpected(cmd: str, exc: BaseException, debug: bool) -> CLIError:
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     """``bayes-gp fit``: see :func:`build_parser`."""
-    from bayes_gp import workflow
-
     out: Path = args.out
     if out.exists() and not out.is_dir():
         raise CLIError(f"{PROG} fit: error: --out {out} exists and is not a directory", 2)
-    is_csv = args.model.lower().endswith(".csv") or Path(args.model).is_file()
+    if args.formula is not None:
+        return _fit(args, _formula_model(args))
+    if args.model is None:
+        raise CLIError(f"{PROG} fit: error: give MODEL (a declared model or a .csv file) or "
+                       "--formula with --data", 2)  # fmt: skip
+    for option in ("data", "link"):
+        if getattr(args, option) is not None:
+            raise CLIError(f"{PROG} fit: error: --{option} goes with --formula", 2)
+    if args.family != "gaussian":
+        raise CLIError(f"{PROG} fit: error: --family goes with --formula", 2)
+    return _fit(args, None)
+
+
+def _formula_model(args: argparse.Namespace):
+    """The :class:`~bayes_gp.workflow.FormulaCSVModel` of ``--formula``, ``--data``,
+    ``--family`` and ``--link``."""
+    from bayes_gp import workflow
+
+    path = args.data or args.model
+    if path is None:
+        raise CLIError(f"{PROG} fit: error: --formula needs --data CSV (the data file)", 2)
+    if args.data and args.model:
+        raise CLIError(f"{PROG} fit: error: give the CSV file once (--data), not also as MODEL", 2)
+    clash = [o for o in ("x", "y", "likelihood", "exposure", "trials") if getattr(args, o)]
+    if clash or args.ard or args.task != "regression":
+        name = f"--{clash[0]}" if clash else ("--ard" if args.ard else "--task")
+        raise CLIError(
+            f"{PROG} fit: error: {name} is for a CSV model without a formula; with --formula "
+            "the formula names the columns (gp(x1, x2, ard=True)), --family the likelihood, "
+            "p(successes, trials) the trials and offset(log(exposure)) the exposure",
+            2,
+        )
     try:
-        if is_csv:
+        return workflow.FormulaCSVModel(path, args.formula, args.family, args.link)
+    except (ValueError, TypeError) as exc:
+        raise CLIError(f"{PROG} fit: error: {_worded(exc)}") from None
+
+
+def _fit(args: argparse.Namespace, formula_model) -> int:
+    """Fit ``formula_model``, or the declared model or CSV model of ``args.model``."""
+    from bayes_gp import workflow
+
+    out: Path = args.out
+    is_csv = formula_model is None and (
+        args.model.lower().endswith(".csv") or Path(args.model).is_file()
+    )
+    try:
+        if formula_model is not None:
+            model = formula_model
+            data = model.load_data()  # fail on bad data before any compilation
+        elif is_csv:
             if not args.x or not args.y:
                 raise CLIError(f"{PROG} fit: error: a CSV file needs --x COLUMNS and --y COLUMN", 2)
             model = workflow.CSVModel(

@@ -47,7 +47,7 @@ parameter, which the command line words as its option.
 from bayes_gp.workflow.fitting import FitResult, default_settings, run
 from bayes_gp.workflow.fitting import describe as describe
 from bayes_gp.workflow.reporting import make_report, provenance
-from bayes_gp.workflow.spec import CSVModel
+from bayes_gp.workflow.spec import CSVModel, FormulaCSVModel
 from bayes_gp.workflow.spec import parse_columns as parse_columns
 from bayes_gp.workflow.store import FIT_JSON, POSTERIOR, PREDICTIONS, load, save
 from bayes_gp.workflow.store import REPORT as REPORT
@@ -57,6 +57,7 @@ _default_settings = default_settings
 
 __all__ = [
     "CSVModel",
+    "FormulaCSVModel",
     "FitResult",
     "run",
     "save",

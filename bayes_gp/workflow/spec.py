@@ -22,6 +22,7 @@ from bayes_gp.inference.methods import LATENT_RENAMED, RENAMED_BY_TASK
 
 __all__ = [
     "CSVModel",
+    "FormulaCSVModel",
     "DEFAULT_SETTINGS",
     "CSV_METHODS",
     "parse_columns",
@@ -268,6 +269,116 @@ class CSVModel:
         return GPClassifier(X, data.y_train, self.kernel, link=link, ard=self.ard)
 
 
+def _read_csv(path: str) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise ValueError(f"no such file: {path}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path} as CSV: {exc}") from None
+
+
+@dataclass(frozen=True)
+class FormulaCSVModel:
+    """A formula model (:func:`bayes_gp.Model`) on a CSV file, with the declared-model
+    interface: ``bayes-gp fit --formula "y ~ gp(t) + (1|site)" --data file.csv``.
+
+    Parameters
+    ----------
+    path : path to a CSV file with a header row
+    formula : str
+        The model's formula (:mod:`bayes_gp.formula`).
+    family : str
+        One of :data:`bayes_gp.formula.FAMILIES`.
+    link : str, optional
+        The bernoulli family's link (``"logit"``, ``"probit"``).
+
+    Raises
+    ------
+    ValueError
+        For a formula that does not parse or a family that does not exist (before the file is
+        read).
+    """
+
+    path: str
+    formula: str
+    family: str = "gaussian"
+    link: str | None = None
+
+    def __post_init__(self):
+        from bayes_gp.formula import FAMILIES, parse_formula
+
+        if self.family not in FAMILIES:
+            raise ArgumentError(
+                "{family} must be one of {choices}, got {value!r}",
+                ("family",),
+                choices=", ".join(FAMILIES),
+                value=self.family,
+            )
+        parse_formula(self.formula)
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+    @property
+    def task(self) -> str:
+        if self.family == "gaussian":
+            return "regression"
+        return _LIKELIHOOD_TASKS.get(self.family, "counts")
+
+    @property
+    def summary(self) -> str:
+        return f"{self.formula} ({self.family}) from {self.path}"
+
+    @property
+    def renamed(self) -> Mapping[str, str]:
+        """The previous release's method names (a latent GP's, or regression's)."""
+        return RENAMED_BY_TASK["regression"] if self.family == "gaussian" else LATENT_RENAMED
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        from bayes_gp.formula import FormulaLatentGP, FormulaRegression
+
+        cls = FormulaRegression if self.family == "gaussian" else FormulaLatentGP
+        return cls.fit_methods
+
+    def settings(self, fast: bool) -> dict:
+        return dict(DEFAULT_SETTINGS["fast" if fast else "full"])
+
+    def spec(self) -> dict:
+        return {
+            "csv": str(Path(self.path).resolve()),
+            "formula": self.formula,
+            "family": self.family,
+            "link": self.link,
+        }
+
+    def _model(self):
+        from bayes_gp.formula import Model
+
+        return Model(self.formula, _read_csv(self.path), self.family, link=self.link)
+
+    def load_data(self, fast: bool = False) -> Dataset:
+        """Read the CSV file and build the model's design matrix (every check of
+        :func:`bayes_gp.Model` on the data: missing columns, NaN rows, a response the family
+        cannot have). ``fast`` is ignored: a CSV file has one size."""
+        m = self._model()
+        return Dataset(
+            X_train=m.X,
+            y_train=m.observed,
+            feature_names=list(m.feature_names),
+            target_name=m.parsed.response,
+            source=str(self.path),
+            notes={"formula": self.formula, "family": self.family},
+        )
+
+    def build(self, data: Dataset, method: str | None = None):
+        """The formula model of the file (``data`` is its design, from :meth:`load_data`)."""
+        choose_method(self.name, self.methods, method, self.renamed)
+        return self._model()
+
+
 def parse_columns(text: str) -> tuple[str, ...]:
     """``"a,b , c"`` → ``("a", "b", "c")``.
 
@@ -282,23 +393,27 @@ def parse_columns(text: str) -> tuple[str, ...]:
     return cols
 
 
-def resolve(model: str | DeclaredModel | CSVModel) -> DeclaredModel | CSVModel:
+def resolve(model: str | DeclaredModel | CSVModel | FormulaCSVModel):
     """The declared model named ``model``, or ``model`` itself."""
     if isinstance(model, str):
         return load_model(model)
     return model
 
 
-def spec_of(decl: DeclaredModel | CSVModel) -> dict:
+def spec_of(decl: DeclaredModel | CSVModel | FormulaCSVModel) -> dict:
     """How to rebuild ``decl`` (saved in ``fit.json``): ``{"model": name}`` or the CSV
-    specification (:meth:`CSVModel.spec`)."""
-    return decl.spec() if isinstance(decl, CSVModel) else {"model": decl.name}
+    specification (:meth:`CSVModel.spec`, :meth:`FormulaCSVModel.spec`)."""
+    if isinstance(decl, CSVModel | FormulaCSVModel):
+        return decl.spec()
+    return {"model": decl.name}
 
 
-def from_spec(spec: dict) -> DeclaredModel | CSVModel:
+def from_spec(spec: dict) -> DeclaredModel | CSVModel | FormulaCSVModel:
     """The model :func:`spec_of` wrote ``spec`` for."""
     if "model" in spec:
         return load_model(spec["model"])
+    if "formula" in spec:
+        return FormulaCSVModel(spec["csv"], spec["formula"], spec["family"], spec.get("link"))
     return CSVModel(
         spec["csv"], tuple(spec["x"]), spec["y"], spec["kernel"], spec["task"], spec["ard"],
         spec.get("likelihood"), spec.get("exposure"), spec.get("trials"),
