@@ -230,3 +230,32 @@ def test_a_one_column_model_takes_the_quasiseparable_engine():
     np.testing.assert_allclose(
         a["gp(t)"].mean + a["Intercept"].mean, qs.predict(new, fit).mean, rtol=1e-7
     )
+
+
+HIER_NAMES = {"f0_ls": "gp(t).ls", "f0_eta": "gp(t).eta", "ls": "gp(t, by=site).ls",
+              "eta": "gp(t, by=site).eta", "intercept_sd": "1|site.sigma", "sigma": "sigma"}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["gaussian", "poisson"])
+def test_a_shared_and_a_per_group_gp_are_the_hierarchical_model(family):
+    """HierarchicalGP(shared=True, pooling='shared', random_intercept=True) is
+    y ~ 0 + gp(t) + gp(t, by=site) + (1|site) + offset(its fixed mean): log marginal likelihood
+    (Laplace evidence for Poisson) and gradient equal to 1e-10."""
+    from bayes_gp import HierarchicalGP
+
+    y = "y" if family == "gaussian" else "counts"
+    h = HierarchicalGP(DATA, "t", y, "site", "expquad", shared=True, pooling="shared",
+                       random_intercept=True, likelihood=family)  # fmt: skip
+    d = DATA.assign(m0=h.scale.y_mean)  # the hierarchical model's fixed mean
+    # HierarchicalGP adds its jitter to K0 and to each group's block: twice on the diagonal
+    jitter = {"jitter": 2e-10} if family == "gaussian" else {}
+    m = Model(f"{y} ~ 0 + gp(t) + gp(t, by=site) + (1|site) + offset(m0)", d, family, **jitter)
+    hp = {"f0_ls": 1.2, "f0_eta": 0.7, "ls": 0.9, "eta": 0.5, "intercept_sd": 0.8}
+    if family == "gaussian":
+        hp["sigma"] = 0.3
+    lh, gh = h.log_marginal_likelihood(hp, eval_gradient=True)
+    lm, gm = m.log_marginal_likelihood({HIER_NAMES[k]: v for k, v in hp.items()},
+                                       eval_gradient=True)  # fmt: skip
+    np.testing.assert_allclose(lm, lh, rtol=1e-10)
+    for k in hp:
+        np.testing.assert_allclose(gm[HIER_NAMES[k]], gh[k], rtol=1e-7, atol=1e-10)
