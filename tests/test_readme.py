@@ -24,11 +24,19 @@ def test_readme_has_exactly_two_commands():
 
 def test_quickstart_runs(capsys):
     blocks = _python_blocks()
-    assert blocks, "README has no python block"
+    assert len(blocks) >= 2, "README's quickstart has the formula block and the classes block"
     namespace: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # the quickstart uses current APIs only
         exec(compile(blocks[0], str(README), "exec"), namespace)
+        # the formula model: subject slopes around lme4's 5.9 ms/day; a new subject's band is
+        # wider than a known one's
+        fit, parts, band = namespace["fit"], namespace["parts"], namespace["band"]
+        assert 3.0 < float(fit.params["Days|Subject.sigma"]) < 10.0
+        assert parts["Days|Subject"].mean[1] == 0.0
+        assert band.upper[1] - band.lower[1] > band.upper[0] - band.lower[0]
+        namespace = {}
+        exec(compile(blocks[1], str(README), "exec"), namespace)
     fit, pred = namespace["fit"], namespace["pred"]
     # a sine with noise sd 0.1: the ML-II noise estimate is in the right range
     assert 0.03 < float(fit.params["sigma"]) < 0.2
