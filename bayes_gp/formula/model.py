@@ -153,6 +153,13 @@ class FormulaTerms:
         self._fixed_mean = FixedMean(design.fixed_columns(), b, design.offset_column, b0)
         self._D = D
         self._term_covs: dict[int, dict] = {}
+        terms = self.term_names
+        twice = sorted({t for t in terms if terms.count(t) > 1})
+        if twice:
+            raise ValueError(
+                f"the formula {parsed.formula!r} has two terms named {twice}; give the GP term "
+                "another name (gp(..., name='...'))"
+            )
         names = self.prior_names
         unknown = sorted(set(priors) - set(names))
         if unknown:
@@ -272,13 +279,21 @@ class FormulaTerms:
                                  labels))  # fmt: skip
         return pd.DataFrame([r.__dict__ for r in rows]).set_index("name")
 
-    def _check_terms(self, terms) -> list[str]:
+    def _check_terms(self, terms) -> dict[str, tuple[str, ...]]:
+        """``{label: names}``: a name is one term, a tuple or list of names their sum
+        (labelled ``"a + b"``)."""
         terms = [terms] if isinstance(terms, str) else list(terms)
         known = self.term_names
-        unknown = [t for t in terms if t not in known]
-        if unknown:
-            raise ValueError(f"no term {unknown[0]!r} in this model; its terms are {known}")
-        return terms
+        out = {}
+        for t in terms:
+            group = (t,) if isinstance(t, str) else tuple(t)
+            unknown = [g for g in group if g not in known]
+            if unknown or not group:
+                raise ValueError(
+                    f"no term {unknown[0] if unknown else t!r} in this model; its terms are {known}"
+                )
+            out[" + ".join(group)] = group
+        return out
 
     def _design_of(self, new_data) -> np.ndarray:
         if isinstance(new_data, pd.DataFrame | Mapping):
@@ -314,17 +329,23 @@ class FormulaTerms:
         type-II fit; the mixture over up to ``max_draws`` NUTS draws). A level of a grouping
         factor that the training data lacks gets the term's prior (a new group's effect).
 
-        ``terms``: a name or list of names of :attr:`term_names` (default: all).
+        ``terms``: a name or list of names of :attr:`term_names` (default: all); a tuple of
+        names in the list is their sum, with its own band (``("Intercept", "trend")``, labelled
+        ``"Intercept + trend"``): the terms' bands do not add, their covariance does.
         """
-        names = self._check_terms(self.term_names if terms is None else terms)
+        groups = self._check_terms(self.term_names if terms is None else terms)
         Xn = self._design_of(new_data)
-        per: dict[str, tuple[list, list]] = {t: ([], []) for t in names}
+        per: dict[str, tuple[list, list]] = {t: ([], []) for t in groups}
         for values, factor in self._term_factors(fit, max_draws):
-            for t in names:
-                Ks, kss, m = self._term_new(values, Xn, t)
+            cache: dict[str, tuple] = {}
+            for label, names in groups.items():
+                # a sum of terms: their cross- and prior covariances add (the terms are
+                # independent a priori), and so do their prior means
+                parts = [cache.setdefault(n, self._term_new(values, Xn, n)) for n in names]
+                Ks, kss, m = (sum(p[i] for p in parts) for i in range(3))
                 mu, var = factor(Ks, kss)
-                per[t][0].append(m + mu)
-                per[t][1].append(np.maximum(var, 0.0))
+                per[label][0].append(m + mu)
+                per[label][1].append(np.maximum(var, 0.0))
         out = {}
         for t, (means, variances) in per.items():
             means, variances = np.array(means), np.array(variances)

@@ -7,7 +7,8 @@ as in Bambi) with three more calls:
   numeric columns; ``by=`` gives one GP per level of the factor ``g`` with the hyperparameters
   shared (the kernel :math:`k(x, x')\,[g = g']`); ``kernel=`` a catalogue expression
   (:func:`~bayes_gp.regression.catalogue.kernel_spec`) or the name of a kernel object given in
-  the model's ``kernels=`` mapping.
+  the model's ``kernels=`` mapping; ``name="trend"`` the term's name (default ``gp(x1, x2)``,
+  or ``gp(t, by=g)``), which prefixes its hyperparameters (``trend.ls``).
 * ``offset(expr)``: a term with coefficient fixed at one (``offset(log(exposure))``).
 * ``p(successes, trials)`` as the response of a binomial family.
 
@@ -29,7 +30,7 @@ from formulae.terms.terms import GroupSpecificTerm, Intercept, Term
 __all__ = ["GPTerm", "GroupTerm", "ParsedFormula", "parse_formula", "GP_OPTIONS"]
 
 #: The keyword arguments of ``gp()``.
-GP_OPTIONS = ("by", "kernel", "ard")
+GP_OPTIONS = ("by", "kernel", "ard", "name")
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,13 @@ def _gp_term(call, formula: str) -> GPTerm:
         raise ValueError(f"gp(ard=...) takes True or False, got {ard!r} in {formula!r}")
     kernel = opts.get("kernel", "expquad")
     name = f"gp({', '.join(variables)}" + (f", by={by.name}" if by else "") + ")"
+    if "name" in opts:
+        name = opts["name"]
+        if not isinstance(name, str) or not name.strip() or "." in name or "|" in name:
+            raise ValueError(
+                f"gp(name=...) takes a non-empty string without '.' or '|' (it prefixes the "
+                f"term's hyperparameters, 'name.ls'), got {name!r} in {formula!r}"
+            )
     return GPTerm(name, tuple(variables), by.name if by else None, kernel, ard)
 
 
@@ -201,7 +209,7 @@ def parse_formula(formula: str) -> ParsedFormula:
         # two GPs on the same inputs: tell them apart by their kernels
         relabelled = []
         for t in gp_terms:
-            if t.name in dup:
+            if t.name in dup and t.name.startswith("gp("):
                 k = t.kernel.name if isinstance(t.kernel, _Name) else t.kernel
                 t = GPTerm(f"{t.name[:-1]}, kernel={k!r})", t.variables, t.by, t.kernel, t.ard)
             relabelled.append(t)
@@ -209,7 +217,8 @@ def parse_formula(formula: str) -> ParsedFormula:
         names = [t.name for t in gp_terms]
         if len(set(names)) != len(names):
             raise ValueError(
-                f"the formula {formula!r} has the same GP term twice: {sorted(set(names))}"
+                f"the formula {formula!r} has two GP terms named alike ({sorted(set(names))}); "
+                "name them: gp(t, kernel='expquad', name='trend')"
             )
     groups = []
     for g in desc.group_terms:

@@ -28,10 +28,12 @@ DATA = pd.DataFrame(
     [
         ("gp(t)", "response on the left"),
         ("~ gp(t)", "cannot parse|response"),
-        ("y ~ gp(t, width=2)", r"no option \['width'\].*\['by', 'kernel', 'ard'\]"),
+        ("y ~ gp(t, width=2)", r"no option \['width'\].*\['by', 'kernel', 'ard', 'name'\]"),
         ("y ~ gp(np.log(t))", "column names as its inputs"),
         ("y ~ gp(t, t)", "lists a column twice"),
-        ("y ~ gp(t, kernel='expquad') + gp(t)", "same GP term twice"),
+        ("y ~ gp(t, kernel='expquad') + gp(t)", "two GP terms named alike.*name='trend'"),
+        ("y ~ gp(t, name='a.b')", r"gp\(name=...\) takes a non-empty string without '\.'"),
+        ("y ~ x1 + gp(t, name='x1')", r"two terms named \['x1'\]"),
         ("y ~ gp(t, ard=3)", "True or False"),
         ("np.log(y) ~ gp(t)", "response .* must be a column name"),
     ],
@@ -144,6 +146,12 @@ def test_parse_splits_the_terms():
         ("x1|site", "x1", ("site",)),
     ]
     assert p.offset_name == "offset(log(t))"
+
+
+def test_gp_terms_named_by_the_user():
+    m = Model("y ~ gp(t, name='trend') + gp(t, kernel='periodic', name='season')", DATA)
+    assert m.term_names[:2] == ["trend", "season"]
+    assert {"trend.ls", "season.period"} <= set(m.hyperparameters)
 
 
 def test_two_gps_on_the_same_inputs_are_told_apart_by_their_kernels():

@@ -156,6 +156,18 @@ def test_per_term_predictions_are_the_closed_form_and_add_up():
         var = kss - np.sum(Ks * np.linalg.solve(C, Ks), axis=0)
         np.testing.assert_allclose(terms[name].mean, mean, rtol=1e-8, atol=1e-12)
         np.testing.assert_allclose(terms[name].var, var, rtol=1e-8, atol=1e-12)
+    # a tuple of terms: the posterior of their sum (cross-covariances add; the bands do not)
+    both = m.predict(new, fit, terms=[("gp(t)", "1|site")])["gp(t) + 1|site"]
+    Ks = Kt(T, new["t"].to_numpy()) + Kg(SITE, new["site"].to_numpy())
+    kss = np.diag(Kt(new["t"].to_numpy(), new["t"].to_numpy())) + 0.7**2
+    np.testing.assert_allclose(both.mean, terms["gp(t)"].mean + terms["1|site"].mean, rtol=1e-9)
+    np.testing.assert_allclose(both.var, kss - np.sum(Ks * np.linalg.solve(C, Ks), axis=0),
+                               rtol=1e-8)  # fmt: skip
+    # known groups: the two terms' posteriors are anti-correlated (they share the data); the
+    # new group's effect is independent of the curve
+    added = terms["gp(t)"].var + terms["1|site"].var
+    assert np.all(both.var[:2] < added[:2])
+    np.testing.assert_allclose(both.var[2], added[2], rtol=1e-9)
     # the new group: no information from the data, the prior N(0, sigma_site^2)
     assert terms["1|site"].mean[2] == 0.0
     np.testing.assert_allclose(terms["1|site"].var[2], 0.7**2, rtol=1e-12)
