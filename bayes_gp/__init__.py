@@ -5,7 +5,8 @@ Subpackages
 formula
     ``Model("y ~ x + gp(t) + gp(t, by=site) + (1 | site)", data, family=...)``: the front door.
     A formula with GP terms, group-specific and common effects and any family, on the engine
-    that integrates the most out exactly (``FormulaRegression``, ``FormulaLatentGP``).
+    that integrates the most out exactly (``FormulaRegression``, ``FormulaLatentGP``,
+    ``FormulaMulticlass``).
 kernels
     The kernel catalogue (R&W ch. 4, PRML ch. 6): PyMC covariance functions.
 eigen
@@ -57,7 +58,7 @@ from bayes_gp.classification import (
     MulticlassGPClassifier,
 )
 from bayes_gp.deep import DeepKernelRegression, DKLFit
-from bayes_gp.formula import FormulaLatentGP, FormulaRegression, Model
+from bayes_gp.formula import FormulaLatentGP, FormulaMulticlass, FormulaRegression, Model
 from bayes_gp.hierarchical import HierarchicalGP, HierarchicalLatentGP
 from bayes_gp.inference import MapFit
 from bayes_gp.latent import EPFit, LatentFit, LatentGP, SiteFit, VIFit
@@ -73,6 +74,7 @@ __all__ = [
     "Model",
     "FormulaRegression",
     "FormulaLatentGP",
+    "FormulaMulticlass",
     "kernels",
     "eigen",
     "validate",

@@ -57,7 +57,15 @@ GRID = (-5.0, 5.0)
 JITTER_START, JITTER_MAX = DEFAULT_JITTER, MAX_RELATIVE_JITTER
 #: The families of ``--formula`` (:data:`bayes_gp.formula.FAMILIES`, not imported here: the
 #: command line starts without PyMC).
-FORMULA_FAMILIES = ("gaussian", "student_t", "bernoulli", "binomial", "poisson", "negative_binomial")
+FORMULA_FAMILIES = (
+    "gaussian",
+    "student_t",
+    "bernoulli",
+    "binomial",
+    "poisson",
+    "negative_binomial",
+    "categorical",
+)
 #: The option of each library parameter whose option is not ``--<parameter>`` (``_`` as ``-``).
 OPTIONS = {"n_restarts": "--restarts"}
 

@@ -7,7 +7,20 @@ Modules: :mod:`~bayes_gp.formula.parse` (the formula's terms, with `formulae`),
 (the models and :func:`Model`).
 """
 
-from bayes_gp.formula.model import FAMILIES, FormulaLatentGP, FormulaRegression, Model
+from bayes_gp.formula.model import (
+    FAMILIES,
+    FormulaLatentGP,
+    FormulaMulticlass,
+    FormulaRegression,
+    Model,
+)
 from bayes_gp.formula.parse import parse_formula
 
-__all__ = ["Model", "FormulaRegression", "FormulaLatentGP", "FAMILIES", "parse_formula"]
+__all__ = [
+    "Model",
+    "FormulaRegression",
+    "FormulaLatentGP",
+    "FormulaMulticlass",
+    "FAMILIES",
+    "parse_formula",
+]

@@ -39,6 +39,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logit
 
 from bayes_gp._validation import f64
+from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
 from bayes_gp.formula.covariance import FixedMean, LinearBasis, OnColumns, SameGroup
 from bayes_gp.formula.design import Design, gp_columns, group_columns
 from bayes_gp.formula.parse import ParsedFormula, _Name, parse_formula
@@ -57,10 +58,25 @@ from bayes_gp.protocol import is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.gpr import GPRegression
 
-__all__ = ["Model", "FormulaRegression", "FormulaLatentGP", "FAMILIES", "TermInfo"]
+__all__ = [
+    "Model",
+    "FormulaRegression",
+    "FormulaLatentGP",
+    "FormulaMulticlass",
+    "FAMILIES",
+    "TermInfo",
+]
 
 #: The families and the engine each gets.
-FAMILIES = ("gaussian", "student_t", "bernoulli", "binomial", "poisson", "negative_binomial")
+FAMILIES = (
+    "gaussian",
+    "student_t",
+    "bernoulli",
+    "binomial",
+    "poisson",
+    "negative_binomial",
+    "categorical",
+)
 
 #: Prior sd of a common-effect coefficient, in units of the response's sd over the column's sd
 #: (the intercept: the response's sd), as the ``mean="linear"`` option of the models.
@@ -519,10 +535,76 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
         )
 
 
+class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
+    r"""A categorical-family formula model (softmax over one latent function per class, every
+    class with the formula's covariance and shared hyperparameters): the C latent functions
+    integrated out by Laplace inside NUTS (R&W §3.5, Algorithm 3.3), joint latent NUTS, or the
+    type-II fit; see :func:`Model`. The intercept is per class (its constant covariance); the
+    classes' prior means are zero."""
+
+    _family_params = ()
+
+    def __init__(self, parsed, design, y, *, priors=None, kernels=None, jitter=None):
+        priors = dict(priors or {})
+        if design.offset_column is not None:
+            raise ValueError("an offset() applies to one latent function, not to a categorical "
+                             "family's C of them")  # fmt: skip
+        self._setup_terms(parsed, design, "categorical", priors, kernels, 0.0, LINK_SCALE)
+        if self._intercept is not None:  # the softmax is invariant to a common shift
+            self._intercept = (0.0, self._intercept[1])
+        self._fixed_b = np.zeros_like(self._fixed_b)
+        super().__init__(design.frame(), y, self._term_kernel, shared=True, jitter=jitter)
+
+    @property
+    def _train_inputs(self) -> np.ndarray:
+        return self.X
+
+    def predict_terms(self, new_data, fit, terms=None, **options):
+        raise ValueError(
+            "per-term predictions of a categorical model are not available: each term has one "
+            "contribution per class, coupled through the softmax; predict() gives the class "
+            "probabilities"
+        )
+
+    def predict(self, X_new, fit, *, terms=None):
+        """The most probable class at each row of new data (a DataFrame with the formula's
+        columns, or a design matrix); :meth:`predict_proba` gives the probabilities."""
+        if terms is not None:
+            return self.predict_terms(X_new, fit, terms)
+        return super().predict(self._design_of(X_new), fit)
+
+    def predict_proba(self, X_new, fit, **options) -> np.ndarray:
+        """:math:`P(y_* = c)` at new data, ``(m, C)``
+        (:meth:`MulticlassGPClassifier.predict_proba`)."""
+        return super().predict_proba(self._design_of(X_new), fit, **options)
+
+    def describe_engine(self) -> str:
+        n, C = self.X.shape[0], self.n_classes
+        return (
+            f"softmax over {C} latent functions (one per class, the formula's covariance, shared "
+            f"hyperparameters; n = {n}): integrated out by Laplace inside NUTS (Newton's method "
+            f"on the {C}n-dimensional mode); NUTS sees {len(self.hyperparameters)} "
+            "hyperparameters; joint latent NUTS with method='nuts_joint'"
+        )
+
+
+def engine_class(family: str) -> type:
+    """The model class a formula of ``family`` is built on."""
+    if family == "gaussian":
+        return FormulaRegression
+    return FormulaMulticlass if family == "categorical" else FormulaLatentGP
+
+
 def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray:
     """The response as floats, or a ``ValueError`` naming its column when the family cannot
     have it (negative or fractional counts, successes outside 0..trials, one class)."""
     name = parsed.response
+    if family == "categorical":
+        y = np.asarray(y)
+        if np.unique(y).size < 2:
+            raise ValueError(f"the response {name!r} has one class only: a categorical model "
+                             "needs at least two")  # fmt: skip
+        return y
     if pd.api.types.is_bool_dtype(y):
         y = y.astype(float)
     if not pd.api.types.is_numeric_dtype(y):
@@ -572,7 +654,8 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
     data : DataFrame or dict of columns
         Every column the formula names; NaN or infinite values are refused (with the rows).
     family : str
-        One of :data:`FAMILIES`.
+        One of :data:`FAMILIES`; ``"categorical"`` (softmax) for more than two classes, its
+        response any labels.
     link : str, optional
         ``bernoulli``: ``"logit"`` (default) or ``"probit"``.
     priors : dict, optional
@@ -592,7 +675,7 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
 
     Returns
     -------
-    FormulaRegression or FormulaLatentGP
+    FormulaRegression, FormulaLatentGP or FormulaMulticlass
         A model with the protocol of every bayes_gp model (``fit``, ``sample``, ``predict``,
         the report, ``fit_many``), plus ``predict(..., terms=[...])`` and ``terms_table()``.
     """
@@ -619,5 +702,9 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
                                  structure=structure)  # fmt: skip
     if structure is not None:
         raise ValueError("`structure` applies to the gaussian family's exact likelihood")
+    if family == "categorical":
+        if link is not None:
+            raise ValueError(f"the categorical family has the softmax link, not {link!r}")
+        return FormulaMulticlass(parsed, design, y, priors=priors, kernels=kernels, jitter=jitter)
     return FormulaLatentGP(parsed, design, y, family, link=link, priors=priors, kernels=kernels,
                            jitter=jitter, trials=trials)  # fmt: skip

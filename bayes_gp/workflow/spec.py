@@ -325,6 +325,8 @@ class FormulaCSVModel:
     def task(self) -> str:
         if self.family == "gaussian":
             return "regression"
+        if self.family == "categorical":
+            return "classification"
         return _LIKELIHOOD_TASKS.get(self.family, "counts")
 
     @property
@@ -333,15 +335,17 @@ class FormulaCSVModel:
 
     @property
     def renamed(self) -> Mapping[str, str]:
-        """The previous release's method names (a latent GP's, or regression's)."""
-        return RENAMED_BY_TASK["regression"] if self.family == "gaussian" else LATENT_RENAMED
+        """The previous release's method names that the engine still takes (its
+        ``renamed_methods``)."""
+        from bayes_gp.formula.model import engine_class
+
+        return engine_class(self.family).renamed_methods
 
     @property
     def methods(self) -> tuple[str, ...]:
-        from bayes_gp.formula import FormulaLatentGP, FormulaRegression
+        from bayes_gp.formula.model import engine_class
 
-        cls = FormulaRegression if self.family == "gaussian" else FormulaLatentGP
-        return cls.fit_methods
+        return engine_class(self.family).fit_methods
 
     def settings(self, fast: bool) -> dict:
         return dict(DEFAULT_SETTINGS["fast" if fast else "full"])

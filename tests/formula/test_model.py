@@ -271,3 +271,27 @@ def test_a_shared_and_a_per_group_gp_are_the_hierarchical_model(family):
     np.testing.assert_allclose(lm, lh, rtol=1e-10)
     for k in hp:
         np.testing.assert_allclose(gm[HIER_NAMES[k]], gh[k], rtol=1e-7, atol=1e-10)
+
+
+def test_categorical_is_the_multiclass_classifier():
+    """species ~ 0 + gp(x1, x2), family="categorical" is MulticlassGPClassifier(X, y): the
+    Laplace-integrated log density and gradient equal; probabilities through the formula."""
+    from bayes_gp import MulticlassGPClassifier
+
+    rng = np.random.default_rng(5)
+    d = pd.DataFrame({"x1": rng.normal(size=30), "x2": rng.normal(size=30)})
+    d["species"] = np.where(d.x1 > 0.5, "a", np.where(d.x2 > 0, "b", "c"))
+    fm = Model("species ~ 0 + gp(x1, x2)", d, family="categorical")
+    cls = MulticlassGPClassifier(d[["x1", "x2"]], d["species"], "expquad")
+    lp_f, g_f = _logp_and_grad(fm.model, {"gp(x1, x2).ls": 1.1, "gp(x1, x2).eta": 1.5})
+    lp_c, g_c = _logp_and_grad(cls.model, {"ls": 1.1, "eta": 1.5})
+    np.testing.assert_allclose(lp_f, lp_c, rtol=1e-10)
+    np.testing.assert_allclose(g_f, g_c, rtol=1e-8, atol=1e-10)
+    assert "softmax over 3 latent functions" in dict(fm.describe())["engine"]
+    fit = fm.fit("map")
+    new = pd.DataFrame({"x1": [2.0, -1.0], "x2": [0.0, 2.0]})
+    p = fm.predict_proba(new, fit)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    assert list(fm.predict(new, fit)) == ["a", "b"]
+    with pytest.raises(ValueError, match="per-term predictions of a categorical model"):
+        fm.predict(new, fit, terms=["gp(x1, x2)"])
