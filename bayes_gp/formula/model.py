@@ -42,6 +42,12 @@ from bayes_gp._validation import f64
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
 from bayes_gp.formula.covariance import FixedMean, LinearBasis, OnColumns, SameGroup
 from bayes_gp.formula.design import Design, gp_columns, group_columns
+from bayes_gp.formula.grouped import (
+    GroupedLikelihood,
+    dense_cost,
+    distinct_rows,
+    grouped_cost,
+)
 from bayes_gp.formula.parse import ParsedFormula, _Name, parse_formula
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal
@@ -77,6 +83,11 @@ FAMILIES = (
     "negative_binomial",
     "categorical",
 )
+
+#: The grouped engine (:mod:`bayes_gp.formula.grouped`) is the default from this many rows on,
+#: where it costs under a quarter of the dense Cholesky; below, the dense path's one compiled
+#: Cholesky is as fast and the model's first fit compiles less.
+GROUPED_MIN_N = 200
 
 #: Prior sd of a common-effect coefficient, in units of the response's sd over the column's sd
 #: (the intercept: the response's sd), as the ``mean="linear"`` option of the models.
@@ -238,10 +249,7 @@ class FormulaTerms:
         self._term_covs[id(pm.modelcontext(None))] = covs
         if not covs:
             raise ValueError(f"the formula {self.formula!r} has no term on its right-hand side")
-        total = None
-        for c in covs.values():
-            total = c if total is None else total + c
-        return total
+        return _sum(list(covs.values()))
 
     @staticmethod
     def _ard_prior(name, user, scale, D):
@@ -405,12 +413,78 @@ class FormulaRegression(FormulaTerms, GPRegression):
         priors = dict(priors or {})
         loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
         self._setup_terms(parsed, design, "gaussian", priors, kernels, loc, s)
+        self._grouping = self._grouped_plan(structure)
+        if self._grouping is not None:
+            structure = "dense"  # GPRegression's own choice is not asked: _build swaps it
         options = {} if jitter is None else {"jitter": jitter}
         super().__init__(
             design.frame(), y, self._term_kernel, mean=self._fixed_mean,
             priors={k: v for k, v in priors.items() if k == "sigma"}, structure=structure,
             **options,
         )  # fmt: skip
+
+    # ------------------------------------------------------------ grouped engine
+    def _grouped_terms(self) -> tuple[list[str], str | None]:
+        """The terms that couple rows only within a group, and their one factor (``None``
+        when there are none or they use several factors)."""
+        names, factors = [], set()
+        for t in self.parsed.gp_terms:
+            if t.by:
+                names.append(t.name)
+                factors.add(t.by)
+        for g in self.parsed.group_terms:
+            names.append(g.name)
+            factors.add(":".join(g.factor))
+        return names, (factors.pop() if len(factors) == 1 else None)
+
+    def _grouped_plan(self, structure):
+        """``(factor, grouped terms, global columns)`` when the grouped engine is used
+        (:mod:`bayes_gp.formula.grouped`): asked (``structure="grouped"``) or, by default,
+        when its cost is below a quarter of the dense Cholesky's from n = 200 on."""
+        names, factor = self._grouped_terms()
+        if structure not in (None, "grouped"):
+            return None
+        if factor is None:
+            if structure == "grouped":
+                raise ValueError(
+                    f"structure='grouped' needs group terms (gp(..., by=g), (1 | g), (x | g)) "
+                    f"that all use one factor; {self.formula!r} has "
+                    + ("none" if not names else f"several factors among {names}")
+                )
+            return None
+        cols = [c for t in self.parsed.gp_terms if not t.by for c in self._gp_specs[t.name][1]]
+        cols = sorted(set(cols) | set(self.design.fixed_columns()))
+        X = self.design.X
+        codes = X[:, self.design.factor_column(factor)]
+        sizes = np.unique(codes, return_counts=True)[1].tolist()
+        has_global = bool(cols) or self._intercept is not None
+        m = len(distinct_rows(X, cols)[0]) if has_global else 0
+        n = X.shape[0]
+        cheap = grouped_cost(sizes, m) < dense_cost(n) / 4.0
+        if structure is None and not (n >= GROUPED_MIN_N and cheap):
+            return None
+        return factor, names, cols
+
+    def _build(self) -> pm.Model:
+        if self._grouping is None:
+            return super()._build()
+        factor, names, cols = self._grouping
+        D = self.X.shape[1]
+        coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
+        with pm.Model(coords=coords) as model:
+            cov = self.spec.build(D, {})
+            mean_func = self._mean_function(D)
+            sigma = self.noise if self.noise is not None else self._prior("sigma")
+            covs = self._term_covs[id(model)]
+            block = _sum([covs[t] for t in names])
+            glob = _sum([c for t, c in covs.items() if t not in names])
+            self.quasiseparable = False
+            self.marginal = GroupedLikelihood(
+                "y", self.X, self.y, block, glob, cov, mean_func, sigma, self.jitter_tensor, "obs",
+                group_column=self.design.factor_column(factor), global_columns=cols,
+            )  # fmt: skip
+        self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
+        return model
 
     @property
     def _train_inputs(self) -> np.ndarray:
@@ -419,6 +493,9 @@ class FormulaRegression(FormulaTerms, GPRegression):
     def _term_factors(self, fit, max_draws):
         draws = [self._values(fit.params)] if not is_nuts(fit) else self._draws(fit, max_draws)
         for values in draws:
+            if isinstance(self.marginal, GroupedLikelihood):
+                yield values, self.marginal.solver(values)
+                continue
             fac = self.marginal.factor(values)[1] if self.marginal.dense else self._dense(values)
             yield values, (lambda Ks, kss, fac=fac: gaussian_predict(fac, Ks, kss))
 
@@ -450,6 +527,16 @@ class FormulaRegression(FormulaTerms, GPRegression):
 
     def describe_engine(self) -> str:
         n = self.X.shape[0]
+        if isinstance(self.marginal, GroupedLikelihood):
+            g = self.marginal
+            return (
+                f"exact marginal likelihood by groups: {len(g.sizes)} blocks of the grouped terms "
+                f"(at most {max(g.sizes)} rows) and the Woodbury identity over the other terms' "
+                f"{g.m} distinct rows (O(G n³ + N m² + m³) = "
+                f"{grouped_cost(g.sizes, g.m):.2g} flops per log density, dense "
+                f"{dense_cost(n):.2g}): every term and coefficient integrated out, NUTS sees "
+                f"{len(self.hyperparameters)} hyperparameters"
+            )
         if self.quasiseparable:
             return (
                 f"exact marginal likelihood in O(n) (quasiseparable state-space recursion over "
@@ -588,6 +675,14 @@ class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
         )
 
 
+def _sum(covs: list):
+    """The sum of covariance functions, ``None`` for none."""
+    total = None
+    for c in covs:
+        total = c if total is None else total + c
+    return total
+
+
 def engine_class(family: str) -> type:
     """The model class a formula of ``family`` is built on."""
     if family == "gaussian":
@@ -667,11 +762,15 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         Kernel objects named in ``gp(..., kernel=name)``.
     jitter : float, optional
         The engine's jitter (its default when omitted).
-    structure : None, "dense" or "quasiseparable"
-        The gaussian family's exact likelihood (:class:`~bayes_gp.GPRegression`'s
-        ``structure``): by default the O(n) quasiseparable one when the whole model lies on one
-        input column with a state-space kernel (``y ~ gp(t, kernel="matern32")``) and n is large,
-        the dense Cholesky otherwise.
+    structure : None, "grouped", "dense" or "quasiseparable"
+        The gaussian family's exact likelihood. ``"grouped"``: per-group factors and the
+        Woodbury identity (:mod:`bayes_gp.formula.grouped`) when every term of
+        ``gp(..., by=g)``, ``(1 | g)``, ``(x | g)`` uses one factor; ``"quasiseparable"``: the
+        O(n) state-space one when the whole model lies on one input column with a state-space
+        kernel (``y ~ gp(t, kernel="matern32")``); ``"dense"``: one Cholesky factor. ``None``
+        (default): grouped from :data:`GROUPED_MIN_N` rows when it costs under a quarter of
+        the dense factor, quasiseparable for a long 1-D series
+        (:class:`~bayes_gp.GPRegression`'s rule), dense otherwise.
 
     Returns
     -------

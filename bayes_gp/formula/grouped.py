@@ -1,0 +1,164 @@
+r"""The grouped engine of a gaussian formula model: per-group factors and the Woodbury identity
+instead of one dense :math:`N \times N` Cholesky factor.
+
+When every term that couples rows only within a group — ``gp(t, by=g)``, ``(1 | g)``,
+``(x | g)`` — uses the same factor :math:`g`, the summed covariance splits as
+
+.. math::
+   C = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top, \qquad
+   A_g = \sum_{j\ \text{grouped}} K_j(X_g, X_g) + (\sigma^2 + \epsilon) I,
+
+where :math:`K_0 = \sum_{j\ \text{global}} K_j(U, U) + \epsilon I` is the covariance of the other
+terms (shared GP terms, common effects, the intercept) at the :math:`m` distinct rows
+:math:`U` of the columns they use and :math:`Z` the :math:`N \times m` incidence matrix. This is
+the hierarchical GP's likelihood (:mod:`bayes_gp.hierarchical.woodbury`, R&W eqs. A.9–A.10):
+:math:`O(G n_{\max}^3 + N m^2 + m^3)` per log density and gradient. The blocks are the grouped
+terms' own covariance graphs vectorised over the padded groups
+(:class:`~bayes_gp.hierarchical.woodbury.PaddedLayout`), so any kernel of the catalogue works.
+The jitter :math:`\epsilon` is added to :math:`K_0` as well as to the blocks (its factor must
+exist): at the default relative jitter of :math:`10^{-10}` the log density differs from the
+dense one by about that much.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.replace import vectorize_graph
+
+from bayes_gp.hierarchical.woodbury import PaddedLayout, StructuredFactor, padded_structured_logp
+from bayes_gp.linalg import plus_diagonal
+from bayes_gp.regression.observed import _broadcast_mean, _ObservedLikelihood
+
+__all__ = ["GroupedLikelihood", "grouped_cost", "dense_cost"]
+
+
+def dense_cost(n: int) -> float:
+    """Flops of one dense Cholesky factor of the :math:`n \\times n` covariance."""
+    return n**3 / 3.0
+
+
+def grouped_cost(sizes, m: int) -> float:
+    """Flops of the grouped factorisation: the padded blocks, the Woodbury solve with
+    :math:`m` distinct global rows, and :math:`K_0` (module docstring)."""
+    G, n_max, n = len(sizes), max(sizes), sum(sizes)
+    return G * n_max**3 / 3.0 + n * m * m + m**3 / 3.0 * (2 if m else 0)
+
+
+def distinct_rows(X: np.ndarray, columns: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, u_index)``: the first row of each distinct value of ``X[:, columns]`` and each
+    row's distinct value (one value when ``columns`` is empty: the intercept alone)."""
+    if not columns:
+        return np.zeros(1, dtype=np.int64), np.zeros(X.shape[0], dtype=np.int64)
+    _, first, u_index = np.unique(X[:, columns], axis=0, return_index=True, return_inverse=True)
+    return first.astype(np.int64), u_index.ravel().astype(np.int64)
+
+
+class GroupedLikelihood(_ObservedLikelihood):
+    """The exact marginal likelihood of a gaussian formula model in the grouped form (module
+    docstring), registered as the observed variable ``name``, with the interface
+    :class:`~bayes_gp.GPRegression` asks of its likelihood (``log_marginal_likelihood``,
+    ``loo``, ``predict``) and the factor per-term predictions need (:meth:`solver`)."""
+
+    exact = True
+    dense = False
+
+    def __init__(self, name, X, y, block_cov, global_cov, cov, mean_func, sigma, jitter, dims,
+                 *, group_column: int, global_columns: list[int]):  # fmt: skip
+        self.X, self.y = np.asarray(X, float), np.asarray(y, float)
+        self.block_cov, self.global_cov, self.cov = block_cov, global_cov, cov
+        self.mean_func = mean_func
+        self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
+        self.jitter = jitter
+        codes = self.X[:, group_column]
+        self.rows = [np.flatnonzero(codes == c) for c in np.unique(codes)]
+        self.sizes = [r.size for r in self.rows]
+        if global_cov is not None:
+            first, self.u_index = distinct_rows(self.X, global_columns)
+            self.XU = self.X[first]
+        else:
+            self.u_index, self.XU = None, None
+        self.layout = PaddedLayout.of(self.rows, self.u_index)
+        self.m = 0 if self.XU is None else self.XU.shape[0]
+        self._register(name, dims)
+
+    # ------------------------------------------------------------------ graphs
+    def _parts(self):
+        """The padded blocks (G, n_max, n_max), :math:`K_0` (or ``None``) and the mean."""
+        x = pt.dmatrix("x_group")
+        Xpad = self.X[self.layout.index]  # (G, n_max, D); padding repeats row 0, masked
+        K = vectorize_graph(self.block_cov(x), {x: pt.as_tensor_variable(Xpad)})
+        noise = (self.sigma2 + self.jitter) * pt.ones(self.layout.mask.shape)
+        A = self.layout.pad_blocks(K, noise)
+        K0 = None
+        if self.global_cov is not None:
+            K0 = plus_diagonal(self.global_cov(pt.as_tensor_variable(self.XU)), self.jitter)
+        return A, K0, _broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
+
+    def _loglik(self, value):
+        A, K0, mu = self._parts()
+        return padded_structured_logp(value - mu, A, self.layout, K0)
+
+    def check(self, draws) -> None:
+        """Nothing to check: the likelihood is exact."""
+
+    # ------------------------------------------------------------------ NumPy side
+    def factor(self, values) -> tuple[np.ndarray, StructuredFactor]:
+        """``(mean, StructuredFactor of C)`` at hyperparameter ``values``."""
+
+        def build(_):
+            A, K0, mu = self._parts()
+            return [A, mu] + ([K0] if K0 is not None else [])
+
+        out = self._fn("parts", build)(*values, np.zeros((0, self.X.shape[1])))
+        A, mu = out[0], out[1]
+        blocks = [A[g, :s, :s] for g, s in enumerate(self.sizes)]
+        K0 = out[2] if len(out) > 2 else None
+        return mu, StructuredFactor.of(blocks, self.rows, K0, self.u_index)
+
+    def solver(self, values):
+        """``f(Ks, kss) -> (mean, var)`` of the latent part at new points from the cross- and
+        prior covariances of any term (or sum of terms) at ``values`` (R&W eqs. 2.25-2.26 with
+        :math:`C^{-1}` applied by the Woodbury identity)."""
+        mu, fac = self.factor(values)
+        alpha = fac.solve(self.y - mu)
+
+        def at(Ks, kss):
+            return Ks.T @ alpha, kss - np.sum(Ks * fac.solve(Ks), axis=0)
+
+        return at
+
+    def loo(self, values) -> np.ndarray:
+        """Exact leave-one-out log predictive densities (R&W eqs. 5.10-5.12) from the
+        structured factor."""
+        mu, fac = self.factor(values)
+        return fac.loo(self.y - mu)
+
+    def predict(self, values, Xn, diag: bool = True, include_noise: bool = False, jitters=None):
+        """``(mean, var, cov)`` of :math:`f_*` (of :math:`y_*` with ``include_noise``) at the
+        design rows ``Xn``; the cross-covariance :math:`K(X, X_*)` is evaluated densely
+        (:math:`N \\times m_*`), :math:`C^{-1}` applied by the Woodbury identity."""
+        mu, fac = self.factor(values)
+        if jitters is not None:
+            jitters.append(fac.jitter)
+
+        def build(Xv):
+            Xt = pt.as_tensor_variable(self.X)
+            extra = [self.cov(Xv)] if not diag else []
+            return [self.cov(Xt, Xv), self.cov(Xv, diag=True), _broadcast_mean(self.mean_func, Xv),
+                    self.sigma2 * pt.ones(()), *extra]  # fmt: skip
+
+        out = self._fn("cross_full" if not diag else "cross", build)(*values, np.asarray(Xn, float))
+        Ks, kss, mean_n, s2 = out[:4]
+        CiKs = fac.solve(Ks)
+        mean = mean_n + Ks.T @ fac.solve(self.y - mu)
+        if diag:
+            var, cov = kss - np.sum(Ks * CiKs, axis=0), None
+        else:
+            cov = out[4] - Ks.T @ CiKs
+            var = np.diag(cov).copy()
+        if include_noise:
+            var = var + float(s2)
+            if cov is not None:
+                cov = cov + float(s2) * np.eye(cov.shape[0])
+        return mean, np.maximum(var, 0.0), cov
