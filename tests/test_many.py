@@ -197,3 +197,24 @@ def test_bad_input_gives_clear_errors():
         bayes_gp.fit_many(np.zeros((3, 2)))
     with pytest.raises(TypeError, match="`random_seed` must be an int"):
         bayes_gp.fit_many(df, random_seed=1.5, **kw)
+
+
+def test_a_formula_per_group(client):
+    """fit_many takes a formula model through the model protocol (formula_class): each group's
+    fit equals a direct bayes_gp.Model fit of the group's rows."""
+    from bayes_gp.formula import Model, formula_class
+
+    df = _data()
+    formula = "y ~ gp(t, kernel='matern52')"
+    res = bayes_gp.fit_many(
+        df, x="t", y="y", group="site", method="map", random_seed=3, client=client,
+        model=formula_class(formula), fit_kwargs={"n_restarts": 2},
+    )  # fmt: skip
+    assert not res.errors, res.errors
+    for g in LS:
+        rows = df[df["site"] == g]
+        direct = Model(formula, rows).fit("map", n_restarts=2, random_seed=res.seeds[g])
+        for name, value in direct.params.items():
+            np.testing.assert_allclose(res.fits[g].params[name], value, rtol=1e-8)
+    with pytest.raises(ValueError, match="names its kernels"):
+        formula_class(formula)(df[["t"]], df["y"].to_numpy(), kernel="matern32")

@@ -13,6 +13,7 @@ from bayes_gp.formula.model import (
     FormulaMulticlass,
     FormulaRegression,
     Model,
+    formula_class,
 )
 from bayes_gp.formula.parse import parse_formula
 
@@ -23,4 +24,5 @@ __all__ = [
     "FormulaMulticlass",
     "FAMILIES",
     "parse_formula",
+    "formula_class",
 ]

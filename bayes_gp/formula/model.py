@@ -778,6 +778,14 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         A model with the protocol of every bayes_gp model (``fit``, ``sample``, ``predict``,
         the report, ``fit_many``), plus ``predict(..., terms=[...])`` and ``terms_table()``.
     """
+    cls, args, kwargs = _engine_arguments(formula, data, family, link=link, priors=priors,
+                                          kernels=kernels, jitter=jitter, structure=structure)  # fmt: skip
+    return cls(*args, **kwargs)
+
+
+def _engine_arguments(formula, data, family, *, link=None, priors=None, kernels=None,
+                      jitter=None, structure=None) -> tuple[type, tuple, dict]:  # fmt: skip
+    """The engine class of :func:`Model` and its arguments, every check made."""
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {list(FAMILIES)}, got {family!r}")
     parsed = parse_formula(formula)
@@ -797,13 +805,51 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
     if family == "gaussian":
         if link not in (None, "identity"):
             raise ValueError(f"the gaussian family has the identity link, not {link!r}")
-        return FormulaRegression(parsed, design, y, priors=priors, kernels=kernels, jitter=jitter,
-                                 structure=structure)  # fmt: skip
+        return (
+            FormulaRegression,
+            (parsed, design, y),
+            dict(priors=priors, kernels=kernels, jitter=jitter, structure=structure),
+        )
     if structure is not None:
         raise ValueError("`structure` applies to the gaussian family's exact likelihood")
     if family == "categorical":
         if link is not None:
             raise ValueError(f"the categorical family has the softmax link, not {link!r}")
-        return FormulaMulticlass(parsed, design, y, priors=priors, kernels=kernels, jitter=jitter)
-    return FormulaLatentGP(parsed, design, y, family, link=link, priors=priors, kernels=kernels,
-                           jitter=jitter, trials=trials)  # fmt: skip
+        return (
+            FormulaMulticlass,
+            (parsed, design, y),
+            dict(priors=priors, kernels=kernels, jitter=jitter),
+        )
+    return (
+        FormulaLatentGP,
+        (parsed, design, y, family),
+        dict(link=link, priors=priors, kernels=kernels, jitter=jitter, trials=trials),
+    )
+
+
+def formula_class(formula: str, family: str = "gaussian", **options) -> type:
+    """A model class for :func:`~bayes_gp.fit_many` (``model=``) that fits ``formula`` to each
+    group: ``fit_many(data, x=[...], y="Reaction", group="Subject",
+    model=formula_class("Reaction ~ gp(Days)"))``, where ``x`` lists the formula's columns.
+    Its instances are :func:`Model` (with ``options``: ``priors``, ``kernels``, ``jitter``,
+    ``structure``, ``link``) of the group's rows; ``fit_many``'s ``kernel`` must stay at its
+    default (the formula names the kernels).
+    """
+    parsed = parse_formula(formula)
+    if family not in FAMILIES:
+        raise ValueError(f"`family` must be one of {list(FAMILIES)}, got {family!r}")
+    base = engine_class(family)
+
+    def __init__(self, X, y, kernel="expquad", **model_kwargs):
+        if kernel not in (None, "expquad"):
+            raise ValueError(f"the formula {formula!r} names its kernels: leave `kernel` unset")
+        if not isinstance(X, pd.DataFrame):
+            raise TypeError(f"a formula model needs the columns by name (a DataFrame), got "
+                            f"{type(X).__name__}")  # fmt: skip
+        data = X.reset_index(drop=True).assign(**{parsed.response: np.asarray(y)})
+        _, args, kwargs = _engine_arguments(formula, data, family, **{**options, **model_kwargs})
+        base.__init__(self, *args, **kwargs)
+
+    name = f"Formula{base.__name__.removeprefix('Formula')}Groups"
+    return type(name, (base,), {"__init__": __init__, "__module__": __name__,
+                                "__doc__": f"{formula!r} ({family}) per group"})  # fmt: skip
