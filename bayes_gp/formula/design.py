@@ -30,6 +30,23 @@ def _is_numeric(s: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
 
 
+def _is_datetime(s: pd.Series) -> bool:
+    return pd.api.types.is_datetime64_any_dtype(s)
+
+
+def decimal_years(s: pd.Series) -> np.ndarray:
+    """A datetime column as fractional years (2020-07-02 00:00 is 2020.5: 2020 has 366 days),
+    the unit in which a GP input's length-scale reads naturally, instead of NumPy's
+    nanoseconds."""
+    t = pd.DatetimeIndex(s)
+    start = pd.to_datetime(t.year.astype(str) + "-01-01")
+    end = pd.to_datetime((t.year + 1).astype(str) + "-01-01")
+    if t.tz is not None:
+        start, end = start.tz_localize(t.tz), end.tz_localize(t.tz)
+    frac = (t - start) / (end - start)
+    return t.year.to_numpy(float) + np.asarray(frac, float)
+
+
 class Design:
     """The columns of a formula model's design matrix.
 
@@ -49,11 +66,14 @@ class Design:
             numeric += list(t.variables)
         numeric += [g.expr for g in parsed.group_terms if g.expr]
         self.numeric = list(dict.fromkeys(numeric))
+        #: datetime columns, used as fractional years (:func:`decimal_years`)
+        self.in_years = [v for v in self.numeric if _is_datetime(data[v])]
         for v in self.numeric:
-            if not _is_numeric(data[v]):
+            if not (_is_numeric(data[v]) or v in self.in_years):
                 raise ValueError(
                     f"{self._user_of(v)} uses the column {v!r}, which is not numeric "
-                    f"({data[v].dtype}); a GP input or varying coefficient must be a number "
+                    f"({data[v].dtype}); a GP input or varying coefficient must be a number or "
+                    "a date "
                     f"(a categorical column enters as C({v}) or as a group (1 | {v}))"
                 )
         factors = [t.by for t in parsed.gp_terms if t.by] + [
@@ -170,7 +190,22 @@ class Design:
         if not _train:
             self._check_columns(data, needed, where)
         n = len(data)
-        cols = [data[v].to_numpy(dtype=float) for v in self.numeric]
+        cols = []
+        for v in self.numeric:
+            if v in self.in_years:
+                if not _is_datetime(data[v]):
+                    raise ValueError(
+                        f"the column {v!r} holds dates in the training data; give dates in the "
+                        f"{where} too (got {data[v].dtype})"
+                    )
+                cols.append(decimal_years(data[v]))
+            elif not _is_numeric(data[v]):
+                raise ValueError(
+                    f"the column {v!r} (used by {self._user_of(v)}) is numeric in the training "
+                    f"data but {data[v].dtype} in the {where}"
+                )
+            else:
+                cols.append(data[v].to_numpy(dtype=float))
         for f in self.factors:
             known = self.levels[f]
             labels = self._labels(data, f)

@@ -277,7 +277,8 @@ class FormulaTerms:
         rows = []
         for t in self.parsed.gp_terms:
             spec = self._gp_specs[t.name][0]
-            cov = f"{spec.name} on ({', '.join(t.variables)})"
+            units = [f"{v} in years" if v in self.design.in_years else v for v in t.variables]
+            cov = f"{spec.name} on ({', '.join(units)})"
             if t.by:
                 cov += f" × [{t.by} = {t.by}'] (one GP per level, shared hyperparameters)"
             rows.append(TermInfo(t.name, "gp", cov, tuple(f"{t.name}.{p}" for p in spec.params),

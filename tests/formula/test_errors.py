@@ -157,3 +157,26 @@ def test_gp_terms_named_by_the_user():
 def test_two_gps_on_the_same_inputs_are_told_apart_by_their_kernels():
     p = parse_formula("y ~ gp(t) + gp(t, kernel='periodic')")
     assert [t.name for t in p.gp_terms] == ["gp(t, kernel='expquad')", "gp(t, kernel='periodic')"]
+
+
+def test_a_date_column_is_a_gp_input_in_years():
+    """A datetime column enters gp() as fractional years (not NumPy's nanoseconds): the model
+    equals the one on the decimal years, and new data must give dates too."""
+    from bayes_gp.formula.design import decimal_years
+
+    dates = pd.Series(pd.to_datetime(["2020-01-01 00:00", "2020-07-02 00:00", "2021-01-01 00:00"]))
+    np.testing.assert_allclose(decimal_years(dates), [2020.0, 2020.5, 2021.0], atol=1e-12)
+    d = DATA.assign(day=pd.date_range("2000-01-01", periods=N, freq="MS"))
+    d["years"] = decimal_years(d["day"])
+    by_date = Model("y ~ gp(day)", d)
+    by_year = Model("y ~ gp(years)", d)
+    assert "day in years" in by_date.terms_table().loc["gp(day)", "covariance"]
+    p_date, p_year = {"gp(day).ls": 0.4, "gp(day).eta": 0.9, "sigma": 0.3}, {
+        "gp(years).ls": 0.4, "gp(years).eta": 0.9, "sigma": 0.3}  # fmt: skip
+    np.testing.assert_allclose(by_date.log_marginal_likelihood(p_date),
+                               by_year.log_marginal_likelihood(p_year), rtol=1e-12)  # fmt: skip
+    fit = by_date.fit("map")
+    with pytest.raises(ValueError, match="holds dates in the training data"):
+        by_date.predict(pd.DataFrame({"day": [2001.5]}), fit)
+    assert np.isfinite(by_date.predict(pd.DataFrame({"day": pd.to_datetime(["2001-06-01"])}),
+                                       fit).mean).all()  # fmt: skip
