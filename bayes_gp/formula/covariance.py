@@ -22,10 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pymc.gp.hsgp_approx import calc_eigenvalues, calc_eigenvectors
 
 from bayes_gp.kernels.base import Kernel
 
-__all__ = ["OnColumns", "SameGroup", "LinearBasis", "FixedMean"]
+__all__ = ["OnColumns", "SameGroup", "LinearBasis", "FixedMean", "HSGPTerm"]
 
 
 class OnColumns(Kernel):
@@ -43,6 +44,43 @@ class OnColumns(Kernel):
     def diag(self, X):
         X, _ = self._slice(X)
         return self.base(X, diag=True)
+
+
+class HSGPTerm(Kernel):
+    r"""The Hilbert-space reduced-rank approximation of a stationary ``base`` kernel on some
+    columns (Solin & Särkkä 2020; Riutort-Mayol et al. 2022):
+
+    .. math::
+       \tilde k(x, x') = \sum_j S(\sqrt{\lambda_j})\, \phi_j(x) \phi_j(x'),
+
+    with the Laplacian's eigenfunctions :math:`\phi_j` on the box :math:`[c - L, c + L]` around
+    the training data's midpoint (``center``), :math:`L` = ``c`` times its half-range,
+    :math:`m` functions per input, and the kernel's spectral density :math:`S`. Its
+    :meth:`features` :math:`F = \Phi\, \operatorname{diag}(S)^{1/2}` give
+    :math:`\tilde K = F F^\top`."""
+
+    def __init__(self, base, input_dim: int, columns: Sequence[int], m, L, center):
+        super().__init__(input_dim, columns)
+        self.base = base
+        self.m = tuple(int(v) for v in m)
+        self.L = np.asarray(L, dtype=float)
+        self.center = np.asarray(center, dtype=float)
+        self.eigvals = calc_eigenvalues(self.L, self.m)
+
+    def features(self, X):
+        r""":math:`\Phi(X)\, \operatorname{diag}(S)^{1/2}`, ``(n, prod(m))``."""
+        X, _ = self._slice(X)
+        phi = calc_eigenvectors(X - self.center, self.L, self.eigvals, self.m)
+        psd = self.base.power_spectral_density(pt.as_tensor_variable(np.sqrt(self.eigvals)))
+        return phi * pt.sqrt(pt.maximum(psd, 1e-250))[None, :]
+
+    def full(self, X, Xs=None):
+        F = self.features(X)
+        Fs = F if Xs is None else self.features(Xs)
+        return pt.dot(F, Fs.T)
+
+    def diag(self, X):
+        return pt.sum(pt.square(self.features(X)), axis=1)
 
 
 class SameGroup(Kernel):

@@ -26,9 +26,10 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
+from bayes_gp.formula.factored import FactoredLikelihood
 from bayes_gp.hierarchical.woodbury import PaddedLayout, StructuredFactor, padded_structured_logp
 from bayes_gp.linalg import plus_diagonal
-from bayes_gp.regression.observed import _broadcast_mean, _ObservedLikelihood
+from bayes_gp.regression.observed import _broadcast_mean
 
 __all__ = ["GroupedLikelihood", "grouped_cost", "dense_cost"]
 
@@ -54,14 +55,12 @@ def distinct_rows(X: np.ndarray, columns: list[int]) -> tuple[np.ndarray, np.nda
     return first.astype(np.int64), u_index.ravel().astype(np.int64)
 
 
-class GroupedLikelihood(_ObservedLikelihood):
+class GroupedLikelihood(FactoredLikelihood):
     """The exact marginal likelihood of a gaussian formula model in the grouped form (module
     docstring), registered as the observed variable ``name``, with the interface
     :class:`~bayes_gp.GPRegression` asks of its likelihood (``log_marginal_likelihood``,
-    ``loo``, ``predict``) and the factor per-term predictions need (:meth:`solver`)."""
-
-    exact = True
-    dense = False
+    ``loo``, ``predict``) and the factor per-term predictions need (:meth:`solver`, from
+    :class:`~bayes_gp.formula.factored.FactoredLikelihood`)."""
 
     def __init__(self, name, X, y, block_cov, global_cov, cov, mean_func, sigma, jitter, dims,
                  *, group_column: int, global_columns: list[int]):  # fmt: skip
@@ -99,9 +98,6 @@ class GroupedLikelihood(_ObservedLikelihood):
         A, K0, mu = self._parts()
         return padded_structured_logp(value - mu, A, self.layout, K0)
 
-    def check(self, draws) -> None:
-        """Nothing to check: the likelihood is exact."""
-
     # ------------------------------------------------------------------ NumPy side
     def factor(self, values) -> tuple[np.ndarray, StructuredFactor]:
         """``(mean, StructuredFactor of C)`` at hyperparameter ``values``."""
@@ -115,50 +111,3 @@ class GroupedLikelihood(_ObservedLikelihood):
         blocks = [A[g, :s, :s] for g, s in enumerate(self.sizes)]
         K0 = out[2] if len(out) > 2 else None
         return mu, StructuredFactor.of(blocks, self.rows, K0, self.u_index)
-
-    def solver(self, values):
-        """``f(Ks, kss) -> (mean, var)`` of the latent part at new points from the cross- and
-        prior covariances of any term (or sum of terms) at ``values`` (R&W eqs. 2.25-2.26 with
-        :math:`C^{-1}` applied by the Woodbury identity)."""
-        mu, fac = self.factor(values)
-        alpha = fac.solve(self.y - mu)
-
-        def at(Ks, kss):
-            return Ks.T @ alpha, kss - np.sum(Ks * fac.solve(Ks), axis=0)
-
-        return at
-
-    def loo(self, values) -> np.ndarray:
-        """Exact leave-one-out log predictive densities (R&W eqs. 5.10-5.12) from the
-        structured factor."""
-        mu, fac = self.factor(values)
-        return fac.loo(self.y - mu)
-
-    def predict(self, values, Xn, diag: bool = True, include_noise: bool = False, jitters=None):
-        """``(mean, var, cov)`` of :math:`f_*` (of :math:`y_*` with ``include_noise``) at the
-        design rows ``Xn``; the cross-covariance :math:`K(X, X_*)` is evaluated densely
-        (:math:`N \\times m_*`), :math:`C^{-1}` applied by the Woodbury identity."""
-        mu, fac = self.factor(values)
-        if jitters is not None:
-            jitters.append(fac.jitter)
-
-        def build(Xv):
-            Xt = pt.as_tensor_variable(self.X)
-            extra = [self.cov(Xv)] if not diag else []
-            return [self.cov(Xt, Xv), self.cov(Xv, diag=True), _broadcast_mean(self.mean_func, Xv),
-                    self.sigma2 * pt.ones(()), *extra]  # fmt: skip
-
-        out = self._fn("cross_full" if not diag else "cross", build)(*values, np.asarray(Xn, float))
-        Ks, kss, mean_n, s2 = out[:4]
-        CiKs = fac.solve(Ks)
-        mean = mean_n + Ks.T @ fac.solve(self.y - mu)
-        if diag:
-            var, cov = kss - np.sum(Ks * CiKs, axis=0), None
-        else:
-            cov = out[4] - Ks.T @ CiKs
-            var = np.diag(cov).copy()
-        if include_noise:
-            var = var + float(s2)
-            if cov is not None:
-                cov = cov + float(s2) * np.eye(cov.shape[0])
-        return mean, np.maximum(var, 0.0), cov

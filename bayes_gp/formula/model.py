@@ -40,14 +40,16 @@ from scipy.special import logit
 
 from bayes_gp._validation import f64
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
-from bayes_gp.formula.covariance import FixedMean, LinearBasis, OnColumns, SameGroup
+from bayes_gp.formula.covariance import FixedMean, HSGPTerm, LinearBasis, OnColumns, SameGroup
 from bayes_gp.formula.design import Design, gp_columns, group_columns
+from bayes_gp.formula.factored import FactoredLikelihood
 from bayes_gp.formula.grouped import (
     GroupedLikelihood,
     dense_cost,
     distinct_rows,
     grouped_cost,
 )
+from bayes_gp.formula.lowrank import LowRankLikelihood, lowrank_cost
 from bayes_gp.formula.parse import ParsedFormula, _Name, parse_formula
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal
@@ -63,6 +65,7 @@ from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.gpr import GPRegression
+from bayes_gp.regression.hsgp import HSGPLikelihood, hsgp_m_c
 
 __all__ = [
     "Model",
@@ -144,6 +147,7 @@ class FormulaTerms:
         kernels = dict(kernels or {})
         D = len(design.names)
         self._gp_specs = {}
+        self._hsgp: dict[str, tuple] = {}  # an HSGP term's m, c, box half-widths, centre
         for t in parsed.gp_terms:
             k = t.kernel
             if isinstance(k, _Name):
@@ -180,6 +184,7 @@ class FormulaTerms:
         self._fixed_mean = FixedMean(design.fixed_columns(), b, design.offset_column, b0)
         self._D = D
         self._term_covs: dict[int, dict] = {}
+        self._term_features: dict[int, dict] = {}
         terms = self.term_names
         twice = sorted({t for t in terms if terms.count(t) > 1})
         if twice:
@@ -210,9 +215,13 @@ class FormulaTerms:
 
     def _term_kernel(self, D: int):
         """Create every term's hyperparameters in the current model and return the sum of the
-        terms' covariances (the callable kernel of the engine)."""
+        terms' covariances (the callable kernel of the engine). Each term's low-rank factor
+        :math:`F_j` at the training rows (:math:`K_j = F_j F_j^\top`; ``None`` for an exact GP
+        term) is kept beside it for the low-rank engine (:mod:`bayes_gp.formula.lowrank`)."""
         covs: dict[str, Any] = {}
+        feats: dict[str, Any] = {}
         s = self._s
+        X = self.design.X
         for t in self.parsed.gp_terms:
             spec, cols, scale = self._gp_specs[t.name]
             scale = DataScale(scale.x_range, scale.x_sd, scale.x_sq_mean, self._loc, s)
@@ -230,26 +239,79 @@ class FormulaTerms:
 
                 hyper[p] = resolve_prior(user, name, fallback)
             base = spec.build(len(cols), hyper)
-            # a model on one column keeps the catalogue's kernel (its structure is recognised)
-            cov = base if D == 1 else OnColumns(base, D, cols)
+            feats[t.name] = None
+            if t.approx == "hsgp":
+                cov = self._hsgp_term(t, base, D, cols)
+                feats[t.name] = cov.features(pt.as_tensor_variable(X))
+            else:  # a model on one column keeps the catalogue's kernel (its structure is known)
+                cov = base if D == 1 else OnColumns(base, D, cols)
             if t.by:
-                cov = cov * SameGroup(D, self.design.factor_column(t.by))
+                col = self.design.factor_column(t.by)
+                cov = cov * SameGroup(D, col)
+                if feats[t.name] is not None:  # one block of features per level
+                    Z = _indicators(X[:, col])
+                    F = feats[t.name]
+                    feats[t.name] = (F[:, :, None] * Z[:, None, :]).reshape((X.shape[0], -1))
             covs[t.name] = cov
         for g in self.parsed.group_terms:
             name = f"{g.name}.sigma"
             sigma = resolve_prior(self._term_priors, name, lambda n: pm.HalfNormal(n, sigma=f64(s)))
             group, z = group_columns(self.design, g)
             covs[g.name] = pt.square(sigma) * SameGroup(D, group, z)
+            Z = _indicators(X[:, group]) * (1.0 if z is None else X[:, [z]])
+            feats[g.name] = sigma * pt.as_tensor_variable(Z)
         if self._intercept:
             covs["Intercept"] = pm.gp.cov.Constant(self._intercept[1])
+            feats["Intercept"] = pt.as_tensor_variable(
+                np.full((X.shape[0], 1), np.sqrt(self._intercept[1]))
+            )
         fixed_cols = self.design.fixed_columns()
         for term, idx in self._fixed_terms.items():
             cols = [fixed_cols[i] for i in idx]
             covs[term] = LinearBasis(D, cols, self._fixed_v[idx])
+            feats[term] = pt.as_tensor_variable(X[:, cols] * np.sqrt(self._fixed_v[idx]))
         self._term_covs[id(pm.modelcontext(None))] = covs
+        self._term_features[id(pm.modelcontext(None))] = feats
         if not covs:
             raise ValueError(f"the formula {self.formula!r} has no term on its right-hand side")
         return _sum(list(covs.values()))
+
+    def _hsgp_term(self, t, base, D: int, cols: list[int]) -> HSGPTerm:
+        """The HSGP approximation of a ``gp(..., approx="hsgp")`` term: ``m`` and ``c`` as
+        given, the others by the rule of Riutort-Mayol et al. 2022 over the central 95% of the
+        length-scale prior (:func:`~bayes_gp.regression.hsgp.hsgp_m_c`), fixed at the first
+        build (the box must not move between the models of one formula)."""
+        if t.name not in self._hsgp:
+            Xc = self.design.X[:, cols]
+            lo, hi = Xc.min(axis=0), Xc.max(axis=0)
+            S = 0.5 * (hi - lo)
+            if np.any(S <= 0):
+                raise ValueError(f"{t.name}: approx='hsgp' needs inputs that vary")
+            HSGPLikelihood._check_psd(base, len(cols))
+            m, c = (t.m,) * len(cols), (t.c,) * len(cols)
+            if t.m is None or t.c is None:
+                m_rule, c_rule = hsgp_m_c(base, Xc, c=None if t.c is None else c)
+                m = m_rule if t.m is None else m
+                c = c_rule
+            self._hsgp[t.name] = (tuple(int(v) for v in m), tuple(float(v) for v in c),
+                                  np.asarray(c) * S, 0.5 * (lo + hi))  # fmt: skip
+        m, c, L, center = self._hsgp[t.name]
+        return HSGPTerm(base, D, cols, m, L, center)
+
+    def _check_hsgp_box(self, Xn: np.ndarray) -> None:
+        """New inputs of an HSGP term must lie in its box, where the basis is a GP."""
+        for t in self.parsed.gp_terms:
+            if t.name not in self._hsgp:
+                continue
+            _, c, L, center = self._hsgp[t.name]
+            x = Xn[:, self._gp_specs[t.name][1]]
+            if np.any(x < center - L) or np.any(x > center + L):
+                raise ValueError(
+                    f"{t.name}: new inputs outside the HSGP box [{(center - L).round(4).tolist()}"
+                    f", {(center + L).round(4).tolist()}] (c = {list(c)} times the training "
+                    "data's half-range about its midpoint), where the basis reflects and is no "
+                    "GP: build the model with a larger c (gp(..., c=...))"
+                )
 
     @staticmethod
     def _ard_prior(name, user, scale, D):
@@ -279,6 +341,9 @@ class FormulaTerms:
             spec = self._gp_specs[t.name][0]
             units = [f"{v} in years" if v in self.design.in_years else v for v in t.variables]
             cov = f"{spec.name} on ({', '.join(units)})"
+            if t.name in self._hsgp:
+                m, c = self._hsgp[t.name][:2]
+                cov = f"HSGP (m = {list(m)}, c = {[round(v, 3) for v in c]}) of {cov}"
             if t.by:
                 cov += f" × [{t.by} = {t.by}'] (one GP per level, shared hyperparameters)"
             rows.append(TermInfo(t.name, "gp", cov, tuple(f"{t.name}.{p}" for p in spec.params),
@@ -322,8 +387,11 @@ class FormulaTerms:
 
     def _design_of(self, new_data) -> np.ndarray:
         if isinstance(new_data, pd.DataFrame | Mapping):
-            return self.design.matrix(new_data)
-        return np.asarray(new_data, float)
+            Xn = self.design.matrix(new_data)
+        else:
+            Xn = np.asarray(new_data, float)
+        self._check_hsgp_box(Xn)
+        return Xn
 
     def _term_new(self, values, Xn: np.ndarray, term: str):
         """``(K_j(X, X_new), diag K_j(X_new), m_j(X_new))`` of one term at hyperparameter
@@ -414,8 +482,15 @@ class FormulaRegression(FormulaTerms, GPRegression):
         priors = dict(priors or {})
         loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
         self._setup_terms(parsed, design, "gaussian", priors, kernels, loc, s)
-        self._grouping = self._grouped_plan(structure)
-        if self._grouping is not None:
+        if structure not in (None, "grouped", "lowrank", "dense", "quasiseparable"):
+            raise ValueError(
+                "`structure` must be None, 'grouped', 'lowrank', 'dense' or 'quasiseparable', "
+                f"got {structure!r}"
+            )
+        self._lowrank = self._lowrank_plan(structure)
+        self._lowrank_asked = structure == "lowrank"
+        self._grouping = None if self._lowrank else self._grouped_plan(structure)
+        if self._lowrank or self._grouping is not None:
             structure = "dense"  # GPRegression's own choice is not asked: _build swaps it
         options = {} if jitter is None else {"jitter": jitter}
         super().__init__(
@@ -466,10 +541,34 @@ class FormulaRegression(FormulaTerms, GPRegression):
             return None
         return factor, names, cols
 
+    def _lowrank_plan(self, structure) -> bool:
+        """Whether the low-rank engine is used (:mod:`bayes_gp.formula.lowrank`): every GP term
+        has ``approx="hsgp"`` (the user asked for finite bases), unless ``structure`` says
+        otherwise."""
+        gps = self.parsed.gp_terms
+        possible = bool(gps) and all(t.approx == "hsgp" for t in gps)
+        if structure == "lowrank" and not possible:
+            raise ValueError(
+                "structure='lowrank' needs every gp() term to be a finite basis "
+                "(approx='hsgp'); exact GP terms have no low-rank form"
+            )
+        return possible and structure in (None, "lowrank")
+
+    def _rank(self) -> int:
+        """The width of the low-rank engine's basis: each HSGP term's functions (per level
+        with ``by=``), each group effect's levels, the intercept and the coefficients."""
+        X = self.design.X
+        levels = {
+            f: np.unique(X[:, self.design.factor_column(f)]).size for f in self.design.factors
+        }
+        r = sum(int(np.prod(self._hsgp[t.name][0])) * (levels[t.by] if t.by else 1)
+                for t in self.parsed.gp_terms)  # fmt: skip
+        r += sum(levels[":".join(g.factor)] for g in self.parsed.group_terms)
+        return r + (1 if self._intercept else 0) + len(self.design.fixed_labels)
+
     def _build(self) -> pm.Model:
-        if self._grouping is None:
+        if self._grouping is None and not self._lowrank:
             return super()._build()
-        factor, names, cols = self._grouping
         D = self.X.shape[1]
         coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
         with pm.Model(coords=coords) as model:
@@ -477,13 +576,27 @@ class FormulaRegression(FormulaTerms, GPRegression):
             mean_func = self._mean_function(D)
             sigma = self.noise if self.noise is not None else self._prior("sigma")
             covs = self._term_covs[id(model)]
-            block = _sum([covs[t] for t in names])
-            glob = _sum([c for t, c in covs.items() if t not in names])
             self.quasiseparable = False
-            self.marginal = GroupedLikelihood(
-                "y", self.X, self.y, block, glob, cov, mean_func, sigma, self.jitter_tensor, "obs",
-                group_column=self.design.factor_column(factor), global_columns=cols,
-            )  # fmt: skip
+            # bases wider than the data: one dense factor is cheaper (built again below)
+            wide = self._lowrank and not self._lowrank_asked and self._rank() >= self.X.shape[0]
+            if self._lowrank and not wide:
+                feats = self._term_features[id(model)]
+                F = pt.concatenate([feats[t] for t in covs], axis=1)
+                self.marginal = LowRankLikelihood(
+                    "y", self.X, self.y, F, cov, mean_func, sigma, self.jitter_tensor, "obs"
+                )
+            elif not self._lowrank:
+                factor, names, cols = self._grouping
+                block = _sum([covs[t] for t in names])
+                glob = _sum([c for t, c in covs.items() if t not in names])
+                self.marginal = GroupedLikelihood(
+                    "y", self.X, self.y, block, glob, cov, mean_func, sigma, self.jitter_tensor,
+                    "obs", group_column=self.design.factor_column(factor), global_columns=cols,
+                )  # fmt: skip
+        if wide:  # outside the discarded model's context
+            self._lowrank = False
+            self._grouping = self._grouped_plan(None)
+            return self._build()
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
         return model
 
@@ -494,7 +607,7 @@ class FormulaRegression(FormulaTerms, GPRegression):
     def _term_factors(self, fit, max_draws):
         draws = [self._values(fit.params)] if not is_nuts(fit) else self._draws(fit, max_draws)
         for values in draws:
-            if isinstance(self.marginal, GroupedLikelihood):
+            if isinstance(self.marginal, FactoredLikelihood):
                 yield values, self.marginal.solver(values)
                 continue
             fac = self.marginal.factor(values)[1] if self.marginal.dense else self._dense(values)
@@ -528,6 +641,15 @@ class FormulaRegression(FormulaTerms, GPRegression):
 
     def describe_engine(self) -> str:
         n = self.X.shape[0]
+        if isinstance(self.marginal, LowRankLikelihood):
+            r = self._rank()
+            return (
+                f"exact marginal likelihood of the finite bases (every term low-rank: HSGP "
+                f"terms, group indicators, coefficients; rank r = {r}) by the Woodbury identity "
+                f"(O(n r² + r³) = {lowrank_cost(n, r):.2g} flops per log density, dense "
+                f"{dense_cost(n):.2g}): the basis weights integrated out, NUTS sees "
+                f"{len(self.hyperparameters)} hyperparameters"
+            )
         if isinstance(self.marginal, GroupedLikelihood):
             g = self.marginal
             return (
@@ -676,6 +798,12 @@ class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
         )
 
 
+def _indicators(codes: np.ndarray) -> np.ndarray:
+    """One column per level of the group codes, 1 where a row has that level."""
+    levels = np.unique(codes)
+    return (codes[:, None] == levels[None, :]).astype(float)
+
+
 def _sum(covs: list):
     """The sum of covariance functions, ``None`` for none."""
     total = None
@@ -763,8 +891,10 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         Kernel objects named in ``gp(..., kernel=name)``.
     jitter : float, optional
         The engine's jitter (its default when omitted).
-    structure : None, "grouped", "dense" or "quasiseparable"
-        The gaussian family's exact likelihood. ``"grouped"``: per-group factors and the
+    structure : None, "lowrank", "grouped", "dense" or "quasiseparable"
+        The gaussian family's exact likelihood. ``"lowrank"``: the Woodbury identity over the
+        terms' finite bases when every ``gp()`` term has ``approx="hsgp"``
+        (:mod:`bayes_gp.formula.lowrank`; the default then); ``"grouped"``: per-group factors and the
         Woodbury identity (:mod:`bayes_gp.formula.grouped`) when every term of
         ``gp(..., by=g)``, ``(1 | g)``, ``(x | g)`` uses one factor; ``"quasiseparable"``: the
         O(n) state-space one when the whole model lies on one input column with a state-space

@@ -8,7 +8,9 @@ as in Bambi) with three more calls:
   shared (the kernel :math:`k(x, x')\,[g = g']`); ``kernel=`` a catalogue expression
   (:func:`~bayes_gp.regression.catalogue.kernel_spec`) or the name of a kernel object given in
   the model's ``kernels=`` mapping; ``name="trend"`` the term's name (default ``gp(x1, x2)``,
-  or ``gp(t, by=g)``), which prefixes its hyperparameters (``trend.ls``).
+  or ``gp(t, by=g)``), which prefixes its hyperparameters (``trend.ls``); ``approx="hsgp"``
+  (with ``m=`` basis functions per input and the boundary factor ``c=``, by default the rule
+  of Riutort-Mayol et al. 2022) the term's reduced-rank Hilbert-space approximation.
 * ``offset(expr)``: a term with coefficient fixed at one (``offset(log(exposure))``).
 * ``p(successes, trials)`` as the response of a binomial family.
 
@@ -30,7 +32,7 @@ from formulae.terms.terms import GroupSpecificTerm, Intercept, Term
 __all__ = ["GPTerm", "GroupTerm", "ParsedFormula", "parse_formula", "GP_OPTIONS"]
 
 #: The keyword arguments of ``gp()``.
-GP_OPTIONS = ("by", "kernel", "ard", "name")
+GP_OPTIONS = ("by", "kernel", "ard", "name", "approx", "m", "c")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class GPTerm:
     by: str | None = None
     kernel: Any = "expquad"
     ard: bool = False
+    approx: str | None = None  # "hsgp": the reduced-rank term of Solin & Särkkä (2020)
+    m: int | None = None  # basis functions per input of an HSGP term
+    c: float | None = None  # its boundary factor
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,17 @@ def _gp_term(call, formula: str) -> GPTerm:
                 f"gp(name=...) takes a non-empty string without '.' or '|' (it prefixes the "
                 f"term's hyperparameters, 'name.ls'), got {name!r} in {formula!r}"
             )
-    return GPTerm(name, tuple(variables), by.name if by else None, kernel, ard)
+    approx, m, c = opts.get("approx"), opts.get("m"), opts.get("c")
+    if approx not in (None, "hsgp"):
+        raise ValueError(f"gp(approx=...) takes 'hsgp', got {approx!r} in {formula!r}")
+    if (m is not None or c is not None) and approx is None:
+        raise ValueError(f"gp(m=..., c=...) go with approx='hsgp' (in {formula!r})")
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        raise ValueError(f"gp(m=...) takes a positive whole number, got {m!r} in {formula!r}")
+    if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or c <= 1):
+        raise ValueError(f"gp(c=...) takes a number above 1, got {c!r} in {formula!r}")
+    return GPTerm(name, tuple(variables), by.name if by else None, kernel, ard, approx, m,
+                  None if c is None else float(c))  # fmt: skip
 
 
 def parse_formula(formula: str) -> ParsedFormula:
@@ -211,7 +226,8 @@ def parse_formula(formula: str) -> ParsedFormula:
         for t in gp_terms:
             if t.name in dup and t.name.startswith("gp("):
                 k = t.kernel.name if isinstance(t.kernel, _Name) else t.kernel
-                t = GPTerm(f"{t.name[:-1]}, kernel={k!r})", t.variables, t.by, t.kernel, t.ard)
+                t = GPTerm(f"{t.name[:-1]}, kernel={k!r})", t.variables, t.by, t.kernel, t.ard,
+                           t.approx, t.m, t.c)  # fmt: skip
             relabelled.append(t)
         gp_terms = relabelled
         names = [t.name for t in gp_terms]

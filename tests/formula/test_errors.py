@@ -28,10 +28,17 @@ DATA = pd.DataFrame(
     [
         ("gp(t)", "response on the left"),
         ("~ gp(t)", "cannot parse|response"),
-        ("y ~ gp(t, width=2)", r"no option \['width'\].*\['by', 'kernel', 'ard', 'name'\]"),
+        (
+            "y ~ gp(t, width=2)",
+            r"no option \['width'\].*\['by', 'kernel', 'ard', 'name', 'approx', 'm', 'c'\]",
+        ),
         ("y ~ gp(np.log(t))", "column names as its inputs"),
         ("y ~ gp(t, t)", "lists a column twice"),
         ("y ~ gp(t, kernel='expquad') + gp(t)", "two GP terms named alike.*name='trend'"),
+        ("y ~ gp(t, approx='vfe')", r"gp\(approx=...\) takes 'hsgp'"),
+        ("y ~ gp(t, m=10)", r"go with approx='hsgp'"),
+        ("y ~ gp(t, approx='hsgp', m=0)", "positive whole number"),
+        ("y ~ gp(t, approx='hsgp', c=0.5)", "a number above 1"),
         ("y ~ gp(t, name='a.b')", r"gp\(name=...\) takes a non-empty string without '\.'"),
         ("y ~ x1 + gp(t, name='x1')", r"two terms named \['x1'\]"),
         ("y ~ gp(t, ard=3)", "True or False"),

@@ -1,0 +1,70 @@
+"""HSGP terms and the low-rank engine of gaussian formula models: an HSGP term is
+GPRegression's HSGP (log density to 1e-10), the low-rank Woodbury engine equals the dense
+likelihood of the same bases (log density, gradient, per-term predictions, LOO), the engine is
+chosen only where the bases are narrower than the data, and new inputs must stay in the box."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_gp import GPRegression
+from bayes_gp.formula import Model
+from bayes_gp.formula.lowrank import LowRankLikelihood
+from bayes_gp.regression.exact import ExactLikelihood
+from tests.formula.test_model import DATA, T
+
+FORMULA = ("y ~ x1 + gp(t, approx='hsgp', m=25, c=2.5)"
+           " + gp(t, by=site, approx='hsgp', m=10, c=2.5) + (1|site)")  # fmt: skip
+PARAMS = {"gp(t).ls": 1.1, "gp(t).eta": 0.8, "gp(t, by=site).ls": 0.9, "gp(t, by=site).eta": 0.5,
+          "1|site.sigma": 0.7, "sigma": 0.3}  # fmt: skip
+
+
+def test_an_hsgp_term_is_gpregressions_hsgp():
+    m = Model("y ~ 0 + gp(t, approx='hsgp', m=30, c=2.0)", DATA)
+    assert isinstance(m.marginal, LowRankLikelihood)  # 30 basis functions < 36 rows
+    assert m.terms_table().loc["gp(t)", "covariance"].startswith("HSGP (m = [30], c = [2.0])")
+    ref = GPRegression(T, DATA["y"].to_numpy(), "expquad", mean="zero", approx="hsgp",
+                       approx_options={"m": [30], "c": [2.0]})  # fmt: skip
+    p = {"gp(t).ls": 1.3, "gp(t).eta": 0.9, "sigma": 0.3}
+    np.testing.assert_allclose(m.log_marginal_likelihood(p),
+                               ref.log_marginal_likelihood({"ls": 1.3, "eta": 0.9, "sigma": 0.3}),
+                               rtol=1e-10)  # fmt: skip
+
+
+def test_lowrank_equals_the_dense_likelihood_of_the_same_bases():
+    lr = Model(FORMULA, DATA, structure="lowrank")
+    de = Model(FORMULA, DATA, structure="dense")
+    assert isinstance(lr.marginal, LowRankLikelihood) and isinstance(de.marginal, ExactLikelihood)
+    assert "rank r = 60" in dict(lr.describe())["engine"]  # 25 + 3 x 10 + 3 + 1 + 1
+    a, ga = lr.log_marginal_likelihood(PARAMS, eval_gradient=True)
+    b, gb = de.log_marginal_likelihood(PARAMS, eval_gradient=True)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+    for k in PARAMS:
+        np.testing.assert_allclose(ga[k], gb[k], rtol=1e-9, atol=1e-11)
+    fit = de.fit("map")
+    new = pd.DataFrame({"t": [1.0, 5.5, 9.0], "site": ["a", "c", "new"], "x1": [0.0, 1.0, -1.0]})
+    tl, td = lr.predict(new, fit, terms=lr.term_names), de.predict(new, fit, terms=de.term_names)
+    for t in tl:
+        np.testing.assert_allclose(tl[t].mean, td[t].mean, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(tl[t].var, td[t].var, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(lr.predict(new, fit, diag=False).cov,
+                               de.predict(new, fit, diag=False).cov, atol=1e-9)  # fmt: skip
+    np.testing.assert_allclose(lr._pointwise_loo(lr._values(fit.params)),
+                               de._pointwise_loo(de._values(fit.params)), rtol=1e-9)  # fmt: skip
+    # bases wider than the data (60 > 36 rows): by default the dense factor is used
+    assert isinstance(Model(FORMULA, DATA).marginal, ExactLikelihood)
+
+
+def test_hsgp_options_and_the_box():
+    with pytest.raises(ValueError, match="structure='lowrank' needs every gp"):
+        Model("y ~ gp(t) + gp(t, approx='hsgp', name='b')", DATA, structure="lowrank")
+    m = Model("y ~ gp(t, approx='hsgp', m=20, c=1.5)", DATA)
+    fit = m.fit("map")
+    lo, hi = T.min(), T.max()
+    half = 0.5 * (hi - lo)
+    inside = pd.DataFrame({"t": [lo - 0.4 * half]})
+    assert np.isfinite(m.predict(inside, fit).mean).all()
+    with pytest.raises(ValueError, match=r"outside the HSGP box.*gp\(..., c=...\)"):
+        m.predict(pd.DataFrame({"t": [hi + 0.6 * half]}), fit)
