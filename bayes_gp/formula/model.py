@@ -27,6 +27,7 @@ approximation, R&W eqs. 3.21 and 3.24), mixed over the NUTS draws.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,7 @@ from bayes_gp.formula.grouped import (
 )
 from bayes_gp.formula.lowrank import LowRankLikelihood, lowrank_cost
 from bayes_gp.formula.parse import ParsedFormula, _Name, parse_formula
+from bayes_gp.kernels.base import factors as kernel_factors
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal
 from bayes_gp.predictive import (
@@ -639,6 +641,26 @@ class FormulaRegression(FormulaTerms, GPRegression):
             return self._predict_mixture(self._check_new(Xn), fit, include_noise, max_draws)
         return super().predict(Xn, fit, diag, include_noise)
 
+    def approximation_checks(self, fit) -> list:
+        """Post-fit checks of each HSGP term (``gp(..., approx="hsgp")``) at ``fit``: the
+        resolution of its basis against the fitted length-scales and the width of its box
+        (Riutort-Mayol et al. 2022; :mod:`bayes_gp.regression.approx_checks`), named by the
+        term. The exact engines need none."""
+        from bayes_gp.regression.approx_checks import _hsgp_basis_checks
+
+        covs = self._term_covs[id(self.model)]
+        out = []
+        for t in self.parsed.gp_terms:
+            if t.name not in self._hsgp:
+                continue
+            term = _HSGPTermView(self, t, covs[t.name])
+            for check in _hsgp_basis_checks(self, term, fit):
+                advice = check.advice.replace("approx_options={", f"{t.name[:-1]}, ").replace(
+                    "'m': ", "m=").replace("'c': ", "c=").replace("}", ")")  # fmt: skip
+                out.append(dataclasses.replace(check, name=f"{check.name}: {t.name}",
+                                               advice=advice))  # fmt: skip
+        return out
+
     def describe_engine(self) -> str:
         n = self.X.shape[0]
         if isinstance(self.marginal, LowRankLikelihood):
@@ -796,6 +818,20 @@ class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
             f"on the {C}n-dimensional mode); NUTS sees {len(self.hyperparameters)} "
             "hyperparameters; joint latent NUTS with method='nuts_joint'"
         )
+
+
+class _HSGPTermView:
+    """What :func:`bayes_gp.regression.approx_checks._hsgp_basis_checks` reads of an HSGP
+    likelihood (``cov``, ``X``, ``m``, ``c``, ``L``, ``rvs``), for one HSGP term of a formula
+    model: its base kernel on the term's own columns."""
+
+    def __init__(self, model, term, cov):
+        hsgp = cov if isinstance(cov, HSGPTerm) else next(
+            f for f in kernel_factors(cov) if isinstance(f, HSGPTerm))  # fmt: skip
+        self.cov = hsgp.base
+        self.X = model.design.X[:, model._gp_specs[term.name][1]]
+        self.m, self.c, self.L, _ = model._hsgp[term.name]
+        self.rvs = list(model.model.free_RVs)
 
 
 def _indicators(codes: np.ndarray) -> np.ndarray:

@@ -68,3 +68,21 @@ def test_hsgp_options_and_the_box():
     assert np.isfinite(m.predict(inside, fit).mean).all()
     with pytest.raises(ValueError, match=r"outside the HSGP box.*gp\(..., c=...\)"):
         m.predict(pd.DataFrame({"t": [hi + 0.6 * half]}), fit)
+
+
+def test_post_fit_checks_of_each_hsgp_term_in_formula_words():
+    """Each HSGP term gets the resolution and boundary checks of GPRegression's HSGP, named by
+    the term, with advice in the formula's syntax; a basis too coarse for the fitted length-scale
+    fails (m = 10 functions for a per-site curve of length-scale ~ 1), a fine one passes."""
+    m = Model("y ~ x1 + gp(t, approx='hsgp', m=40, c=3) + gp(t, by=site, approx='hsgp', m=10, "
+              "c=2.5) + (1|site)", DATA)  # fmt: skip
+    fit = m.fit("map")
+    checks = {c.name: c for c in m.approximation_checks(fit)}
+    assert set(checks) == {f"HSGP {k}: {t}" for k in ("resolution (ls vs basis)",
+                                                      "boundary (c vs ls)")
+                           for t in ("gp(t)", "gp(t, by=site)")}  # fmt: skip
+    assert checks["HSGP resolution (ls vs basis): gp(t)"].status == "ok"
+    coarse = checks["HSGP resolution (ls vs basis): gp(t, by=site)"]
+    assert coarse.status == "fail" and "refit with gp(t, by=site, m=" in coarse.advice
+    exact = Model("y ~ x1 + gp(t) + (1|site)", DATA)
+    assert exact.approximation_checks(exact.fit("map")) == []
