@@ -28,6 +28,7 @@ approximation, R&W eqs. 3.21 and 3.24), mixed over the NUTS draws.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,7 @@ from bayes_gp.predictive import predict as gaussian_predict
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import is_nuts
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.regression.exact import dense_memory_bytes, dense_memory_limit
 from bayes_gp.regression.gpr import GPRegression
 from bayes_gp.regression.hsgp import HSGPLikelihood, hsgp_m_c
 
@@ -489,6 +491,8 @@ class FormulaRegression(FormulaTerms, GPRegression):
                 "`structure` must be None, 'grouped', 'lowrank', 'dense' or 'quasiseparable', "
                 f"got {structure!r}"
             )
+        if structure is None:
+            self._approximate_if_too_large()
         self._lowrank = self._lowrank_plan(structure)
         self._lowrank_asked = structure == "lowrank"
         self._grouping = None if self._lowrank else self._grouped_plan(structure)
@@ -543,6 +547,35 @@ class FormulaRegression(FormulaTerms, GPRegression):
             return None
         return factor, names, cols
 
+    def _approximate_if_too_large(self) -> None:
+        """Where neither the grouped nor the O(n) engine applies and the dense one would not fit
+        in memory (:func:`~bayes_gp.regression.exact.check_dense_memory`), every exact GP term
+        takes its HSGP approximation (m and c by the rule), with a warning: the model that fits
+        rather than a ``MemoryError``."""
+        n = self.design.n
+        if dense_memory_bytes(n) <= dense_memory_limit() or self._grouped_plan(None) is not None:
+            return
+        exact = [t for t in self.parsed.gp_terms if t.approx is None]
+        state_space = {"matern12", "matern32", "matern52", "exponential"}
+        one_column = len(self.design.names) == 1
+        if not exact or (one_column and all(
+                set(self._gp_specs[t.name][0].name.replace(" ", "").replace("*", "+")
+                    .split("+")) <= state_space for t in exact)):  # fmt: skip
+            return  # HSGP already, or the O(n) state-space engine takes it
+        terms = [dataclasses.replace(t, approx="hsgp") if t.approx is None else t
+                 for t in self.parsed.gp_terms]  # fmt: skip
+        self.parsed = dataclasses.replace(self.parsed, gp_terms=tuple(terms))
+        warnings.warn(
+            f"n = {n}: the dense exact GP would need {dense_memory_bytes(n) / 2**30:.1f} GiB per "
+            f"log-density gradient, over this machine's limit; the terms "
+            f"{[t.name for t in exact]} use their HSGP approximation (m and c by the "
+            "Riutort-Mayol rule, checked after the fit) in the low-rank engine. Give "
+            "gp(..., approx='hsgp', m=..., c=...) to choose the basis, or group the data "
+            "(gp(t, by=g), (1 | g)) for the exact grouped engine",
+            UserWarning,
+            stacklevel=4,
+        )
+
     def _lowrank_plan(self, structure) -> bool:
         """Whether the low-rank engine is used (:mod:`bayes_gp.formula.lowrank`): every GP term
         has ``approx="hsgp"`` (the user asked for finite bases), unless ``structure`` says
@@ -580,7 +613,9 @@ class FormulaRegression(FormulaTerms, GPRegression):
             covs = self._term_covs[id(model)]
             self.quasiseparable = False
             # bases wider than the data: one dense factor is cheaper (built again below)
-            wide = self._lowrank and not self._lowrank_asked and self._rank() >= self.X.shape[0]
+            n = self.X.shape[0]
+            wide = (self._lowrank and not self._lowrank_asked and self._rank() >= n
+                    and dense_memory_bytes(n) <= dense_memory_limit())  # fmt: skip
             if self._lowrank and not wide:
                 feats = self._term_features[id(model)]
                 F = pt.concatenate([feats[t] for t in covs], axis=1)

@@ -85,6 +85,7 @@ __all__ = [
     "DENSE_EVAL_MATRICES",
     "MAX_DENSE_BYTES",
     "dense_memory_bytes",
+    "dense_memory_limit",
     "check_dense_memory",
 ]
 
@@ -107,7 +108,9 @@ def dense_memory_bytes(n: int) -> int:
     return DENSE_EVAL_MATRICES * 8 * int(n) ** 2
 
 
-def _memory_limit() -> int:
+def dense_memory_limit() -> int:
+    """The bytes one exact evaluation may use: :data:`MAX_DENSE_BYTES`, or 3/4 of the
+    physical memory where that is less."""
     try:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # not POSIX: the documented limit only
@@ -118,7 +121,7 @@ def _memory_limit() -> int:
 def check_dense_memory(n: int) -> None:
     """Raise ``MemoryError`` with advice when the exact GP at ``n`` inputs would need more than
     the limit (module docstring), before anything ``n x n`` is allocated."""
-    need, limit = dense_memory_bytes(n), _memory_limit()
+    need, limit = dense_memory_bytes(n), dense_memory_limit()
     if need > limit:
         raise MemoryError(
             f"the exact GP at n = {n} inputs needs about {DENSE_EVAL_MATRICES} n x n matrices "

@@ -86,3 +86,18 @@ def test_post_fit_checks_of_each_hsgp_term_in_formula_words():
     assert coarse.status == "fail" and "refit with gp(t, by=site, m=" in coarse.advice
     exact = Model("y ~ x1 + gp(t) + (1|site)", DATA)
     assert exact.approximation_checks(exact.fit("map")) == []
+
+
+def test_a_model_too_large_for_the_dense_factor_takes_hsgp_terms(monkeypatch):
+    """Where the dense exact GP would not fit in memory (the limit lowered here to 35 rows'
+    worth) and no exact structured engine applies, every exact GP term takes its HSGP
+    approximation, with a warning that says so and how to choose."""
+    from bayes_gp.regression import exact
+
+    monkeypatch.setattr(exact, "MAX_DENSE_BYTES", exact.dense_memory_bytes(35))
+    with pytest.warns(UserWarning, match=r"\['gp\(t\)'\] use their HSGP approximation"):
+        m = Model("y ~ x1 + gp(t)", DATA)
+    assert "HSGP" in m.terms_table().loc["gp(t)", "covariance"]
+    # its bases are wider than the data (the rule's m), but the dense factor does not fit:
+    # the low-rank engine all the same
+    assert isinstance(m.marginal, LowRankLikelihood)

@@ -44,7 +44,7 @@ def test_limit_is_the_documented_constant(monkeypatch):
         bayes_gp.GPRegression(X, y, kernel="expquad")
     monkeypatch.setattr(exact, "MAX_DENSE_BYTES", dense_memory_bytes(60))
     check_dense_memory(60)  # at the limit: accepted
-    assert exact._memory_limit() == dense_memory_bytes(60)  # the machine has more than that
+    assert exact.dense_memory_limit() == dense_memory_bytes(60)  # the machine has more than that
     # the approximations do not need the dense matrices
     gp = bayes_gp.GPRegression(
         X, y, kernel="expquad", approx="vfe", approx_options={"n_inducing": 10}
