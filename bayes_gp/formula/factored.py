@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
-from bayes_gp.regression.observed import _broadcast_mean, _loo_terms, _ObservedLikelihood
+from bayes_gp.regression.observed import ObservedLikelihood, broadcast_mean, loo_terms
 
 __all__ = ["FactoredLikelihood"]
 
 
-class FactoredLikelihood(_ObservedLikelihood):
+class FactoredLikelihood(ObservedLikelihood):
     """An exact likelihood registered as an observed variable whose :meth:`factor` gives the
     prior mean at the training rows and a factor of :math:`C`; subclasses set ``X``, ``y``,
     ``cov`` (the summed covariance), ``mean_func``, ``sigma2`` and implement ``_loglik`` and
@@ -44,7 +44,7 @@ class FactoredLikelihood(_ObservedLikelihood):
     def loo(self, values) -> np.ndarray:
         """Exact leave-one-out log predictive densities (R&W eqs. 5.10-5.12)."""
         mu, fac = self.factor(values)
-        return _loo_terms(fac.inverse_diagonal(), fac.solve(self.y - mu))
+        return loo_terms(fac.inverse_diagonal(), fac.solve(self.y - mu))
 
     def predict(self, values, Xn, diag: bool = True, include_noise: bool = False, jitters=None):
         """``(mean, var, cov)`` of :math:`f_*` (of :math:`y_*` with ``include_noise``) at the
@@ -57,7 +57,7 @@ class FactoredLikelihood(_ObservedLikelihood):
         def build(Xv):
             Xt = pt.as_tensor_variable(self.X)
             extra = [self.cov(Xv)] if not diag else []
-            return [self.cov(Xt, Xv), self.cov(Xv, diag=True), _broadcast_mean(self.mean_func, Xv),
+            return [self.cov(Xt, Xv), self.cov(Xv, diag=True), broadcast_mean(self.mean_func, Xv),
                     self.sigma2 * pt.ones(()), *extra]  # fmt: skip
 
         out = self._fn("cross_full" if not diag else "cross", build)(*values, np.asarray(Xn, float))

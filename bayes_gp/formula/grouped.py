@@ -29,7 +29,7 @@ from pytensor.graph.replace import vectorize_graph
 from bayes_gp.formula.factored import FactoredLikelihood
 from bayes_gp.hierarchical.woodbury import PaddedLayout, StructuredFactor, padded_structured_logp
 from bayes_gp.linalg import plus_diagonal
-from bayes_gp.regression.observed import _broadcast_mean
+from bayes_gp.regression.observed import broadcast_mean
 
 __all__ = ["GroupedLikelihood", "grouped_cost", "dense_cost"]
 
@@ -92,7 +92,7 @@ class GroupedLikelihood(FactoredLikelihood):
         K0 = None
         if self.global_cov is not None:
             K0 = plus_diagonal(self.global_cov(pt.as_tensor_variable(self.XU)), self.jitter)
-        return A, K0, _broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
+        return A, K0, broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
 
     def _loglik(self, value):
         A, K0, mu = self._parts()

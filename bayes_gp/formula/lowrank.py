@@ -30,7 +30,7 @@ import pytensor.tensor as pt
 from scipy.linalg import cho_factor, cho_solve
 
 from bayes_gp.formula.factored import FactoredLikelihood
-from bayes_gp.regression.observed import LOG_2PI, _broadcast_mean
+from bayes_gp.regression.observed import LOG_2PI, broadcast_mean
 
 __all__ = ["LowRankLikelihood", "lowrank_cost"]
 
@@ -73,7 +73,7 @@ class LowRankLikelihood(FactoredLikelihood):
 
     def _loglik(self, value):
         n = self.y.shape[0]
-        r = value - _broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
+        r = value - broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
         F = self.F
         A = self.d * pt.eye(F.shape[1]) + pt.dot(F.T, F)
         L = pt.linalg.cholesky(A)
@@ -88,7 +88,7 @@ class LowRankLikelihood(FactoredLikelihood):
 
         def build(_):
             Xt = pt.as_tensor_variable(self.X)
-            return [self.F, self.d * pt.ones(()), _broadcast_mean(self.mean_func, Xt)]
+            return [self.F, self.d * pt.ones(()), broadcast_mean(self.mean_func, Xt)]
 
         F, d, mu = self._fn("parts", build)(*values, np.zeros((0, self.X.shape[1])))
         return mu, _Factor(F, float(d))

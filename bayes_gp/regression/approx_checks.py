@@ -103,9 +103,10 @@ from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.protocol import ApproximationCheck, is_nuts
 from bayes_gp.regression.hsgp import PSD_FLOOR, HSGPLikelihood, hsgp_constants
 from bayes_gp.regression.inducing import SparseLikelihood
-from bayes_gp.regression.observed import LOG_2PI, _broadcast_mean
+from bayes_gp.regression.observed import LOG_2PI, broadcast_mean
 
 __all__ = [
+    "hsgp_basis_checks",
     "ERROR_OK",
     "ERROR_WARN",
     "GAP_OK",
@@ -219,13 +220,13 @@ def _options_text(key: str, values, D: int, fmt=str) -> str:
 def hsgp_checks(model, lik: HSGPLikelihood, fit) -> list[ApproximationCheck]:
     """The HSGP resolution, boundary and error checks of a fit (module docstring)."""
     return [
-        *_hsgp_basis_checks(model, lik, fit),
+        *hsgp_basis_checks(model, lik, fit),
         _hsgp_error_check(model, lik, fit),
         _bias_check(model, lik, fit, "HSGP"),
     ]
 
 
-def _hsgp_basis_checks(model, lik, fit) -> list[ApproximationCheck]:
+def hsgp_basis_checks(model, lik, fit) -> list[ApproximationCheck]:
     parts = _components(lik.cov, lik.X)
     names = ("HSGP resolution (ls vs basis)", "HSGP boundary (c vs ls)")
     if parts is None:
@@ -292,7 +293,7 @@ def _exact_parts(lik, values, Xs):
     """``(K(Xs, Xs), m(Xs), sigma^2 + jitter)`` of the model's kernel at ``values``."""
 
     def build(Xv):
-        return [lik.cov(Xv), _broadcast_mean(lik.mean_func, Xv), lik.s2 * pt.ones(())]
+        return [lik.cov(Xv), broadcast_mean(lik.mean_func, Xv), lik.s2 * pt.ones(())]
 
     return _fn(lik, "exact_parts", build)(*values, Xs)
 
@@ -562,7 +563,7 @@ def _sparse_parts(lik, values, Xs):
 
     def build(Xv):
         return [
-            lik.cov(Xv), lik.cov(Xu), lik.cov(Xu, Xv), _broadcast_mean(lik.mean_func, Xv),
+            lik.cov(Xv), lik.cov(Xu), lik.cov(Xu, Xv), broadcast_mean(lik.mean_func, Xv),
             lik.s2 * pt.ones(()),
         ]  # fmt: skip
 

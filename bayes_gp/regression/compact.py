@@ -62,10 +62,10 @@ from bayes_gp.banded import (
 from bayes_gp.linalg import NotPSDError
 from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import (
-    _broadcast_mean,
-    _loo_terms,
-    _ObservedLikelihood,
+    ObservedLikelihood,
     _with_noise,
+    broadcast_mean,
+    loo_terms,
 )
 
 __all__ = [
@@ -376,7 +376,7 @@ def cross_covariance(Xn: np.ndarray, X: np.ndarray, ls: np.ndarray, eta2: float,
     return sparse.csr_matrix((k, (rows, cols)), shape=(Xn.shape[0], X.shape[0]))
 
 
-class CompactLikelihood(_ObservedLikelihood):
+class CompactLikelihood(ObservedLikelihood):
     r"""The exact GP likelihood :math:`N(y \mid m, \eta^2 K_{pp} + (\sigma^2 + \epsilon) I)` on
     sparse Gram matrices (module docstring), registered as the observed variable ``name``.
 
@@ -398,7 +398,7 @@ class CompactLikelihood(_ObservedLikelihood):
         self._register(name, dims)
 
     def _loglik(self, value):
-        r = value - _broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
+        r = value - broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
         return compact_gp_logp(self.X, self.ls, self.eta, self.s2, r, self.q, self.j)
 
     def check(self, draws) -> None:
@@ -414,8 +414,8 @@ class CompactLikelihood(_ObservedLikelihood):
                 self.eta * one,
                 self.s2 * one,
                 self.sigma2 * one,
-                _broadcast_mean(self.mean_func, X),
-                _broadcast_mean(self.mean_func, Xv),
+                broadcast_mean(self.mean_func, X),
+                broadcast_mean(self.mean_func, Xv),
             ]
 
         ls, eta, s2, sigma2, mean_x, mean_n = self._fn("numbers", build)(*values, Xn)
@@ -457,7 +457,7 @@ class CompactLikelihood(_ObservedLikelihood):
         r"""Leave-one-out log densities (R&W eqs. 5.10–5.12) from :math:`\alpha` and the
         diagonal of the selected inverse: :math:`O(nb^2)` per draw."""
         f, _, mean_x, _ = self._factor(values, self.X[:0])
-        return _loo_terms(f.inverse_diag(), f.solve(self.y - mean_x))
+        return loo_terms(f.inverse_diag(), f.solve(self.y - mean_x))
 
 
 # ------------------------------------------------------------------------ backends

@@ -23,10 +23,10 @@ from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.observed import (
     LOG_2PI,
-    _broadcast_mean,
-    _loo_terms,
-    _ObservedLikelihood,
+    ObservedLikelihood,
     _with_noise,
+    broadcast_mean,
+    loo_terms,
 )
 
 __all__ = [
@@ -184,7 +184,7 @@ def _linear_mean(mean_func, X: np.ndarray):
     return None
 
 
-class HSGPLikelihood(_ObservedLikelihood):
+class HSGPLikelihood(ObservedLikelihood):
     r"""Collapsed HSGP likelihood :math:`N(y \mid m, \Phi\Lambda\Phi^\top + \sigma^2 I)`.
 
     See the module docstring for the formula and the default ``m``, ``c``.
@@ -207,7 +207,7 @@ class HSGPLikelihood(_ObservedLikelihood):
         S = 0.5 * np.ptp(X[:, dims_active], axis=0)
         if np.any(S <= 0):
             raise ValueError("approx='hsgp' needs inputs that vary in every active dimension")
-        self._check_psd(cov, dims_active.size)
+        self.check_spectral_density(cov, dims_active.size)
         m_given = None if spec.m is None else np.asarray(spec.m)[dims_active]
         c_given = None if spec.c is None else np.asarray(spec.c)[dims_active]
         if m_given is not None and c_given is not None:
@@ -283,7 +283,7 @@ class HSGPLikelihood(_ObservedLikelihood):
                 return
 
     @staticmethod
-    def _check_psd(cov, n_active):
+    def check_spectral_density(cov, n_active):
         omega = pt.as_tensor_variable(np.ones((2, n_active)))
         try:
             psd = cov.power_spectral_density(omega)
@@ -331,7 +331,7 @@ class HSGPLikelihood(_ObservedLikelihood):
         m = self.n_basis
         if lin is None:  # a general mean function: keep Phi, form Phi^T r in the graph
             Phi = self.basis(X)
-            r = pt.as_tensor_variable(y) - _broadcast_mean(self.mean_func, pt.as_tensor_variable(X))
+            r = pt.as_tensor_variable(y) - broadcast_mean(self.mean_func, pt.as_tensor_variable(X))
             self.G = Phi.T @ Phi
             self._Phi_r, self._rr = pt.dot(Phi.T, r), pt.dot(r, r)
             return
@@ -375,7 +375,7 @@ class HSGPLikelihood(_ObservedLikelihood):
                 self.s2 * pt.ones(()),
                 self._Phi_r * pt.ones(()),
                 self.sigma2 * pt.ones(()),
-                _broadcast_mean(self.mean_func, Xv),
+                broadcast_mean(self.mean_func, Xv),
             ]
 
         return self._fn("quantities", build)(*values, Xn)
@@ -419,5 +419,5 @@ class HSGPLikelihood(_ObservedLikelihood):
             W = sla.solve_triangular(LA, (Phi * d).T, lower=True)
             cinv = (1.0 - np.sum(W * W, axis=0) / s2) / s2
             alpha = (r[sl] - Phi @ mu_w) / s2
-            out[sl] = _loo_terms(cinv, alpha)
+            out[sl] = loo_terms(cinv, alpha)
         return out

@@ -17,10 +17,10 @@ from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER
 from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.hsgp import _components, hsgp_constants
 from bayes_gp.regression.observed import (
-    _broadcast_mean,
-    _loo_terms,
-    _ObservedLikelihood,
+    ObservedLikelihood,
     _with_noise,
+    broadcast_mean,
+    loo_terms,
 )
 
 __all__ = [
@@ -76,7 +76,7 @@ def inducing_points(X: np.ndarray, n: int, random_seed: int = 0) -> np.ndarray:
     return np.unique(centres * sd + mu, axis=0)
 
 
-class SparseLikelihood(_ObservedLikelihood):
+class SparseLikelihood(ObservedLikelihood):
     r"""VFE or FITC through ``pm.gp.MarginalApprox`` (see the module docstring).
 
     Attributes
@@ -162,7 +162,7 @@ class SparseLikelihood(_ObservedLikelihood):
                 self.cov(Xu, X),
                 self.cov(X, diag=True),
                 self.s2 * pt.ones(()),
-                _broadcast_mean(self.mean_func, X),
+                broadcast_mean(self.mean_func, X),
             ]
 
         Kuu, Kuf, Kffd, s2, mean_x = self._fn("loo", build)(*values, self.X[:0])
@@ -179,4 +179,4 @@ class SparseLikelihood(_ObservedLikelihood):
         alpha = r / lam - (A.T @ sla.solve_triangular(LB.T, c, lower=False)) / lam
         V = sla.solve_triangular(LB, Al, lower=True)
         cinv = 1.0 / lam - np.sum(V * V, axis=0)
-        return _loo_terms(cinv, alpha)
+        return loo_terms(cinv, alpha)

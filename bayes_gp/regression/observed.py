@@ -1,7 +1,8 @@
 """The base of the likelihoods that :class:`~bayes_gp.GPRegression` registers in place of the
 generic dense one (approximations, :mod:`bayes_gp.regression.approx`; compact support,
-:mod:`bayes_gp.regression.compact`): an observed ``pm.CustomDist`` whose log density is a
-PyTensor graph of the model's hyperparameters, and helpers their predictions share.
+:mod:`bayes_gp.regression.compact`; the formula models' grouped and low-rank engines,
+:mod:`bayes_gp.formula`): an observed ``pm.CustomDist`` whose log density is a PyTensor graph
+of the model's hyperparameters, and helpers their predictions share.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from pytensor.graph.replace import graph_replace
 
 from bayes_gp.inference.typeii import function_of_values
 
-__all__: list[str] = []
+__all__ = ["ObservedLikelihood", "broadcast_mean", "loo_terms", "LOG_2PI"]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-def _broadcast_mean(mean_func, X):
+def broadcast_mean(mean_func, X):
     return pt.as_tensor_variable(mean_func(X)) * pt.ones(X.shape[0])
 
 
-class _ObservedLikelihood:
+class ObservedLikelihood:
     """An approximate log marginal likelihood registered as the observed variable ``name``
     (the interface of :class:`~bayes_gp.regression.exact.ExactLikelihood`)."""
 
@@ -79,7 +80,7 @@ def _with_noise(var: np.ndarray, cov: np.ndarray | None, sigma2: float):
     return var, cov
 
 
-def _loo_terms(cinv_diag: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+def loo_terms(cinv_diag: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """R&W eqs. (5.10)-(5.12) from :math:`\\mathrm{diag}(C^{-1})` and :math:`C^{-1}r`."""
     var = 1.0 / cinv_diag
     resid = alpha / cinv_diag

@@ -88,10 +88,10 @@ from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER, JitterChoice, finite_
 from bayes_gp.linalg import NotPSDError
 from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import (
-    _broadcast_mean,
-    _loo_terms,
-    _ObservedLikelihood,
+    ObservedLikelihood,
     _with_noise,
+    broadcast_mean,
+    loo_terms,
 )
 from bayes_gp.regression.quasisep_terms import (
     NP,
@@ -791,7 +791,7 @@ def quasisep_predict(
 
 
 # ------------------------------------------------------------------- the PyMC variable
-class QuasisepLikelihood(_ObservedLikelihood):
+class QuasisepLikelihood(ObservedLikelihood):
     r"""The exact GP likelihood :math:`N(y\mid m(x), K + (\sigma^2 + \epsilon)I)` of a 1-D
     state-space kernel in :math:`O(n)`, registered as the observed variable ``name`` of the
     current PyMC model (module docstring). Built by :func:`quasisep_marginal` for a user's own
@@ -829,7 +829,7 @@ class QuasisepLikelihood(_ObservedLikelihood):
         return check_jitter(jitter) * (float(np.var(self.y)) or 1.0)
 
     def _loglik(self, value):
-        r = value - _broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
+        r = value - broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
         return quasisep_logp(self.x, r, self.term, self.s2)
 
     def check(self, draws) -> None:
@@ -844,8 +844,8 @@ class QuasisepLikelihood(_ObservedLikelihood):
                 *[pt.as_tensor_variable(v) * one for v in leaves],
                 self.s2 * pt.ones(self.x.shape[0]),
                 self.sigma2 * pt.ones(()),
-                _broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X)),
-                _broadcast_mean(self.mean_func, Xv),
+                broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X)),
+                broadcast_mean(self.mean_func, Xv),
             ]
 
         out = self._fn("numbers", build)(*values, Xn)
@@ -901,7 +901,7 @@ class QuasisepLikelihood(_ObservedLikelihood):
             )
         alpha, zdiag = np.empty_like(alpha_s), np.empty_like(zdiag_s)
         alpha[perm], zdiag[perm] = alpha_s, zdiag_s
-        return _loo_terms(zdiag, alpha)
+        return loo_terms(zdiag, alpha)
 
     def preflight(self, points, start: float, current: float, advice: str) -> JitterChoice:
         """The jitter ladder of :func:`bayes_gp.inference.jitter.choose_jitter` on the O(n)

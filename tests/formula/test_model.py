@@ -12,7 +12,7 @@ from scipy import stats
 
 from bayes_gp import GPRegression, LatentGP
 from bayes_gp.formula import Model
-from bayes_gp.formula.model import COEF_SCALE
+from bayes_gp.formula.terms import COEF_SCALE
 
 RNG = np.random.default_rng(11)
 N = 36

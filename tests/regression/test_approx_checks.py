@@ -62,7 +62,7 @@ def _hsgp_rows(gp, fit) -> dict[str, ApproximationCheck]:
     L-BFGS of the exact evidence is what takes seconds; the tests that use this assert on the
     other three)."""
     lik = gp.approximation
-    return _by_name([*ac._hsgp_basis_checks(gp, lik, fit), ac._hsgp_error_check(gp, lik, fit)])
+    return _by_name([*ac.hsgp_basis_checks(gp, lik, fit), ac._hsgp_error_check(gp, lik, fit)])
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_hsgp_boundary_check_flags_a_narrow_box(wiggly, hsgp30):
     params = {"ls": 8.0, "eta": 1.0, "sigma": 0.1}  # a1 ls / S = 3.2 * 8 / 5 = 5.1 > c = 1.5
     gp = hsgp30
     lik = gp.approximation
-    bnd = _by_name(ac._hsgp_basis_checks(gp, lik, _at(gp, params)))["HSGP boundary (c vs ls)"]
+    bnd = _by_name(ac.hsgp_basis_checks(gp, lik, _at(gp, params)))["HSGP boundary (c vs ls)"]
     assert bnd.status == "warn"
     assert bnd.value == pytest.approx(1.5 / (3.2 * 8.0 / (0.5 * np.ptp(X))), rel=1e-9)
     assert float(re.search(r"'c': ([0-9.]+)", bnd.advice).group(1)) >= 5.0

@@ -1,0 +1,437 @@
+r"""The engines of formula models: the gaussian family on :class:`~bayes_gp.GPRegression`
+(exact: dense, grouped, O(n) quasiseparable or low-rank), the other families on
+:class:`~bayes_gp.LatentGP` and the categorical one on
+:class:`~bayes_gp.MulticlassGPClassifier` (the latent function integrated out by Laplace
+inside NUTS). :func:`engine_class` is the table of which family gets which."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from scipy.linalg import cho_solve, solve_triangular
+from scipy.special import logit
+
+from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
+from bayes_gp.formula.factored import FactoredLikelihood
+from bayes_gp.formula.grouped import (
+    GroupedLikelihood,
+    dense_cost,
+    distinct_rows,
+    grouped_cost,
+)
+from bayes_gp.formula.lowrank import LowRankLikelihood, lowrank_cost
+from bayes_gp.latent.model import LINK_SCALE, LatentGP
+from bayes_gp.linalg import jittered_cholesky, plus_diagonal
+from bayes_gp.predictive import (
+    Prediction,
+    factorize,
+)
+from bayes_gp.predictive import predict as gaussian_predict
+from bayes_gp.protocol import is_nuts
+from bayes_gp.regression.exact import dense_memory_bytes, dense_memory_limit
+from bayes_gp.regression.gpr import GPRegression
+
+__all__ = [
+    "FormulaRegression",
+    "FormulaLatentGP",
+    "FormulaMulticlass",
+    "engine_class",
+    "GROUPED_MIN_N",
+]
+from bayes_gp.formula.terms import FormulaTerms, _HSGPTermView, _sum
+
+#: The grouped engine (:mod:`bayes_gp.formula.grouped`) is the default from this many rows on,
+#: where it costs under a quarter of the dense Cholesky; below, the dense path's one compiled
+#: Cholesky is as fast and the model's first fit compiles less.
+GROUPED_MIN_N = 200
+
+
+class FormulaRegression(FormulaTerms, GPRegression):
+    """A gaussian-family formula model: every term integrated out in closed form (the exact
+    marginal likelihood of the summed covariance); see :func:`Model`."""
+
+    _family_params = ("sigma",)
+
+    def __init__(self, parsed, design, y, *, priors=None, kernels=None, jitter=None,
+                 structure=None):  # fmt: skip
+        priors = dict(priors or {})
+        loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
+        self._setup_terms(parsed, design, "gaussian", priors, kernels, loc, s)
+        if structure not in (None, "grouped", "lowrank", "dense", "quasiseparable"):
+            raise ValueError(
+                "`structure` must be None, 'grouped', 'lowrank', 'dense' or 'quasiseparable', "
+                f"got {structure!r}"
+            )
+        if structure is None:
+            self._approximate_if_too_large()
+        self._lowrank = self._lowrank_plan(structure)
+        self._lowrank_asked = structure == "lowrank"
+        self._grouping = None if self._lowrank else self._grouped_plan(structure)
+        if self._lowrank or self._grouping is not None:
+            structure = "dense"  # GPRegression's own choice is not asked: _build swaps it
+        options = {} if jitter is None else {"jitter": jitter}
+        super().__init__(
+            design.frame(), y, self._term_kernel, mean=self._fixed_mean,
+            priors={k: v for k, v in priors.items() if k == "sigma"}, structure=structure,
+            **options,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------ grouped engine
+    def _grouped_terms(self) -> tuple[list[str], str | None]:
+        """The terms that couple rows only within a group, and their one factor (``None``
+        when there are none or they use several factors)."""
+        names, factors = [], set()
+        for t in self.parsed.gp_terms:
+            if t.by:
+                names.append(t.name)
+                factors.add(t.by)
+        for g in self.parsed.group_terms:
+            names.append(g.name)
+            factors.add(":".join(g.factor))
+        return names, (factors.pop() if len(factors) == 1 else None)
+
+    def _grouped_plan(self, structure):
+        """``(factor, grouped terms, global columns)`` when the grouped engine is used
+        (:mod:`bayes_gp.formula.grouped`): asked (``structure="grouped"``) or, by default,
+        when its cost is below a quarter of the dense Cholesky's from n = 200 on."""
+        names, factor = self._grouped_terms()
+        if structure not in (None, "grouped"):
+            return None
+        if factor is None:
+            if structure == "grouped":
+                raise ValueError(
+                    f"structure='grouped' needs group terms (gp(..., by=g), (1 | g), (x | g)) "
+                    f"that all use one factor; {self.formula!r} has "
+                    + ("none" if not names else f"several factors among {names}")
+                )
+            return None
+        cols = [c for t in self.parsed.gp_terms if not t.by for c in self._gp_specs[t.name][1]]
+        cols = sorted(set(cols) | set(self.design.fixed_columns()))
+        X = self.design.X
+        codes = X[:, self.design.factor_column(factor)]
+        sizes = np.unique(codes, return_counts=True)[1].tolist()
+        has_global = bool(cols) or self._intercept is not None
+        m = len(distinct_rows(X, cols)[0]) if has_global else 0
+        n = X.shape[0]
+        cheap = grouped_cost(sizes, m) < dense_cost(n) / 4.0
+        if structure is None and not (n >= GROUPED_MIN_N and cheap):
+            return None
+        return factor, names, cols
+
+    def _approximate_if_too_large(self) -> None:
+        """Where neither the grouped nor the O(n) engine applies and the dense one would not fit
+        in memory (:func:`~bayes_gp.regression.exact.check_dense_memory`), every exact GP term
+        takes its HSGP approximation (m and c by the rule), with a warning: the model that fits
+        rather than a ``MemoryError``."""
+        n = self.design.n
+        if dense_memory_bytes(n) <= dense_memory_limit() or self._grouped_plan(None) is not None:
+            return
+        exact = [t for t in self.parsed.gp_terms if t.approx is None]
+        state_space = {"matern12", "matern32", "matern52", "exponential"}
+        one_column = len(self.design.names) == 1
+        if not exact or (one_column and all(
+                set(self._gp_specs[t.name][0].name.replace(" ", "").replace("*", "+")
+                    .split("+")) <= state_space for t in exact)):  # fmt: skip
+            return  # HSGP already, or the O(n) state-space engine takes it
+        terms = [dataclasses.replace(t, approx="hsgp") if t.approx is None else t
+                 for t in self.parsed.gp_terms]  # fmt: skip
+        self.parsed = dataclasses.replace(self.parsed, gp_terms=tuple(terms))
+        warnings.warn(
+            f"n = {n}: the dense exact GP would need {dense_memory_bytes(n) / 2**30:.1f} GiB per "
+            f"log-density gradient, over this machine's limit; the terms "
+            f"{[t.name for t in exact]} use their HSGP approximation (m and c by the "
+            "Riutort-Mayol rule, checked after the fit) in the low-rank engine. Give "
+            "gp(..., approx='hsgp', m=..., c=...) to choose the basis, or group the data "
+            "(gp(t, by=g), (1 | g)) for the exact grouped engine",
+            UserWarning,
+            stacklevel=4,
+        )
+
+    def _lowrank_plan(self, structure) -> bool:
+        """Whether the low-rank engine is used (:mod:`bayes_gp.formula.lowrank`): every GP term
+        has ``approx="hsgp"`` (the user asked for finite bases), unless ``structure`` says
+        otherwise."""
+        gps = self.parsed.gp_terms
+        possible = bool(gps) and all(t.approx == "hsgp" for t in gps)
+        if structure == "lowrank" and not possible:
+            raise ValueError(
+                "structure='lowrank' needs every gp() term to be a finite basis "
+                "(approx='hsgp'); exact GP terms have no low-rank form"
+            )
+        return possible and structure in (None, "lowrank")
+
+    def _rank(self) -> int:
+        """The width of the low-rank engine's basis: each HSGP term's functions (per level
+        with ``by=``), each group effect's levels, the intercept and the coefficients."""
+        X = self.design.X
+        levels = {
+            f: np.unique(X[:, self.design.factor_column(f)]).size for f in self.design.factors
+        }
+        r = sum(int(np.prod(self._hsgp[t.name][0])) * (levels[t.by] if t.by else 1)
+                for t in self.parsed.gp_terms)  # fmt: skip
+        r += sum(levels[":".join(g.factor)] for g in self.parsed.group_terms)
+        return r + (1 if self._intercept else 0) + len(self.design.fixed_labels)
+
+    def _build(self) -> pm.Model:
+        if self._grouping is None and not self._lowrank:
+            return super()._build()
+        D = self.X.shape[1]
+        coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
+        with pm.Model(coords=coords) as model:
+            cov = self.spec.build(D, {})
+            mean_func = self._mean_function(D)
+            sigma = self.noise if self.noise is not None else self._prior("sigma")
+            covs = self._term_covs[id(model)]
+            self.quasiseparable = False
+            # bases wider than the data: one dense factor is cheaper (built again below)
+            n = self.X.shape[0]
+            wide = (self._lowrank and not self._lowrank_asked and self._rank() >= n
+                    and dense_memory_bytes(n) <= dense_memory_limit())  # fmt: skip
+            if self._lowrank and not wide:
+                feats = self._term_features[id(model)]
+                F = pt.concatenate([feats[t] for t in covs], axis=1)
+                self.marginal = LowRankLikelihood(
+                    "y", self.X, self.y, F, cov, mean_func, sigma, self.jitter_tensor, "obs"
+                )
+            elif not self._lowrank:
+                factor, names, cols = self._grouping
+                block = _sum([covs[t] for t in names])
+                glob = _sum([c for t, c in covs.items() if t not in names])
+                self.marginal = GroupedLikelihood(
+                    "y", self.X, self.y, block, glob, cov, mean_func, sigma, self.jitter_tensor,
+                    "obs", group_column=self.design.factor_column(factor), global_columns=cols,
+                )  # fmt: skip
+        if wide:  # outside the discarded model's context
+            self._lowrank = False
+            self._grouping = self._grouped_plan(None)
+            return self._build()
+        self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
+        return model
+
+    @property
+    def _train_inputs(self) -> np.ndarray:
+        return self.X
+
+    def _term_factors(self, fit, max_draws):
+        draws = [self._values(fit.params)] if not is_nuts(fit) else self._draws(fit, max_draws)
+        for values in draws:
+            if isinstance(self.marginal, FactoredLikelihood):
+                yield values, self.marginal.solver(values)
+                continue
+            fac = self.marginal.factor(values)[1] if self.marginal.dense else self._dense(values)
+            yield values, (lambda Ks, kss, fac=fac: gaussian_predict(fac, Ks, kss))
+
+    def _dense(self, values):
+        """The dense factor of :math:`C` where the marginal likelihood in use has none (the
+        O(n) quasiseparable one): per-term predictions need each term's cross-covariance
+        against :math:`C^{-1}`, :math:`O(n^3)` once per draw."""
+
+        def build(_):
+            Xt = pt.as_tensor_variable(self.X)
+            noise = pt.square(self._sigma) + self.jitter_tensor
+            return [self._mean(Xt), plus_diagonal(self._cov(Xt), noise)]
+
+        m, C = self._compiled("dense_train", build)(*values, np.zeros((0, self.X.shape[1])))
+        return factorize(C, self.y - m)
+
+    def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False,
+                terms=None, max_draws: int = 500) -> Prediction | dict[str, Prediction]:  # fmt: skip
+        """Predictions at new data (a DataFrame with the formula's columns, or a design matrix):
+        of the whole latent function (of :math:`y_*` with ``include_noise``), or with
+        ``terms=`` of each named term (:meth:`predict_terms`); NUTS fits mix up to
+        ``max_draws`` posterior draws (the same draws for the whole and for the terms)."""
+        if terms is not None:
+            return self.predict_terms(X_new, fit, terms, max_draws=max_draws)
+        Xn = self._design_of(X_new)
+        if is_nuts(fit) and diag:
+            return self._predict_mixture(self._check_new(Xn), fit, include_noise, max_draws)
+        return super().predict(Xn, fit, diag, include_noise)
+
+    def approximation_checks(self, fit) -> list:
+        """Post-fit checks of each HSGP term (``gp(..., approx="hsgp")``) at ``fit``: the
+        resolution of its basis against the fitted length-scales and the width of its box
+        (Riutort-Mayol et al. 2022; :mod:`bayes_gp.regression.approx_checks`), named by the
+        term. The exact engines need none."""
+        from bayes_gp.regression.approx_checks import hsgp_basis_checks
+
+        covs = self._term_covs[id(self.model)]
+        out = []
+        for t in self.parsed.gp_terms:
+            if t.name not in self._hsgp:
+                continue
+            term = _HSGPTermView(self, t, covs[t.name])
+            for check in hsgp_basis_checks(self, term, fit):
+                advice = check.advice.replace("approx_options={", f"{t.name[:-1]}, ").replace(
+                    "'m': ", "m=").replace("'c': ", "c=").replace("}", ")")  # fmt: skip
+                out.append(dataclasses.replace(check, name=f"{check.name}: {t.name}",
+                                               advice=advice))  # fmt: skip
+        return out
+
+    def describe_engine(self) -> str:
+        n = self.X.shape[0]
+        if isinstance(self.marginal, LowRankLikelihood):
+            r = self._rank()
+            return (
+                f"exact marginal likelihood of the finite bases (every term low-rank: HSGP "
+                f"terms, group indicators, coefficients; rank r = {r}) by the Woodbury identity "
+                f"(O(n r² + r³) = {lowrank_cost(n, r):.2g} flops per log density, dense "
+                f"{dense_cost(n):.2g}): the basis weights integrated out, NUTS sees "
+                f"{len(self.hyperparameters)} hyperparameters"
+            )
+        if isinstance(self.marginal, GroupedLikelihood):
+            g = self.marginal
+            return (
+                f"exact marginal likelihood by groups: {len(g.sizes)} blocks of the grouped terms "
+                f"(at most {max(g.sizes)} rows) and the Woodbury identity over the other terms' "
+                f"{g.m} distinct rows (O(G n³ + N m² + m³) = "
+                f"{grouped_cost(g.sizes, g.m):.2g} flops per log density, dense "
+                f"{dense_cost(n):.2g}): every term and coefficient integrated out, NUTS sees "
+                f"{len(self.hyperparameters)} hyperparameters"
+            )
+        if self.quasiseparable:
+            return (
+                f"exact marginal likelihood in O(n) (quasiseparable state-space recursion over "
+                f"the one input column, n = {n}): every term integrated out, NUTS sees "
+                f"{len(self.hyperparameters)} hyperparameters"
+            )
+        return (
+            f"exact marginal likelihood, dense Cholesky of the {n}×{n} summed covariance "
+            f"(O(n³) = {n**3 / 3:.2g} flops per log density): every term and coefficient "
+            f"integrated out, NUTS sees {len(self.hyperparameters)} hyperparameters"
+        )
+
+
+class FormulaLatentGP(FormulaTerms, LatentGP):
+    """A formula model of a non-Gaussian family: the latent function (GP terms, group effects
+    and coefficients) integrated out by Laplace inside NUTS; see :func:`Model`."""
+
+    def __init__(self, parsed, design, y, family, *, link=None, priors=None, kernels=None,
+                 jitter=None, trials=None):  # fmt: skip
+        priors = dict(priors or {})
+        self._family_params = {"student_t": ("sigma", "nu"),
+                               "negative_binomial": ("dispersion",)}.get(family, ())  # fmt: skip
+        off = design.X[:, design.offset_column] if design.offset_column is not None else 0.0
+        y = np.asarray(y, float)
+        if family in ("poisson", "negative_binomial"):
+            loc = float(np.log((y.sum() + 0.5) / np.sum(np.exp(off) * np.ones_like(y))))
+            s = LINK_SCALE
+        elif family == "binomial":
+            loc, s = float(logit((y.sum() + 0.5) / (np.sum(trials) + 1.0))), LINK_SCALE
+        elif family == "bernoulli":
+            loc, s = 0.0, LINK_SCALE
+        else:  # student_t
+            loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
+        self._setup_terms(parsed, design, family, priors, kernels, loc, s)
+        super().__init__(
+            design.frame(), y, self._term_kernel, family, link=link, mean=self._fixed_mean,
+            priors={k: v for k, v in priors.items() if k in self._family_params},
+            trials=trials, jitter=jitter,
+        )  # fmt: skip
+
+    @property
+    def _train_inputs(self) -> np.ndarray:
+        return self._kernel_inputs
+
+    def _term_factors(self, fit, max_draws):
+        draws, mode = self._draw_values(fit, max_draws)
+        for values, f in draws:
+            K, m, phi = self._train(values)
+            if mode:
+                factor = self._factor(K, m, phi, fit, f)
+
+                def at(Ks, kss, factor=factor):
+                    return factor.predict(Ks, kss, np.zeros(Ks.shape[1]))
+            else:
+                L, _ = jittered_cholesky(K)
+                alpha = cho_solve((L, True), f - m)
+
+                def at(Ks, kss, L=L, alpha=alpha):
+                    V = solve_triangular(L, Ks, lower=True)
+                    return Ks.T @ alpha, kss - np.sum(V * V, axis=0)
+
+            yield values, at
+
+    def predict(self, X_new, fit, *, terms=None, size=None, max_draws: int = 200,
+                random_seed: int = 0):  # fmt: skip
+        """Predictions at new data (a DataFrame with the formula's columns, or a design
+        matrix): of the response (``mean``, 94% band) and of the latent function
+        (``latent_mean``, ``latent_sd``), or with ``terms=`` of each named term on the link
+        scale (:meth:`predict_terms`)."""
+        if terms is not None:
+            return self.predict_terms(X_new, fit, terms, max_draws=max_draws,
+                                      random_seed=random_seed)  # fmt: skip
+        return super().predict(self._design_of(X_new), fit, size=size, max_draws=max_draws,
+                               random_seed=random_seed)  # fmt: skip
+
+    def describe_engine(self) -> str:
+        n = self.X.shape[0]
+        return (
+            f"{self.family} likelihood: the latent function of all terms (n = {n}) integrated "
+            f"out by Laplace inside NUTS (Newton's method on the {n}×{n} summed covariance per "
+            f"log density); NUTS sees {len(self.hyperparameters)} hyperparameters; joint latent "
+            "NUTS with method='nuts_joint'"
+        )
+
+
+class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
+    r"""A categorical-family formula model (softmax over one latent function per class, every
+    class with the formula's covariance and shared hyperparameters): the C latent functions
+    integrated out by Laplace inside NUTS (R&W §3.5, Algorithm 3.3), joint latent NUTS, or the
+    type-II fit; see :func:`Model`. The intercept is per class (its constant covariance); the
+    classes' prior means are zero."""
+
+    _family_params = ()
+
+    def __init__(self, parsed, design, y, *, priors=None, kernels=None, jitter=None):
+        priors = dict(priors or {})
+        if design.offset_column is not None:
+            raise ValueError("an offset() applies to one latent function, not to a categorical "
+                             "family's C of them")  # fmt: skip
+        self._setup_terms(parsed, design, "categorical", priors, kernels, 0.0, LINK_SCALE)
+        if self._intercept is not None:  # the softmax is invariant to a common shift
+            self._intercept = (0.0, self._intercept[1])
+        self._fixed_b = np.zeros_like(self._fixed_b)
+        super().__init__(design.frame(), y, self._term_kernel, shared=True, jitter=jitter)
+
+    @property
+    def _train_inputs(self) -> np.ndarray:
+        return self.X
+
+    def predict_terms(self, new_data, fit, terms=None, **options):
+        raise ValueError(
+            "per-term predictions of a categorical model are not available: each term has one "
+            "contribution per class, coupled through the softmax; predict() gives the class "
+            "probabilities"
+        )
+
+    def predict(self, X_new, fit, *, terms=None):
+        """The most probable class at each row of new data (a DataFrame with the formula's
+        columns, or a design matrix); :meth:`predict_proba` gives the probabilities."""
+        if terms is not None:
+            return self.predict_terms(X_new, fit, terms)
+        return super().predict(self._design_of(X_new), fit)
+
+    def predict_proba(self, X_new, fit, **options) -> np.ndarray:
+        """:math:`P(y_* = c)` at new data, ``(m, C)``
+        (:meth:`MulticlassGPClassifier.predict_proba`)."""
+        return super().predict_proba(self._design_of(X_new), fit, **options)
+
+    def describe_engine(self) -> str:
+        n, C = self.X.shape[0], self.n_classes
+        return (
+            f"softmax over {C} latent functions (one per class, the formula's covariance, shared "
+            f"hyperparameters; n = {n}): integrated out by Laplace inside NUTS (Newton's method "
+            f"on the {C}n-dimensional mode); NUTS sees {len(self.hyperparameters)} "
+            "hyperparameters; joint latent NUTS with method='nuts_joint'"
+        )
+
+
+def engine_class(family: str) -> type:
+    """The model class a formula of ``family`` is built on."""
+    if family == "gaussian":
+        return FormulaRegression
+    return FormulaMulticlass if family == "categorical" else FormulaLatentGP
