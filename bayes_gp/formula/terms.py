@@ -85,7 +85,6 @@ class FormulaTerms:
         self.formula, self.parsed, self.design, self.family = parsed.formula, parsed, design, family
         self._loc, self._s = loc, s
         kernels = dict(kernels or {})
-        D = len(design.names)
         self._gp_specs = {}
         self._hsgp: dict[str, tuple] = {}  # an HSGP term's m, c, box half-widths, centre
         for t in parsed.gp_terms:
@@ -122,7 +121,6 @@ class FormulaTerms:
         self._fixed_terms = dict(design.fixed_terms)
         b0 = self._intercept[0] if self._intercept else 0.0
         self._fixed_mean = FixedMean(design.fixed_columns(), b, design.offset_column, b0)
-        self._D = D
         self._term_covs: dict[int, dict] = {}
         self._term_features: dict[int, dict] = {}
         terms = self.term_names
