@@ -11,6 +11,7 @@ import pytest
 from bayes_gp.formula import Model
 from bayes_gp.formula.grouped import GroupedLikelihood
 from bayes_gp.regression.exact import ExactLikelihood
+from tests.formula.agreement import assert_same_model
 from tests.formula.test_model import DATA
 
 FORMULA = "y ~ x1 + gp(t) + gp(t, by=site) + (1|site)"
@@ -23,25 +24,8 @@ def test_grouped_equals_dense():
     d = Model(FORMULA, DATA, structure="dense")
     assert isinstance(g.marginal, GroupedLikelihood) and isinstance(d.marginal, ExactLikelihood)
     assert "Woodbury" in dict(g.describe())["engine"]
-    lg, gg = g.log_marginal_likelihood(PARAMS, eval_gradient=True)
-    ld, gd = d.log_marginal_likelihood(PARAMS, eval_gradient=True)
     # the jitter (1e-10 of var(y)) enters K0 as well as the blocks: a difference of that order
-    np.testing.assert_allclose(lg, ld, rtol=1e-8)
-    for k in PARAMS:
-        np.testing.assert_allclose(gg[k], gd[k], rtol=1e-6, atol=1e-8)
-    fit = d.fit("map")
-    new = pd.DataFrame({"t": [1.0, 5.5, 9.0], "site": ["a", "c", "new"], "x1": [0.0, 1.0, -1.0]})
-    tg, td = g.predict(new, fit, terms=g.term_names), d.predict(new, fit, terms=d.term_names)
-    for t in tg:
-        np.testing.assert_allclose(tg[t].mean, td[t].mean, rtol=1e-7, atol=1e-8)
-        np.testing.assert_allclose(tg[t].var, td[t].var, rtol=1e-6, atol=1e-8)
-    pg, pd_ = g.predict(new, fit, include_noise=True), d.predict(new, fit, include_noise=True)
-    np.testing.assert_allclose(pg.mean, pd_.mean, rtol=1e-8)
-    np.testing.assert_allclose(pg.var, pd_.var, rtol=1e-7)
-    full_g = g.predict(new, fit, diag=False)
-    np.testing.assert_allclose(full_g.cov, d.predict(new, fit, diag=False).cov, atol=1e-8)
-    values_g, values_d = g._values(fit.params), d._values(fit.params)
-    np.testing.assert_allclose(g._pointwise_loo(values_g), d._pointwise_loo(values_d), rtol=1e-6)
+    assert_same_model(g, d, PARAMS, rtol=1e-8, grad_rtol=1e-6)
 
 
 def test_the_grouped_engine_is_chosen_where_it_pays():

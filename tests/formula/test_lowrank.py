@@ -13,6 +13,7 @@ from bayes_gp import GPRegression
 from bayes_gp.formula import Model
 from bayes_gp.formula.lowrank import LowRankLikelihood
 from bayes_gp.regression.exact import ExactLikelihood
+from tests.formula.agreement import assert_same_model
 from tests.formula.test_model import DATA, T
 
 FORMULA = ("y ~ x1 + gp(t, approx='hsgp', m=25, c=2.5)"
@@ -38,21 +39,7 @@ def test_lowrank_equals_the_dense_likelihood_of_the_same_bases():
     de = Model(FORMULA, DATA, structure="dense")
     assert isinstance(lr.marginal, LowRankLikelihood) and isinstance(de.marginal, ExactLikelihood)
     assert "rank r = 60" in dict(lr.describe())["engine"]  # 25 + 3 x 10 + 3 + 1 + 1
-    a, ga = lr.log_marginal_likelihood(PARAMS, eval_gradient=True)
-    b, gb = de.log_marginal_likelihood(PARAMS, eval_gradient=True)
-    np.testing.assert_allclose(a, b, rtol=1e-12)
-    for k in PARAMS:
-        np.testing.assert_allclose(ga[k], gb[k], rtol=1e-9, atol=1e-11)
-    fit = de.fit("map")
-    new = pd.DataFrame({"t": [1.0, 5.5, 9.0], "site": ["a", "c", "new"], "x1": [0.0, 1.0, -1.0]})
-    tl, td = lr.predict(new, fit, terms=lr.term_names), de.predict(new, fit, terms=de.term_names)
-    for t in tl:
-        np.testing.assert_allclose(tl[t].mean, td[t].mean, rtol=1e-9, atol=1e-10)
-        np.testing.assert_allclose(tl[t].var, td[t].var, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(lr.predict(new, fit, diag=False).cov,
-                               de.predict(new, fit, diag=False).cov, atol=1e-9)  # fmt: skip
-    np.testing.assert_allclose(lr._pointwise_loo(lr._values(fit.params)),
-                               de._pointwise_loo(de._values(fit.params)), rtol=1e-9)  # fmt: skip
+    assert_same_model(lr, de, PARAMS, rtol=1e-10, grad_rtol=1e-9)
     # bases wider than the data (60 > 36 rows): by default the dense factor is used
     assert isinstance(Model(FORMULA, DATA).marginal, ExactLikelihood)
 
