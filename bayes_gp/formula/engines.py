@@ -24,6 +24,7 @@ from bayes_gp.formula.grouped import (
     grouped_cost,
 )
 from bayes_gp.formula.lowrank import LowRankLikelihood, lowrank_cost
+from bayes_gp.formula.terms import FormulaTerms, _HSGPTermView, _sum
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal
 from bayes_gp.predictive import (
@@ -42,7 +43,6 @@ __all__ = [
     "engine_class",
     "GROUPED_MIN_N",
 ]
-from bayes_gp.formula.terms import FormulaTerms, _HSGPTermView, _sum
 
 #: The grouped engine (:mod:`bayes_gp.formula.grouped`) is the default from this many rows on,
 #: where it costs under a quarter of the dense Cholesky; below, the dense path's one compiled

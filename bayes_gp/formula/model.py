@@ -34,6 +34,12 @@ import numpy as np
 import pandas as pd
 
 from bayes_gp.formula.design import Design
+from bayes_gp.formula.engines import (
+    FormulaLatentGP,
+    FormulaMulticlass,
+    FormulaRegression,
+    engine_class,
+)
 from bayes_gp.formula.parse import ParsedFormula, parse_formula
 
 __all__ = [
@@ -45,12 +51,6 @@ __all__ = [
     "formula_class",
     "engine_class",
 ]
-from bayes_gp.formula.engines import (
-    FormulaLatentGP,
-    FormulaMulticlass,
-    FormulaRegression,
-    engine_class,
-)
 
 #: The families and the engine each gets.
 FAMILIES = (
