@@ -42,6 +42,7 @@ from bayes_gp import kernels as kern
 from bayes_gp._arguments import ArgumentError
 from bayes_gp._io import write_atomic
 from bayes_gp.declared import METHOD_TABLE, METHODS, RENAMED_METHODS
+from bayes_gp.formula import FAMILIES
 from bayes_gp.inference.jitter import DEFAULT_JITTER, MAX_RELATIVE_JITTER
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
@@ -55,17 +56,6 @@ GRID = (-5.0, 5.0)
 #: diagonal: the first try, and the largest allowed (grown tenfold per failure), the package's
 #: (:mod:`bayes_gp.inference.jitter`).
 JITTER_START, JITTER_MAX = DEFAULT_JITTER, MAX_RELATIVE_JITTER
-#: The families of ``--formula`` (:data:`bayes_gp.formula.FAMILIES`, not imported here: the
-#: command line starts without PyMC).
-FORMULA_FAMILIES = (
-    "gaussian",
-    "student_t",
-    "bernoulli",
-    "binomial",
-    "poisson",
-    "negative_binomial",
-    "categorical",
-)
 #: The option of each library parameter whose option is not ``--<parameter>`` (``_`` as ``-``).
 OPTIONS = {"n_restarts": "--restarts"}
 
@@ -198,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="CSV", help="the CSV file of --formula")
     p.add_argument(
         "--family",
-        choices=FORMULA_FAMILIES,
+        choices=FAMILIES,
         default="gaussian",
         help="the family of --formula (gaussian)",
     )
