@@ -37,6 +37,7 @@ __all__ = [
     "held_out_vector",
     "gaussian_mixture_cdf",
     "gaussian_mixture_quantiles",
+    "mixture_prediction",
     "CI_PROB",
     "CI_QUANTILES",
     "Z_CI",
@@ -327,3 +328,20 @@ class GaussianPredictions:
         means, variances = self._predictive_components(Xn, fit)
         F = gaussian_mixture_cdf(y, means, variances)
         return HeldOutPredictive("cdf", F, F)
+
+
+def mixture_prediction(means: np.ndarray, variances: np.ndarray, extra: dict) -> Prediction:
+    r"""The :class:`Prediction` of per-draw Gaussian predictive means and variances ``(S, m)``:
+    one row (a point estimate) gives its Gaussian 94% band; several (posterior draws) their
+    equal-weight mixture -- mean by the law of total expectation, variance by the law of total
+    variance, band by the mixture's quantiles (:func:`gaussian_mixture_quantiles`).
+    ``extra`` becomes the prediction's ``extra``."""
+    means, variances = np.asarray(means, float), np.asarray(variances, float)
+    if means.shape[0] == 1:
+        mean, var = means[0], variances[0]
+        sd = np.sqrt(var)
+        return Prediction(mean, var, None, mean - Z_CI * sd, mean + Z_CI * sd, extra)
+    mean = means.mean(axis=0)
+    var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
+    lower, upper = gaussian_mixture_quantiles(means, np.sqrt(variances), CI_QUANTILES)
+    return Prediction(mean, var, None, lower, upper, extra)

@@ -20,12 +20,7 @@ from bayes_gp.formula.covariance import FixedMean, HSGPTerm, LinearBasis, OnColu
 from bayes_gp.formula.design import Design, gp_columns, group_columns
 from bayes_gp.formula.parse import ParsedFormula, _Name
 from bayes_gp.kernels.base import factors as kernel_factors
-from bayes_gp.predictive import (
-    CI_QUANTILES,
-    Z_CI,
-    Prediction,
-    gaussian_mixture_quantiles,
-)
+from bayes_gp.predictive import Prediction, mixture_prediction
 from bayes_gp.priors import resolve_prior
 from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.regression.hsgp import HSGPLikelihood, hsgp_m_c
@@ -377,18 +372,10 @@ class FormulaTerms:
                 mu, var = factor(Ks, kss)
                 per[label][0].append(m + mu)
                 per[label][1].append(np.maximum(var, 0.0))
-        out = {}
-        for t, (means, variances) in per.items():
-            means, variances = np.array(means), np.array(variances)
-            mean = means.mean(axis=0)
-            var = variances.mean(axis=0) + means.var(axis=0)
-            if len(means) == 1:
-                sd = np.sqrt(var)
-                lower, upper = mean - Z_CI * sd, mean + Z_CI * sd
-            else:
-                lower, upper = gaussian_mixture_quantiles(means, np.sqrt(variances), CI_QUANTILES)
-            out[t] = Prediction(mean, var, None, lower, upper, {"n_draws": len(means)})
-        return out
+        return {
+            t: mixture_prediction(means, variances, {"n_draws": len(means)})
+            for t, (means, variances) in per.items()
+        }
 
     def describe_engine(self) -> str:
         raise NotImplementedError  # each engine class says how it integrates the terms

@@ -105,14 +105,12 @@ from bayes_gp.inference.typeii import (
 )
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
-    CI_QUANTILES,
-    Z_CI,
     Prediction,
     gaussian_columns,
     gaussian_mixture_cdf,
-    gaussian_mixture_quantiles,
     gaussian_scores,
     held_out_vector,
+    mixture_prediction,
 )
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
@@ -1119,15 +1117,9 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         means, variances, jit = self._components(Xn, Cn, codes, fit, include_noise,
                                                  max_draws, random_seed)  # fmt: skip
         if isinstance(fit, MapFit):
-            mean, var = means[0], variances[0]
-            sd = np.sqrt(var)
-            return Prediction(mean, var, None, mean - Z_CI * sd, mean + Z_CI * sd,
-                              {"jitter": jit, **extra})  # fmt: skip
-        mean = means.mean(axis=0)
-        var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
-        lower, upper = gaussian_mixture_quantiles(means, np.sqrt(variances), CI_QUANTILES)
+            return mixture_prediction(means[:1], variances[:1], {"jitter": jit, **extra})
         extra.update(n_draws=len(means), jitter=jit)
-        return Prediction(mean, var, None, lower, upper, extra)
+        return mixture_prediction(means, variances, extra)
 
     @single_blas_thread
     @renamed_argument("seed", "random_seed")
