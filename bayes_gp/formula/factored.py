@@ -9,7 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
-from bayes_gp.regression.observed import ObservedLikelihood, broadcast_mean, loo_terms
+from bayes_gp.regression.observed import (
+    ObservedLikelihood,
+    broadcast_mean,
+    loo_terms,
+    with_noise,
+)
 
 __all__ = ["FactoredLikelihood"]
 
@@ -69,8 +74,5 @@ class FactoredLikelihood(ObservedLikelihood):
         else:
             cov = out[4] - Ks.T @ CiKs
             var = np.diag(cov).copy()
-        if include_noise:
-            var = var + float(s2)
-            if cov is not None:
-                cov = cov + float(s2) * np.eye(cov.shape[0])
+        var, cov = with_noise(var, cov, float(s2) if include_noise else 0.0)
         return mean, np.maximum(var, 0.0), cov

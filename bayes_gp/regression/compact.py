@@ -63,9 +63,9 @@ from bayes_gp.linalg import NotPSDError
 from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import (
     ObservedLikelihood,
-    _with_noise,
     broadcast_mean,
     loo_terms,
+    with_noise,
 )
 
 __all__ = [
@@ -451,7 +451,7 @@ class CompactLikelihood(ObservedLikelihood):
             d = np.sqrt(np.sum((Xs[:, None, :] - Xs[None, :, :]) ** 2, axis=-1))
             cov = f.eta2 * pp_profile(d, self.j, self.q)[0] - V.T @ V
             var = np.diag(cov).copy()
-        return mean, *_with_noise(var, cov, sigma2 if include_noise else 0.0)
+        return mean, *with_noise(var, cov, sigma2 if include_noise else 0.0)
 
     def loo(self, values) -> np.ndarray:
         r"""Leave-one-out log densities (R&W eqs. 5.10–5.12) from :math:`\alpha` and the

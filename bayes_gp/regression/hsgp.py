@@ -24,9 +24,9 @@ from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.observed import (
     LOG_2PI,
     ObservedLikelihood,
-    _with_noise,
     broadcast_mean,
     loo_terms,
+    with_noise,
 )
 
 __all__ = [
@@ -405,7 +405,7 @@ class HSGPLikelihood(ObservedLikelihood):
         W = sla.solve_triangular(LA, (Phi_n * d).T, lower=True)
         var = np.sum(W * W, axis=0)
         cov = None if diag else W.T @ W
-        return mean, *_with_noise(var, cov, sigma2 if include_noise else 0.0)
+        return mean, *with_noise(var, cov, sigma2 if include_noise else 0.0)
 
     def loo(self, values) -> np.ndarray:
         """Exact leave-one-out log densities of the HSGP model (R&W eqs. 5.10–5.12), with

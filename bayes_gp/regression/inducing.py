@@ -18,9 +18,9 @@ from bayes_gp.regression.approx_options import ApproxSpec
 from bayes_gp.regression.hsgp import _components, hsgp_constants
 from bayes_gp.regression.observed import (
     ObservedLikelihood,
-    _with_noise,
     broadcast_mean,
     loo_terms,
+    with_noise,
 )
 
 __all__ = [
@@ -146,7 +146,7 @@ class SparseLikelihood(ObservedLikelihood):
             var, cov = np.maximum(c, 0.0), None
         else:
             cov, var = c, np.diag(c).copy()
-        return mean, *_with_noise(var, cov, sigma2 if include_noise else 0.0)
+        return mean, *with_noise(var, cov, sigma2 if include_noise else 0.0)
 
     def loo(self, values) -> np.ndarray:
         r"""Leave-one-out log densities of the Gaussian :math:`N(m, Q + \Lambda)` (R&W eqs.

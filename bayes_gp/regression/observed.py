@@ -14,7 +14,7 @@ from pytensor.graph.replace import graph_replace
 
 from bayes_gp.inference.typeii import function_of_values
 
-__all__ = ["ObservedLikelihood", "broadcast_mean", "loo_terms", "LOG_2PI"]
+__all__ = ["ObservedLikelihood", "broadcast_mean", "loo_terms", "with_noise", "LOG_2PI"]
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -70,7 +70,7 @@ class ObservedLikelihood:
         return float(fn(*values, np.zeros((0, self.X.shape[1])))[0])
 
 
-def _with_noise(var: np.ndarray, cov: np.ndarray | None, sigma2: float):
+def with_noise(var: np.ndarray, cov: np.ndarray | None, sigma2: float):
     r"""``(var, cov)`` of :math:`y_*` from those of :math:`f_*`: plus :math:`\sigma^2` on the
     diagonal (``sigma2 = 0``: unchanged)."""
     if sigma2:

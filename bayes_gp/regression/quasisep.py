@@ -89,9 +89,9 @@ from bayes_gp.linalg import NotPSDError
 from bayes_gp.op_backends import ensure_available, op_backend
 from bayes_gp.regression.observed import (
     ObservedLikelihood,
-    _with_noise,
     broadcast_mean,
     loo_terms,
+    with_noise,
 )
 from bayes_gp.regression.quasisep_terms import (
     NP,
@@ -786,7 +786,7 @@ def quasisep_predict(
         order = np.argsort(pos, kind="stable")
         cov = np.empty((m, m))
         cov[np.ix_(order, order)] = _smoothed_cov(G, Ps, h, pos[order])
-    var_new, cov = _with_noise(var_new, cov, include_noise or 0.0)
+    var_new, cov = with_noise(var_new, cov, include_noise or 0.0)
     return mu_new, var_new, cov
 
 
