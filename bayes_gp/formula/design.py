@@ -12,13 +12,14 @@ from formulae.environment import Environment
 
 from bayes_gp.formula.parse import GPTerm, GroupTerm, ParsedFormula
 
-__all__ = ["Design", "NAMESPACE"]
+__all__ = ["Design", "NAMESPACE", "as_frame", "decimal_years"]
 
 #: Functions a formula may call in its common effects and offset (besides formulae's own).
 NAMESPACE = {"np": np, "log": np.log, "exp": np.exp, "sqrt": np.sqrt, "log1p": np.log1p}
 
 
-def _as_frame(data) -> pd.DataFrame:
+def as_frame(data) -> pd.DataFrame:
+    """``data`` (a DataFrame or a dict of columns) as a DataFrame with a fresh 0..n-1 index."""
     if isinstance(data, pd.DataFrame):
         return data.reset_index(drop=True)
     if isinstance(data, Mapping):
@@ -58,7 +59,7 @@ class Design:
 
     def __init__(self, parsed: ParsedFormula, data, *, where: str = "data"):
         self.parsed = parsed
-        data = _as_frame(data)
+        data = as_frame(data)
         self._check_columns(data, parsed.variables, where)
         self.n = len(data)
         numeric = []
@@ -184,7 +185,7 @@ class Design:
     def matrix(self, data, *, where: str = "new data", _train: bool = False) -> np.ndarray:
         """The design matrix of ``data`` (the response need not be there). Levels of a grouping
         factor that the training data did not have get new codes (-1, -2, ...)."""
-        data = _as_frame(data)
+        data = as_frame(data)
         p = self.parsed
         needed = [v for v in p.variables if v not in (p.response, p.trials)]
         if not _train:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayes_gp.formula.design import Design
+from bayes_gp.formula.design import Design, as_frame
 from bayes_gp.formula.engines import (
     FormulaLatentGP,
     FormulaMulticlass,
@@ -50,6 +50,7 @@ __all__ = [
     "FAMILIES",
     "formula_class",
     "engine_class",
+    "engine_arguments",
 ]
 
 #: The families and the engine each gets.
@@ -154,20 +155,19 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         A model with the protocol of every bayes_gp model (``fit``, ``sample``, ``predict``,
         the report, ``fit_many``), plus ``predict(..., terms=[...])`` and ``terms_table()``.
     """
-    cls, args, kwargs = _engine_arguments(formula, data, family, link=link, priors=priors,
+    cls, args, kwargs = engine_arguments(formula, data, family, link=link, priors=priors,
                                           kernels=kernels, jitter=jitter, structure=structure)  # fmt: skip
     return cls(*args, **kwargs)
 
 
-def _engine_arguments(formula, data, family, *, link=None, priors=None, kernels=None,
+def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=None,
                       jitter=None, structure=None) -> tuple[type, tuple, dict]:  # fmt: skip
     """The engine class of :func:`Model` and its arguments, every check made."""
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {list(FAMILIES)}, got {family!r}")
     parsed = parse_formula(formula)
     design = Design(parsed, data)
-    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(dict(data))
-    frame = frame.reset_index(drop=True)
+    frame = as_frame(data)
     y = frame[parsed.response].to_numpy()
     if parsed.trials is not None and family != "binomial":
         raise ValueError(
@@ -223,7 +223,7 @@ def formula_class(formula: str, family: str = "gaussian", **options) -> type:
             raise TypeError(f"a formula model needs the columns by name (a DataFrame), got "
                             f"{type(X).__name__}")  # fmt: skip
         data = X.reset_index(drop=True).assign(**{parsed.response: np.asarray(y)})
-        _, args, kwargs = _engine_arguments(formula, data, family, **{**options, **model_kwargs})
+        _, args, kwargs = engine_arguments(formula, data, family, **{**options, **model_kwargs})
         base.__init__(self, *args, **kwargs)
 
     name = f"Formula{base.__name__.removeprefix('Formula')}Groups"

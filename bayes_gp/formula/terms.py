@@ -148,11 +148,12 @@ class FormulaTerms:
 
     def _term_kernel(self, D: int):
         """Create every term's hyperparameters in the current model and return the sum of the
-        terms' covariances (the callable kernel of the engine). Each term's low-rank factor
-        :math:`F_j` at the training rows (:math:`K_j = F_j F_j^\top`; ``None`` for an exact GP
-        term) is kept beside it for the low-rank engine (:mod:`bayes_gp.formula.lowrank`)."""
+        terms' covariances (the callable kernel of the engine). For the low-rank engine
+        (:mod:`bayes_gp.formula.lowrank`) each term's factor :math:`F_j` at the training rows
+        (:math:`K_j = F_j F_j^\top`; ``None`` for an exact GP term) is kept beside it."""
         covs: dict[str, Any] = {}
         feats: dict[str, Any] = {}
+        lowrank = getattr(self, "_lowrank", False)  # only that engine reads the factors
         s = self._s
         X = self.design.X
         for t in self.parsed.gp_terms:
@@ -175,7 +176,8 @@ class FormulaTerms:
             feats[t.name] = None
             if t.approx == "hsgp":
                 cov = self._hsgp_term(t, base, D, cols)
-                feats[t.name] = cov.features(pt.as_tensor_variable(X))
+                if lowrank:
+                    feats[t.name] = cov.features(pt.as_tensor_variable(X))
             else:  # a model on one column keeps the catalogue's kernel (its structure is known)
                 cov = base if D == 1 else OnColumns(base, D, cols)
             if t.by:
@@ -191,18 +193,21 @@ class FormulaTerms:
             sigma = resolve_prior(self._term_priors, name, lambda n: pm.HalfNormal(n, sigma=f64(s)))
             group, z = group_columns(self.design, g)
             covs[g.name] = pt.square(sigma) * SameGroup(D, group, z)
-            Z = _indicators(X[:, group]) * (1.0 if z is None else X[:, [z]])
-            feats[g.name] = sigma * pt.as_tensor_variable(Z)
+            if lowrank:
+                Z = _indicators(X[:, group]) * (1.0 if z is None else X[:, [z]])
+                feats[g.name] = sigma * pt.as_tensor_variable(Z)
         if self._intercept:
             covs["Intercept"] = pm.gp.cov.Constant(self._intercept[1])
-            feats["Intercept"] = pt.as_tensor_variable(
-                np.full((X.shape[0], 1), np.sqrt(self._intercept[1]))
-            )
+            if lowrank:
+                feats["Intercept"] = pt.as_tensor_variable(
+                    np.full((X.shape[0], 1), np.sqrt(self._intercept[1]))
+                )
         fixed_cols = self.design.fixed_columns()
         for term, idx in self._fixed_terms.items():
             cols = [fixed_cols[i] for i in idx]
             covs[term] = LinearBasis(D, cols, self._fixed_v[idx])
-            feats[term] = pt.as_tensor_variable(X[:, cols] * np.sqrt(self._fixed_v[idx]))
+            if lowrank:
+                feats[term] = pt.as_tensor_variable(X[:, cols] * np.sqrt(self._fixed_v[idx]))
         self._term_covs[id(pm.modelcontext(None))] = covs
         self._term_features[id(pm.modelcontext(None))] = feats
         if not covs:

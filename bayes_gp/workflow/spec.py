@@ -358,21 +358,22 @@ class FormulaCSVModel:
             "link": self.link,
         }
 
-    def _model(self):
-        from bayes_gp.formula import Model
+    def _arguments(self):
+        from bayes_gp.formula.model import engine_arguments
 
-        return Model(self.formula, _read_csv(self.path), self.family, link=self.link)
+        return engine_arguments(self.formula, _read_csv(self.path), self.family, link=self.link)
 
     def load_data(self, fast: bool = False) -> Dataset:
         """Read the CSV file and build the model's design matrix (every check of
         :func:`bayes_gp.Model` on the data: missing columns, NaN rows, a response the family
-        cannot have). ``fast`` is ignored: a CSV file has one size."""
-        m = self._model()
+        cannot have) without building the model. ``fast`` is ignored: a CSV file has one
+        size."""
+        _, (parsed, design, y, *_), _ = self._arguments()
         return Dataset(
-            X_train=m.X,
-            y_train=m.observed,
-            feature_names=list(m.feature_names),
-            target_name=m.parsed.response,
+            X_train=design.X,
+            y_train=y,
+            feature_names=list(design.names),
+            target_name=parsed.response,
             source=str(self.path),
             notes={"formula": self.formula, "family": self.family},
         )
@@ -380,7 +381,8 @@ class FormulaCSVModel:
     def build(self, data: Dataset, method: str | None = None):
         """The formula model of the file (``data`` is its design, from :meth:`load_data`)."""
         choose_method(self.name, self.methods, method, self.renamed)
-        return self._model()
+        cls, args, kwargs = self._arguments()
+        return cls(*args, **kwargs)
 
 
 def parse_columns(text: str) -> tuple[str, ...]:
