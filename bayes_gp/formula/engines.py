@@ -12,7 +12,6 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logit
 
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
@@ -26,7 +25,8 @@ from bayes_gp.formula.grouped import (
 from bayes_gp.formula.lowrank import LowRankLikelihood, lowrank_cost
 from bayes_gp.formula.terms import FormulaTerms, _HSGPTermView, _sum
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
-from bayes_gp.linalg import jittered_cholesky, plus_diagonal
+from bayes_gp.latent.predictive import joint_conditional
+from bayes_gp.linalg import plus_diagonal
 from bayes_gp.predictive import (
     Prediction,
     factorize,
@@ -345,13 +345,8 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
 
                 def at(Ks, kss, factor=factor):
                     return factor.predict(Ks, kss, np.zeros(Ks.shape[1]))
-            else:
-                L, _ = jittered_cholesky(K)
-                alpha = cho_solve((L, True), f - m)
-
-                def at(Ks, kss, L=L, alpha=alpha):
-                    V = solve_triangular(L, Ks, lower=True)
-                    return Ks.T @ alpha, kss - np.sum(V * V, axis=0)
+            else:  # a joint draw of f: the conditional given it
+                at = joint_conditional(K, f - m)
 
             yield values, at
 

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg import cho_solve
 from scipy.special import logit
 
 from bayes_gp._arguments import renamed_argument
@@ -80,6 +80,7 @@ from bayes_gp.latent.predictive import (
     ModeFactor,
     SiteFactor,
     expected_response,
+    joint_conditional,
     la_loo,
     log_predictive_density,
     predictive_cdf,
@@ -817,10 +818,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             if mode:
                 mu, var = self._factor(K, m, phi, fit, f).predict(Ks, kss, m_new)
             else:  # E[f_* | f, theta] and its variance given f (R&W eq. 2.19 noise-free)
-                L, _ = jittered_cholesky(K)
-                mu = m_new + Ks.T @ cho_solve((L, True), f - m)
-                V = solve_triangular(L, Ks, lower=True)
-                var = np.maximum(kss - np.sum(V * V, axis=0), 0.0)
+                mu, var = joint_conditional(K, f - m)(Ks, kss)
+                mu, var = m_new + mu, np.maximum(var, 0.0)
             means.append(mu)
             variances.append(var)
             phis.append(phi)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.polynomial.hermite import hermgauss
-from scipy.linalg import solve_triangular
+from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logsumexp
 
 from bayes_gp.latent.laplace import LaplaceResult, _chol
@@ -49,6 +49,7 @@ __all__ = [
     "log_predictive_density",
     "predictive_cdf",
     "predict_latent",
+    "joint_conditional",
     "la_loo",
 ]
 
@@ -166,6 +167,21 @@ class ModeFactor(SiteFactor):
         _, d1, d2, _ = likelihood.derivatives(np.asarray(f_hat, float), phi)
         super().__init__(K, d1, -d2)
         self.d1 = d1
+
+
+def joint_conditional(K: np.ndarray, r: np.ndarray):
+    r"""Given latent values :math:`f` at the training inputs (a joint NUTS draw, ``r = f - m``),
+    ``at(Ks, kss) -> (mean, var)`` of :math:`f_* - m_*` for any cross- and prior covariances:
+    :math:`K_*^\top K^{-1} r` and :math:`k_{**} - K_*^\top K^{-1} K_*` (R&W eq. 2.19 without
+    noise), from one Cholesky factor of ``K``."""
+    L, _ = jittered_cholesky(K)
+    alpha = cho_solve((L, True), r)
+
+    def at(Ks, kss):
+        V = solve_triangular(L, Ks, lower=True)
+        return Ks.T @ alpha, kss - np.sum(V * V, axis=0)
+
+    return at
 
 
 def predict_latent(K, f_hat, likelihood, phi, Ks, kss, m_new):
