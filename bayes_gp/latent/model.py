@@ -64,6 +64,7 @@ from bayes_gp.inference.methods import (
 )
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
+from bayes_gp.kernels.lags import gram
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
@@ -396,7 +397,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         with pm.Model(coords=coords) as model:
             cov, mean_func, phi = self._declare()
             Xt = pt.as_tensor_variable(self._kernel_inputs)
-            K = plus_diagonal(cov(Xt), self.jitter_tensor)
+            K = plus_diagonal(gram(cov, self._kernel_inputs), self.jitter_tensor)
             m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
             phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
             pm.Potential(name, op(K, m, phi_t)[0])
@@ -459,7 +460,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
         def build(_Xn):  # called once, when the function is compiled
             Xt = pt.as_tensor_variable(self._kernel_inputs)
-            K = plus_diagonal(self._cov(Xt), self.jitter_tensor)
+            K = plus_diagonal(gram(self._cov, self._kernel_inputs), self.jitter_tensor)
             return [K, pt.as_tensor_variable(self._mean_func(Xt)) * pt.ones(n), self._phi]
 
         K, m, phi = self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))

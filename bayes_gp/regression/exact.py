@@ -69,6 +69,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayes_gp.inference.typeii import function_of_values
+from bayes_gp.kernels.lags import gram
 from bayes_gp.linalg import plus_diagonal
 from bayes_gp.predictive import (
     GaussianFactor,
@@ -146,7 +147,7 @@ class ExactLikelihood:
         self.sigma, self.jitter = pt.as_tensor_variable(sigma), jitter
         check_dense_memory(X.shape[0])  # before any n x n graph is built or folded
         Xt = pt.as_tensor_variable(X)
-        marginal_normal(name, self._mean(Xt), self._C(Xt), observed=y, dims=dims)
+        marginal_normal(name, self._mean(Xt), self._C(X), observed=y, dims=dims)
         self.rvs = list(pm.modelcontext(None).free_RVs)
         self._fns: dict = {}
         self._factors: OrderedDict[bytes, tuple[np.ndarray, GaussianFactor]] = OrderedDict()
@@ -158,8 +159,10 @@ class ExactLikelihood:
     def _C(self, X):
         """:math:`C = K + (\\sigma^2 + \\epsilon) I` as an increment of the diagonal of ``K``
         (no identity matrix: ``(sigma^2 + eps) * eye(n)`` would be an ``n x n`` constant held
-        by the compiled function)."""
-        return plus_diagonal(self.cov(X), pt.square(self.sigma) + self.jitter)
+        by the compiled function). ``K`` of inputs on a grid is gathered from the kernel's values
+        at their lags (:func:`~bayes_gp.kernels.lags.gram`: the same matrix, with a
+        fraction of the kernel evaluations)."""
+        return plus_diagonal(gram(self.cov, X), pt.square(self.sigma) + self.jitter)
 
     def _fn(self, key: str, build):
         if key not in self._fns:
@@ -169,7 +172,7 @@ class ExactLikelihood:
     def train(self, values) -> tuple[np.ndarray, np.ndarray]:
         """Prior mean ``m`` and observation covariance ``C = K + (sigma^2 + jitter) I``."""
         X = pt.as_tensor_variable(self.X)
-        fn = self._fn("train", lambda _: [self._mean(X), self._C(X)])
+        fn = self._fn("train", lambda _: [self._mean(X), self._C(self.X)])
         return tuple(fn(*values, np.zeros((0, self.X.shape[1]))))
 
     def factor(self, values) -> tuple[np.ndarray, GaussianFactor]:
