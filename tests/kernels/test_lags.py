@@ -26,7 +26,11 @@ def ref_expquad_periodic(x, ls, eta, period, ls_p):
     """eta^2 exp(-r^2 / 2 ls^2) (R&W 4.9) times exp(-2 sin^2(pi r / p) / ls_p^2) (R&W 4.31), on
     the differences of the inputs as given."""
     r = x[:, None] - x[None, :]
-    return eta**2 * np.exp(-0.5 * (r / ls) ** 2) * np.exp(-2 * np.sin(np.pi * r / period) ** 2 / ls_p**2)
+    return (
+        eta**2
+        * np.exp(-0.5 * (r / ls) ** 2)
+        * np.exp(-2 * np.sin(np.pi * r / period) ** 2 / ls_p**2)
+    )
 
 
 KERNELS = {
@@ -39,8 +43,9 @@ KERNELS = {
     ),
     "matern12": lambda: bk.Matern12(1, ls=0.4),
     "periodized": lambda: bk.Periodized(bk.Matern32(1, ls=0.3), period=2.0),
-    "pymc": lambda: pm.gp.cov.Matern52(1, ls=0.7) * pm.gp.cov.Cosine(1, ls=3.0)
-    + pm.gp.cov.Constant(0.5),
+    "pymc": lambda: (
+        pm.gp.cov.Matern52(1, ls=0.7) * pm.gp.cov.Cosine(1, ls=3.0) + pm.gp.cov.Constant(0.5)
+    ),
 }
 
 
