@@ -68,6 +68,7 @@ from bayes_gp._validation import (
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, Jitter, JitterChoice, PreflightJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
+from bayes_gp.kernels.lags import gram
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
     CI_QUANTILES,
@@ -234,7 +235,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             g = pm.gp.Latent(mean_func=mean_g, cov_func=cov_g).prior(
                 "g", X=self.X, reparameterize=True, jitter=self.jitter_tensor, dims="obs"
             )
-            C = plus_diagonal(cov_f(X), self.jitter_f + pt.exp(2.0 * g))
+            C = plus_diagonal(gram(cov_f, self.X), self.jitter_f + pt.exp(2.0 * g))
             marginal_normal("y", mean_f(X), C, observed=self.y, dims="obs")  # R&W eq. 5.9 gradient
         self._cov_f, self._cov_g = cov_f, cov_g
         self._mean_f, self._mean_g = mean_f, mean_g
