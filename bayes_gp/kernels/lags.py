@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 
 from bayes_gp.kernels.base import Stationary, Substituted
@@ -106,9 +107,15 @@ def lag_gram(kernel, X) -> pt.TensorVariable | None:
     n_lags = int(k.max() - k.min()) + 1
     if n_lags > MAX_LAG_FRACTION * n * n:
         return None
-    lags = (s * np.arange(n_lags, dtype=float))[:, None]
+    # The table is padded to a power of two and the lag indices are data (a shared variable,
+    # not a constant): models of one size whose grids differ (groups with different gaps, the
+    # next cross-validation fold) then have one compiled structure, which
+    # bayes_gp.inference.compiled reuses with their data.
+    size = 1 << (n_lags - 1).bit_length()
+    lags = (s * np.arange(size, dtype=float))[:, None]
     table = kernel(lags, np.zeros((1, 1)))[:, 0]
     index = np.abs(k[:, None] - k[None, :]).astype(np.int32).ravel()
+    index = pytensor.shared(index, name="lag_index", shape=index.shape)
     return table[index].reshape((n, n))
 
 

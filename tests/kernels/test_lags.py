@@ -116,3 +116,22 @@ def test_where_it_does_not_apply_the_kernel_runs_on_all_pairs():
     X = _monthly()
     (A,) = pytensor.function([], [gram(bk.DotProduct(1), X)], mode=EAGER_MODE)()
     np.testing.assert_allclose(A, X @ X.T, rtol=1e-12)
+
+
+def test_models_on_different_grids_of_one_size_share_a_compiled_structure():
+    """The lag indices are data and the table is padded to a power of two: two series of 40
+    months with different gaps (40 and 46 lags: both padded to 64) have one fingerprint, so the
+    second reuses the first's compiled model (bayes_gp.inference.compiled) with its own
+    data; a series of another length has another."""
+    from bayes_gp import GPRegression
+    from bayes_gp.inference.compiled import lift
+
+    def model(X):
+        y = np.sin(X[:, 0]) + 0.1 * np.random.default_rng(0).normal(size=X.shape[0])
+        return GPRegression(X, y, "matern32 + periodic").model
+
+    a = lift(model(_monthly(n=40, gaps=())))
+    b = lift(model(_monthly(n=40, gaps=(3, 10, 20, 25, 31, 33))))
+    c = lift(model(_monthly(n=41, gaps=())))
+    assert a.key == b.key != c.key
+    assert not all(np.array_equal(a.data[k], b.data[k]) for k in a.data)
