@@ -31,11 +31,18 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
 
 def logp_dlogp(model: pm.Model, theta: Mapping[str, float], mode: str) -> Callable[[], list]:
     """``f() -> [logp, *grad]`` of the observed term (the marginal likelihood) with respect to the
-    unconstrained (log) hyperparameters, compiled in PyTensor ``mode``, at the values ``theta``."""
+    unconstrained hyperparameters (each through its model's transform: log, or another such as
+    a scaled log), compiled in PyTensor ``mode``, at the values ``theta`` (by variable name)."""
     lp = model.logp(vars=model.observed_RVs, jacobian=False)
     wrt = model.value_vars
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         f = pytensor.function(wrt, [lp, *pt.grad(lp, wrt)], mode=mode, trust_input=True)
-    values = [np.asarray(np.log(theta[v.name.removesuffix("_log__")])) for v in wrt]
+    values = []
+    for rv in model.free_RVs:
+        value = pt.constant(np.float64(theta[rv.name]))
+        transform = model.rvs_to_transforms.get(rv)
+        if transform is not None:
+            value = transform.forward(value, *rv.owner.inputs)
+        values.append(np.asarray(value.eval()))
     return lambda: f(*values)

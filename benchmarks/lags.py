@@ -33,9 +33,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
-import pytensor
-import pytensor.tensor as pt
-from _timing import best_time
+from _timing import best_time, logp_dlogp
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process import kernels as skk
 
@@ -84,30 +82,13 @@ def series(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def logp_dlogp(model, theta: dict):
-    """``f() -> [logp, *grad]`` of the marginal likelihood with respect to the unconstrained
-    hyperparameters (each through its model's transform: log, or the period's scaled log),
-    compiled with numba, at ``theta``."""
-    lp = model.logp(vars=model.observed_RVs, jacobian=False)
-    wrt = model.value_vars
-    f = pytensor.function(wrt, [lp, *pt.grad(lp, wrt)], mode="NUMBA", trust_input=True)
-    values = []
-    for rv in model.free_RVs:
-        value = pt.constant(np.float64(theta[rv.name]))
-        transform = model.rvs_to_transforms.get(rv)
-        values.append(
-            np.asarray((transform.forward(value, *rv.owner.inputs) if transform else value).eval())
-        )
-    return lambda: f(*values)
-
-
 def timings(x: np.ndarray, y: np.ndarray, repeats: int) -> dict[str, float]:
     X = x[:, None]
     off = X + 1e-7 * np.random.default_rng(1).uniform(-1, 1, size=X.shape)
     out = {}
     for label, inputs in (("lags", X), ("all pairs", off)):
         gp = GPRegression(inputs, y, mauna_loa.KERNEL, mean=None, priors=mauna_loa.PRIORS)
-        out[label] = best_time(logp_dlogp(gp.model, THETA), repeats)
+        out[label] = best_time(logp_dlogp(gp.model, THETA, "NUMBA"), repeats)
     sk = GaussianProcessRegressor(sklearn_kernel(THETA), optimizer=None, normalize_y=False)
     sk.fit(X, y - y.mean())
     theta = sk.kernel_.theta

@@ -77,8 +77,9 @@ def smoothness(kernel) -> float | None:
 def factors(kernel):
     """The terms and factors of a sum or product of kernels, recursively (the kernel itself when
     it is neither). PyMC keeps them in the private ``_factor_list`` of its ``Add`` / ``Prod``:
-    this is the one place that reads it. The factors of a :class:`Substituted` kernel are its
-    base's, with the same substitution."""
+    this reads it, and so does :func:`bayes_gp.kernels.lags.translation_invariant`, which also
+    needs the constant (non-kernel) factors that this skips. The factors of a
+    :class:`Substituted` kernel are its base's, with the same substitution."""
     if isinstance(kernel, Substituted):
         for f in factors(kernel.base):
             yield Substituted(f, kernel.mapping)

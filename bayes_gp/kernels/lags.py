@@ -66,7 +66,7 @@ def translation_invariant(kernel) -> bool:
     if isinstance(kernel, Stationary | Periodized | pm.gp.cov.Stationary | pm.gp.cov.Constant):
         return True
     if type(kernel) in (pm.gp.cov.Add, pm.gp.cov.Prod):
-        for f in kernel._factor_list:  # as kernels.base.factors reads it
+        for f in kernel._factor_list:  # with the constants, which kernels.base.factors skips
             if isinstance(f, pm.gp.cov.Covariance):
                 if not translation_invariant(f):
                     return False
