@@ -129,6 +129,14 @@ class PointFit:
         restarts = getattr(self, "restarts", None) or []
         return tuple(getattr(restarts[0], "runaway", ())) if restarts else ()
 
+    @property
+    def degenerate(self) -> tuple[str, ...]:
+        """Hyperparameters of the best run that ended on a degenerate value: a scale at zero
+        (``"sigma -> 0 (4.1e-09 < ...)"``) or a length-scale below the inputs' spacing
+        (:func:`bayes_gp.inference.degenerate.degenerate`); such a fit is not ``converged``."""
+        restarts = getattr(self, "restarts", None) or []
+        return tuple(getattr(restarts[0], "degenerate", ())) if restarts else ()
+
 
 @dataclass(frozen=True)
 class Bands:

@@ -8,6 +8,25 @@ PyTensor, in the unconstrained space (log length-scales etc.), and keeps the bes
 ``prior=False`` maximises :math:`\log p(y \mid \theta)` (ML-II); ``prior=True`` maximises
 :math:`\log p(y \mid \theta) + \log p(\theta)` (MAP, without the Jacobian of the transform, so the
 mode is that of the density on the original scale, as ``pm.find_MAP`` does).
+
+**What the package's MAP is.** The optimiser moves on the unconstrained scale (``log eta``,
+``log ls``) but the objective is ``model.logp(jacobian=False)``: the log density of the
+hyperparameters *on their own, constrained scale*, so the optimum is the mode of
+:math:`p(\theta \mid y)` in :math:`\theta`, not the mode of the density of
+:math:`\log \theta` (which would add :math:`\sum \log \theta_i` and push every scale away from
+zero). The default priors are not boundary-avoiding: amplitudes (``eta``), noise levels
+(``sigma``), group spreads (``*_tau``, ``intercept_sd``) are half-normal, whose density is largest
+at zero, so where the likelihood is flat towards zero the mode is *on* the boundary (Chung et al.
+2013, on boundary-avoiding priors for point estimates): a scale at zero. A length-scale's
+default prior is log-normal, whose density vanishes at zero, but a likelihood that rises as the
+GP interpolates the data can outweigh it, and a user's half-normal length-scale prior does not
+vanish there: a length-scale below the inputs' spacing. Such an end
+point is detected, not avoided: every restart's end point is checked by
+:func:`bayes_gp.inference.degenerate.degenerate` (a scale below 1e-4 of its prior's scale, a
+length-scale below 1/10 of its input's smallest spacing); the restart records the names
+(``Restart.degenerate``, ``fit.degenerate``), is not converged, and a :class:`ConvergenceWarning`
+says what to do (NUTS; a prior that avoids the boundary, e.g. a log-normal or gamma amplitude and
+an inverse-gamma length-scale; a fixed value). ML-II's end points are checked the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +47,7 @@ from pymc.initial_point import make_initial_point_fn
 from pytensor.graph.replace import graph_replace
 from scipy import optimize as sopt
 
+from bayes_gp.inference.degenerate import degenerate
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.protocol import PointFit
 
@@ -42,6 +63,7 @@ __all__ = [
     "restarts_table",
     "raveler",
     "runaway",
+    "warn_degenerate",
     "RUNAWAY_STEP",
     "RUNAWAY_TOL",
 ]
@@ -52,7 +74,9 @@ class Restart:
     """One optimisation run: where it started and ended, and the objective there.
 
     ``runaway`` names the hyperparameters that ran away from the end point (:func:`runaway`),
-    as ``"eta -> inf"``, ``"ls[1] -> 0"``; a run with any is not ``converged``."""
+    as ``"eta -> inf"``, ``"ls[1] -> 0"``; ``degenerate`` those that ended on a degenerate value
+    (:func:`bayes_gp.inference.degenerate.degenerate`: ``"sigma -> 0 (4.1e-09 < ...)"``); a
+    run with any is not ``converged``."""
 
     start: dict
     params: dict
@@ -61,6 +85,7 @@ class Restart:
     n_iter: int
     message: str
     runaway: tuple[str, ...] = ()
+    degenerate: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -487,6 +512,25 @@ def warn_runaway(best, what: str, stacklevel: int = 3) -> None:
     )
 
 
+def warn_degenerate(names: Sequence[str], what: str, stacklevel: int = 3) -> None:
+    """Warn (:class:`ConvergenceWarning`) that the best run of the type-II fit ``what`` ended
+    on a degenerate value of the hyperparameters ``names``
+    (:func:`bayes_gp.inference.degenerate.degenerate`): what it means and what to do."""
+    warnings.warn(
+        f"{what}: {', '.join(names)}: a degenerate optimum (bayes_gp.inference.degenerate). A "
+        "scale at zero removes its term from the model (no noise, no GP, no group spread: the "
+        "predictions carry no uncertainty from it), and a length-scale below the inputs' spacing "
+        "makes the GP white noise that interpolates the data; under priors whose density is "
+        "largest at zero (half-normal scales) that is where MAP's mode lies. The fit is reported "
+        "as not converged (converged=False). Sample the posterior by NUTS, which averages over "
+        "the scale instead of taking its mode; or give a prior that avoids the boundary "
+        "(priors={'eta': pm.LogNormal.dist(...)} or a gamma for a scale, an inverse-gamma or "
+        "gamma for a length-scale); or fix the parameter (priors={name: value})",
+        ConvergenceWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def restarts_table(results, to_params) -> list[Restart]:
     """:class:`Restart` records of :func:`multistart` results."""
     return [
@@ -498,6 +542,7 @@ def restarts_table(results, to_params) -> list[Restart]:
             n_iter=int(r.nit),
             message=str(r.message),
             runaway=tuple(getattr(r, "runaway", ())),
+            degenerate=tuple(getattr(r, "degenerate", ())),
         )
         for r, x0 in results
     ]
@@ -519,6 +564,18 @@ def _coordinates(model: pm.Model, names: list[str], unravel, constrained):
     return labels, values_of
 
 
+def _degenerate_end(res, labels, values_of, reference, spacing) -> tuple[str, ...]:
+    """:func:`~bayes_gp.inference.degenerate.degenerate` at the end point of one
+    :func:`multistart` result; a degenerate result is marked not converged (``res`` updated)."""
+    if not np.isfinite(res.fun):
+        return ()
+    found = degenerate(labels, values_of(res.x), reference, spacing)
+    if found:
+        res.success = False
+        res.message = f"{res.message}; degenerate: {', '.join(found)}"
+    return found
+
+
 def _objective_graph(model: pm.Model, prior: bool) -> pt.TensorVariable:
     """The log posterior (``prior=True``) or the log likelihood: the observed variables' log
     density plus the model's potentials (where an approximate evidence such as the Laplace
@@ -536,12 +593,16 @@ def optimize(
     random_seed: int | None = None,
     maxiter: int = 1000,
     mode=EAGER_MODE,
+    spacing: Mapping[str, Any] | None = None,
 ) -> MapFit:
     """Maximise the log marginal likelihood or the log posterior of ``model`` with restarts.
 
     An ML-II fit (``prior=False``) whose end point is not an interior optimum because a
     hyperparameter ran away (:func:`runaway`) is not converged: its restarts record the names
     (``Restart.runaway``, ``fit.runaway``) and a :class:`ConvergenceWarning` says what to do.
+    So is a MAP or ML-II fit whose end point is degenerate (a scale at zero, a length-scale
+    below the inputs' spacing: :func:`bayes_gp.inference.degenerate.degenerate`;
+    ``Restart.degenerate``, ``fit.degenerate``).
 
     Parameters
     ----------
@@ -558,6 +619,11 @@ def optimize(
         Compilation mode of the objective and gradient. The default (Python linker, NumPy and
         LAPACK kernels) compiles in well under a second; ``"NUMBA"`` compiles for tens of
         seconds and runs small problems faster.
+    spacing : mapping, optional
+        Hyperparameter name -> the smallest spacing between distinct values of the input
+        column(s) its length-scale acts on (a number, or one per entry of an ARD vector;
+        :func:`bayes_gp.inference.degenerate.kernel_spacing` computes it from a model's kernel):
+        the length-scales judged by the spacing rule. Scales are judged whatever it holds.
 
     Returns
     -------
@@ -611,20 +677,24 @@ def optimize(
     starts = prior_starts(model, names, n_restarts, rng, accept=lambda x: np.isfinite(neg(x)[0]))
     results = multistart(neg, starts, maxiter=maxiter, gtol=1e-8)
     labels, values_of = _coordinates(model, names, unravel, constrained)
+    reference = values_of(starts[0])  # the priors' support points: each prior's scale
     for res, _ in results:
-        # ML-II only: under priors a scale's mode at its boundary (a half-normal's density is
-        # largest at zero) is a property of MAP, judged separately (issue 37, part 2)
+        # runaway: ML-II only; under priors a scale's mode on its boundary (a half-normal's
+        # density is largest at zero) is MAP's, and is what `degenerate` judges, in both
         checked = not prior and np.isfinite(res.fun)
         res.runaway = runaway(neg, res.x, labels, values_of) if checked else ()
         if res.runaway:
             res.success = False
             res.message = f"{res.message}; ran away: {', '.join(res.runaway)}"
+        res.degenerate = _degenerate_end(res, labels, values_of, reference, spacing)
     best = results[0][0]
     what = "type-II " + ("MAP" if prior else "ML-II") + " fit"
     if best.runaway:
         warn_runaway(best, what, stacklevel=3)
-    else:
+    elif not best.degenerate:
         warn_unconverged(best, what, stacklevel=3)
+    if best.degenerate:
+        warn_degenerate(best.degenerate, what, stacklevel=3)
     restarts = restarts_table(results, to_params)
     grad_norm = float(np.linalg.norm(neg(best.x)[1]))
     return MapFit(

@@ -448,6 +448,34 @@ def _pareto_advice(idata) -> str:
 OPTIMUM_TOL = 1e-3
 
 
+def _runaway_advice(best) -> str:
+    """What the verdict says of the hyperparameters that ran away (``Restart.runaway``)."""
+    ran_away = tuple(getattr(best, "runaway", ()))
+    if not ran_away:
+        return ""
+    return (
+        f"{', '.join(ran_away)}: the objective keeps rising (or stays flat) towards that "
+        "boundary, so there is no finite optimum and the reported values are where the "
+        "optimiser stopped. Give the hyperparameter a prior that keeps it finite (MAP), "
+        "fix it, or sample by NUTS."
+    )
+
+
+def _degenerate_advice(best) -> str:
+    """What the verdict says of a degenerate end point (``Restart.degenerate``)."""
+    found = tuple(getattr(best, "degenerate", ()))
+    if not found:
+        return ""
+    return (
+        f"Degenerate fit: {'; '.join(found)}. A scale at zero removes its term (no noise, no "
+        "GP, no group spread: no uncertainty from it in the predictions); a length-scale below "
+        "the inputs' spacing makes the GP white noise that interpolates the data. Under a "
+        "half-normal prior that is where the MAP mode lies. Sample by NUTS, give a prior that "
+        "avoids the boundary (a log-normal or gamma scale, an inverse-gamma length-scale), or "
+        "fix the parameter."
+    )
+
+
 def optimizer_verdicts(fit) -> list[Verdict]:
     """Verdicts on a type-II fit's optimiser: did the best run converge, and did more than one
     restart reach the best objective (a non-convex objective, R&W §5.4.1)?"""
@@ -455,17 +483,8 @@ def optimizer_verdicts(fit) -> list[Verdict]:
     if not restarts:
         return [Verdict("optimiser", None, "–", "n/a", "", "hyperparameters given, not optimised")]
     best = restarts[0]
-    ran_away = tuple(getattr(best, "runaway", ()))
-    if ran_away:
-        advice = (
-            f"{', '.join(ran_away)}: the objective keeps rising (or stays flat) towards that "
-            "boundary, so there is no finite optimum and the reported values are where the "
-            "optimiser stopped. Give the hyperparameter a prior that keeps it finite (MAP), "
-            "fix it, or sample by NUTS."
-        )
-    elif best.converged:
-        advice = ""
-    else:
+    advice = " ".join(a for a in (_runaway_advice(best), _degenerate_advice(best)) if a)
+    if not advice and not best.converged:
         advice = (
             f"The optimiser stopped before converging after {best.n_iter} iterations: raise "
             f"maxiter (e.g. maxiter={max(1000, 2 * best.n_iter)}), or check the data scale and "

@@ -223,6 +223,7 @@ def _fit_details(fit) -> dict:
             "n_iter": int(r.n_iter),
             "message": str(r.message),
             "runaway": list(getattr(r, "runaway", ())),
+            "degenerate": list(getattr(r, "degenerate", ())),
         }
         for r in (fit.restarts or [])
     ]
@@ -249,6 +250,7 @@ def _with_details(fit, details: dict | None):
             int(r["n_iter"]),
             str(r["message"]),
             tuple(r.get("runaway", ())),  # absent from fits saved before issue 37
+            tuple(r.get("degenerate", ())),  # ... and before its part 2
         )
         for r in details.get("restarts", [])
     ]
