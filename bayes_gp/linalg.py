@@ -204,7 +204,7 @@ def plus_diagonal(A: pt.TensorVariable, d) -> pt.TensorVariable:
     ``A + d * pt.eye(n)`` (or ``+ pt.diag(d)``) builds an ``n x n`` matrix more, and for a
     constant ``d`` the compiled function holds that identity between evaluations; the increment
     touches the ``n`` diagonal entries only, and PyTensor does it in place where ``A`` is dead
-    afterwards (the memory count of :mod:`bayes_gp.regression.exact`).
+    afterwards (the memory count of :mod:`bayes_gp.solvers.exact`).
     """
     i = pt.arange(A.shape[0])
     return pt.inc_subtensor(A[i, i], d)

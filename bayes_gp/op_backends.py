@@ -1,7 +1,7 @@
 """One registry of the backend implementations of bayes_gp's own PyTensor Ops.
 
-The fused exact-GP log density (:mod:`bayes_gp.regression.likelihood`) and the sparse
-compact-support one (:mod:`bayes_gp.regression.compact`) run in PyTensor's C/Python backend
+The fused exact-GP log density (:mod:`bayes_gp.solvers.likelihood`) and the sparse
+compact-support one (:mod:`bayes_gp.solvers.compact`) run in PyTensor's C/Python backend
 through their ``perform`` methods; for numba (what nutpie runs) and JAX (numpyro) each module
 declares a *registrar*, a function that registers its Ops with that backend's dispatcher:
 

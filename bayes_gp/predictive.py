@@ -37,6 +37,7 @@ __all__ = [
     "held_out_vector",
     "gaussian_mixture_cdf",
     "gaussian_mixture_quantiles",
+    "PRIOR_PREDICTIVE_MAX_N",
     "mixture_prediction",
     "CI_PROB",
     "CI_QUANTILES",
@@ -53,6 +54,9 @@ CI_PROB = 0.94
 CI_QUANTILES = (0.03, 0.97)
 #: :math:`\Phi^{-1}(0.97)`: a Gaussian's central 94% interval is mean ± ``Z_CI`` sd.
 Z_CI = 1.880793608151251
+#: Most training inputs at which a model's ``prior_predictive`` draws joint data sets (one
+#: Cholesky factor of that size per data set).
+PRIOR_PREDICTIVE_MAX_N = 2000
 
 
 @dataclass(frozen=True)

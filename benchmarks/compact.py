@@ -5,10 +5,10 @@ The exact GP with the piecewise-polynomial kernel ``pp2`` (R&W eq. 4.21, ``ls``,
 hyperparameters (what NUTS calls per leapfrog step), for
 
 * ``sparse``: ``GPRegression(X, y, "pp2")``'s PyMC model, whose likelihood is
-  :class:`bayes_gp.regression.compact.CompactGPLogp` (band Cholesky ``pbtrf``, Takahashi selected
+  :class:`bayes_gp.solvers.compact.CompactGPLogp` (band Cholesky ``pbtrf``, Takahashi selected
   inverse, O(n b^2)), compiled with PyTensor's numba backend (what nutpie runs);
 * ``dense``: ``GPRegression(X, y, "pp2", sparse=False)``, the fused dense likelihood
-  (:class:`bayes_gp.regression.likelihood.GPLogp`: ``potrf``/``potri`` on the n x n matrix that the
+  (:class:`bayes_gp.solvers.likelihood.GPLogp`: ``potrf``/``potri`` on the n x n matrix that the
   PyTensor kernel graph builds), same backend; skipped above ``--dense-max`` points (memory and
   time grow as n^2 and n^3);
 * ``floor``: SciPy LAPACK ``dpotrf`` + ``dpotrs`` + ``dpotri`` on the precomputed dense matrix
@@ -42,7 +42,7 @@ from scipy.linalg import lapack
 from threadpoolctl import threadpool_limits
 
 import bayes_gp
-from bayes_gp.regression.compact import CompactFactor, pp_profile
+from bayes_gp.solvers.compact import CompactFactor, pp_profile
 
 THETA = {"ls": 2.0, "eta": 1.0, "sigma": 0.3}
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-import bayes_gp.regression.exact as exact
+import bayes_gp.solvers.exact as exact
 from bayes_gp import workflow
 from bayes_gp.workflow.scoring import predict
 

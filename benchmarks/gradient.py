@@ -4,7 +4,7 @@ For N = 100 ... 2000 (1-D inputs, squared-exponential kernel, three hyperparamet
 ``eta``, ``sigma``), times one evaluation of ``log p(y | theta)`` and its gradient:
 
 * ``bayes_gp``: the log density of :class:`bayes_gp.GPRegression`'s PyMC model (the fused
-  :class:`bayes_gp.regression.likelihood.GPLogp` Op: one ``potrf``/``potrs``, ``potri`` for the
+  :class:`bayes_gp.solvers.likelihood.GPLogp` Op: one ``potrf``/``potrs``, ``potri`` for the
   gradient, R&W eq. 5.9), compiled with PyTensor's numba backend (what nutpie runs) and its C
   backend;
 * ``pm.gp``: the same model written with ``pm.gp.Marginal`` (a ``pm.MvNormal`` differentiated

@@ -24,7 +24,7 @@ model's initial point, by
 * ``dense``: the same covariance :math:`C = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top`
   assembled as one N x N matrix in PyTensor from the model's own graphs of the blocks
   :math:`A_g` and :math:`K_0` (``HierarchicalGP._blocks``: same parameters, same jitter) and the
-  package's fused dense Gaussian density :func:`bayes_gp.regression.likelihood.gp_logp`
+  package's fused dense Gaussian density :func:`bayes_gp.solvers.likelihood.gp_logp`
   (LAPACK ``potrf``/``potri``, R&W eq. 5.9 gradient, :math:`O(N^3)` time, :math:`O(N^2)`
   memory); both graphs depend on the same value variables, and the two log densities are
   asserted to agree to 1e-8 relative (and the gradients to 1e-6) before anything is timed;
@@ -38,7 +38,7 @@ model's initial point, by
 A dense path is skipped where its predicted time (the previous size's time scaled by
 :math:`(N / N_{prev})^3`) exceeds ``--dense-max-seconds`` per call; the output says so. ``MB``
 is one N x N float64 matrix (:math:`8 N^2` bytes); the dense evaluation holds a few of them
-(``bayes_gp.regression.exact.DENSE_EVAL_MATRICES``), the structured one none.
+(``bayes_gp.solvers.exact.DENSE_EVAL_MATRICES``), the structured one none.
 
 All functions are compiled in the same PyTensor mode (``--mode``, default ``NUMBA``, the backend
 nutpie runs; ``FAST_RUN`` is the C backend); each time is the median of ``--repeats`` calls after
@@ -82,8 +82,8 @@ from threadpoolctl import threadpool_limits
 import bayes_gp
 from bayes_gp import HierarchicalGP
 from bayes_gp.datasets import rdataset
-from bayes_gp.regression.exact import DENSE_EVAL_MATRICES
-from bayes_gp.regression.likelihood import gp_logp
+from bayes_gp.solvers.exact import DENSE_EVAL_MATRICES
+from bayes_gp.solvers.likelihood import gp_logp
 
 #: Rows per worker in the Wages panel (years 1976-1982).
 YEARS = 7

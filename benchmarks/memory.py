@@ -33,7 +33,7 @@ Never run n > 4000 on a shared 24 GB machine (``--n`` refuses it unless ``--allo
     python benchmarks/memory.py --n 10000 --allow-large --repeats 0   # one evaluation, ~2.2 GB
 
 Results (before and after the in-place likelihood Ops): ``benchmarks/README.md``, "Memory";
-what is held at the peak: :mod:`bayes_gp.regression.exact`.
+what is held at the peak: :mod:`bayes_gp.solvers.exact`.
 """
 
 from __future__ import annotations

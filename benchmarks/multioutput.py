@@ -19,7 +19,7 @@ for the density), squared-exponential :math:`K` (R&W eq. 4.9), rank-1 :math:`W`,
 * ``dense``: the branch ``icm_logp`` takes on heterotopic data (``NaN`` entries), forced here on
   the same complete data: the :math:`nP \times nP` covariance of the observed entries built by
   ``bayes_gp.multioutput.icm._dense_C_terms`` and the fused Gaussian density
-  :func:`bayes_gp.regression.likelihood.gp_logp` (``potrf`` / ``potri``, R&W eq. 5.9 gradient,
+  :func:`bayes_gp.solvers.likelihood.gp_logp` (``potrf`` / ``potri``, R&W eq. 5.9 gradient,
   :math:`O(n^3 P^3)`);
 * ``floor``: SciPy LAPACK ``dpotrf`` + ``dpotrs`` + ``dpotri`` on the precomputed
   :math:`nP \times nP` matrix: the dense path's linear algebra alone (what any dense
@@ -72,7 +72,7 @@ import bayes_gp
 from bayes_gp.kernels import ExpQuad
 from bayes_gp.multioutput import MultiOutputGP, icm_logp
 from bayes_gp.multioutput.icm import DEFAULT_JITTER, _dense_C_terms, _logp_pieces
-from bayes_gp.regression.likelihood import gp_logp
+from bayes_gp.solvers.likelihood import gp_logp
 
 #: True hyperparameters of the simulated data and the point of evaluation.
 LS = 1.5

@@ -1,7 +1,7 @@
 """O(n) quasiseparable exact GP on long 1-D series: one gradient, an ML-II fit, NUTS.
 
 0. **GPRegression, dense vs quasiseparable** (``structure="dense"`` / ``"quasiseparable"``,
-   :mod:`bayes_gp.regression.structured`): one log density + gradient of the model's observed
+   :mod:`bayes_gp.solvers.structured`): one log density + gradient of the model's observed
    term with respect to the log hyperparameters, Matérn-3/2 and ``"matern32 + matern12"``, in
    PyTensor's numba backend (what nutpie runs) and in the Python-linker mode ``fit_map`` uses
    (``EAGER``), at ``--gpr-sizes`` (dense up to ``--gpr-dense-max``). The crossover (the
@@ -13,7 +13,7 @@
    prior=False)``, a prediction at 100 inputs and ``point_loo``; wall time after the imports,
    for the dense model and for the quasiseparable one with a cold numba cache (an empty
    ``NUMBA_CACHE_DIR``: the kernels compile) and then a warm one. This, with the table, is
-   what ``QUASISEP_MIN_N`` is set from (its comment in ``bayes_gp/regression/structured.py``).
+   what ``QUASISEP_MIN_N`` is set from (its comment in ``bayes_gp/solvers/structured.py``).
 
 Data: ``x ~ U[0, n/10]`` (unsorted, 10 points per unit length), ``y = sin(x/3) + 0.3 e``;
 hyperparameters ``eta = 1, ell = 2, sigma = 0.3``.
@@ -21,10 +21,10 @@ hyperparameters ``eta = 1, ell = 2, sigma = 0.3``.
 1. **One log density + gradient** with respect to the log hyperparameters (what NUTS calls per
    leapfrog step), Matérn-3/2 and Matérn-5/2, at each ``--sizes`` n:
 
-   * ``qs``: :func:`bayes_gp.regression.quasisep.quasisep_marginal` in a PyMC model, compiled by
+   * ``qs``: :func:`bayes_gp.solvers.quasisep.quasisep_marginal` in a PyMC model, compiled by
      PyTensor's numba backend (what nutpie runs);
    * ``dense``: the same model with the fused dense likelihood
-     (:func:`bayes_gp.regression.likelihood.marginal_normal`), n <= ``--dense-max``;
+     (:func:`bayes_gp.solvers.likelihood.marginal_normal`), n <= ``--dense-max``;
    * ``celerite2``: ``celerite2.pymc.GaussianProcess`` with ``Matern32Term(eps=1e-6)`` (it has no
      Matérn-5/2), numba backend;
    * ``tinygp``: ``tinygp.kernels.quasisep.Matern32/52`` with ``jax.jit(jax.value_and_grad)``
@@ -35,7 +35,7 @@ hyperparameters ``eta = 1, ell = 2, sigma = 0.3``.
    of the log density from ``qs``.
 2. **ML-II** (type-II maximum likelihood) at ``--fit-n`` (default 10^6), Matérn-5/2: L-BFGS-B on
    the log hyperparameters, the ``qs`` log density and gradient; wall time including compilation;
-   then predictions at 1000 new inputs (:func:`~bayes_gp.regression.quasisep.quasisep_predict`).
+   then predictions at 1000 new inputs (:func:`~bayes_gp.solvers.quasisep.quasisep_predict`).
 3. **NUTS** at ``--nuts-n`` (default 10^5), Matérn-3/2 with weakly informative priors: nutpie,
    2 chains x (500 tune + 500 draws), wall time of ``pm.sample`` including compilation.
 
@@ -75,10 +75,10 @@ from threadpoolctl import threadpool_limits
 
 import bayes_gp
 from bayes_gp import kernels as K
-from bayes_gp.regression.likelihood import marginal_normal
-from bayes_gp.regression.quasisep import quasisep_marginal, quasisep_predict
-from bayes_gp.regression.quasisep_terms import Matern
-from bayes_gp.regression.structured import QUASISEP_MIN_N
+from bayes_gp.kernels.statespace import MaternTerm
+from bayes_gp.solvers.likelihood import marginal_normal
+from bayes_gp.solvers.quasisep import quasisep_marginal, quasisep_predict
+from bayes_gp.solvers.structured import QUASISEP_MIN_N
 
 THETA = {"eta": 1.0, "ell": 2.0, "sigma": 0.3}
 KERNELS = {1.5: K.Matern32, 2.5: K.Matern52}
@@ -330,7 +330,7 @@ def fit(n: int):
         f"|grad| = {np.max(np.abs(res.jac)):.1e}; estimate {est}"
     )
     x_new = np.linspace(0.0, n / 10.0, 1000)
-    term = Matern(2.5, eta=est["eta"], ell=est["ell"])
+    term = MaternTerm(2.5, eta=est["eta"], ls=est["ell"])
     t2 = time.perf_counter()
     quasisep_predict(x, y, x_new, term, est["sigma"] ** 2)
     print(

@@ -35,7 +35,7 @@ Priors
     scales). Measured on the full split, MAP with this prior predicts the test targets better
     than with the default (RMSE 49.7 vs 50.0). Amplitude :math:`\eta \sim \mathrm{HalfNormal}(s_y)` and noise
     :math:`\sigma \sim \mathrm{HalfNormal}(s_y)`, with :math:`s_y` the standard deviation of the
-    training targets (about 77): the package defaults (``bayes_gp.regression.catalogue``).
+    training targets (about 77): the package defaults (``bayes_gp.kernels.catalogue``).
     No input is favoured a priori, which is what ARD needs. A caveat: :math:`1/\ell_d` measures
     how *non-linearly* f varies along input d rather than its predictive importance — a nearly
     linear effect is fitted by a long length-scale with a large amplitude (Piironen & Vehtari

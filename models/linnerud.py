@@ -46,7 +46,7 @@ Priors
     :math:`W_{11} \sim \mathrm{HalfNormal}(s_1)`, :math:`W_{p1} \sim N(0, s_p^2)`,
     :math:`\kappa_p \sim \mathrm{HalfNormal}(s_p^2)` and :math:`\ell_d \sim
     \mathrm{LogNormal}(\log(r_d / 3), 1)` with :math:`r_d` the range of standardised input
-    :math:`d` (:mod:`bayes_gp.regression.catalogue`), and one change, a zero-avoiding noise prior
+    :math:`d` (:mod:`bayes_gp.kernels.catalogue`), and one change, a zero-avoiding noise prior
 
     .. math::
        \sigma_p \sim \mathrm{Gamma}(\alpha = 2, \beta = 2 / s_p)

@@ -120,7 +120,7 @@ from bayes_gp import kernels as K
 from bayes_gp._validation import f64
 from bayes_gp.datasets import rdataset
 from bayes_gp.declared import Dataset
-from bayes_gp.regression.quasisep_terms import Cosine, StateSpaceKernel
+from bayes_gp.kernels.statespace import CosineTerm, StateSpaceKernel
 
 TASK = "regression"
 SUMMARY = "Monthly sunspots 1749-1983 (sqrt scale): quasi-periodic cycle + trend, exact O(n) GP"
@@ -193,8 +193,8 @@ def kernel(y_sd: float):
         # the cosine terms as state-space kernels: their Gram matrices come from exact
         # differences t - t' (PyMC's Cosine expands |t|^2 - 2tt' + |t'|^2, which loses ~1e-12
         # relative at t ~ 1800 and moves the dense log likelihood by ~1e-8)
-        waves = StateSpaceKernel(Cosine(period=period)) + harmonic**2 * StateSpaceKernel(
-            Cosine(period=period / 2)
+        waves = StateSpaceKernel(CosineTerm(period=period)) + harmonic**2 * StateSpaceKernel(
+            CosineTerm(period=period / 2)
         )
         return (
             cycle_eta**2 * K.Matern32(D, ls=cycle_ls) * waves

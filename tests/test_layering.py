@@ -94,7 +94,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_known_edges():
     graph = import_graph()
     assert "bayes_gp.regression.gpr" in graph["bayes_gp.regression"]
-    assert "bayes_gp.regression.approx_options" in graph["bayes_gp.regression.hsgp"]
+    assert "bayes_gp.solvers.approx_options" in graph["bayes_gp.solvers.hsgp"]
     assert "bayes_gp.op_backends" in graph["bayes_gp.inference.nuts"]
 
 
@@ -110,9 +110,9 @@ def test_approximations_import_their_spec_from_below():
     """approx.py chooses between hsgp.py and inducing.py; both take the spec from
     approx_options.py, below all three (the circle approx <-> hsgp/inducing is gone)."""
     graph = import_graph()
-    for mod in ("bayes_gp.regression.hsgp", "bayes_gp.regression.inducing"):
-        assert "bayes_gp.regression.approx" not in graph[mod]
-    assert "bayes_gp.regression.approx" not in graph["bayes_gp.regression.approx_options"]
+    for mod in ("bayes_gp.solvers.hsgp", "bayes_gp.solvers.inducing"):
+        assert "bayes_gp.solvers.approx" not in graph[mod]
+    assert "bayes_gp.solvers.approx" not in graph["bayes_gp.solvers.approx_options"]
 
 
 def test_version_without_the_package():
@@ -143,10 +143,11 @@ def test_the_split_packages_import_downwards():
 
 #: The layers, from the bottom: a module imports only from its own layer or those below.
 LAYERS = [
-    ("bayes_gp._version", "bayes_gp._validation", "bayes_gp._io", "bayes_gp._arguments",
+    ("bayes_gp._version", "bayes_gp._moved", "bayes_gp._validation", "bayes_gp._io", "bayes_gp._arguments",
      "bayes_gp.datasets", "bayes_gp.op_backends", "bayes_gp.linalg", "bayes_gp.banded", "bayes_gp.priors",
      "bayes_gp.protocol", "bayes_gp.predictive", "bayes_gp.kernels", "bayes_gp.eigen",
      "bayes_gp.inference"),
+    ("bayes_gp.solvers",),  # the marginal-likelihood strategies: below every model family
     ("bayes_gp.regression", "bayes_gp.latent", "bayes_gp.classification", "bayes_gp.deep",
      "bayes_gp.weight_space", "bayes_gp.multioutput", "bayes_gp.hierarchical"),
     ("bayes_gp.formula",),  # the formula front door: above the model families it chooses from
@@ -188,3 +189,27 @@ def test_nothing_imports_upward():
     assert upward_edges(graph) == []
     # every module of the package has its layer (a new one must be placed)
     assert [m for m in graph if m != "bayes_gp" and _layer(m) is None] == []
+
+
+def test_model_families_share_the_core_not_each_other():
+    """The kernel front end (kernels.catalogue) and the likelihood strategies (solvers) sit
+    below the model families, so no family reaches into a sibling's modules for them. The one
+    kind of edge between families is a model built on the latent GP engine (the binary and
+    multi-class classifiers, the hierarchical latent GP extend ``LatentGP``)."""
+    graph = import_graph()
+    families = next(layer for layer in LAYERS if "bayes_gp.latent" in layer)
+
+    def family(module: str) -> str | None:
+        return next((f for f in families if module == f or module.startswith(f + ".")), None)
+
+    across = {
+        (mod, dep)
+        for mod, deps in graph.items()
+        for dep in deps
+        if family(mod) and family(dep) and family(mod) != family(dep)
+    }
+    assert {dep for _, dep in across} <= {"bayes_gp.latent.model"}, sorted(across)
+    assert {family(mod) for mod, _ in across} <= {
+        "bayes_gp.classification",
+        "bayes_gp.hierarchical",
+    }

@@ -24,11 +24,11 @@ import numpy as np
 from bayes_gp._validation import check_aligned, new_inputs
 from bayes_gp.classification.likelihoods import LINKS, average_probability
 from bayes_gp.inference.methods import CLASSIFIER_RENAMED, EP, MAP, NUTS, NUTS_JOINT
+from bayes_gp.kernels.catalogue import kernel_formula
 from bayes_gp.latent.model import EPFit, LatentFit, LatentGP
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.predictive import CI_QUANTILES, binary_scores
 from bayes_gp.protocol import Bands, HeldOutPredictive, is_nuts
-from bayes_gp.regression.catalogue import kernel_formula
 
 __all__ = ["GPClassifier", "ClassifierFit"]
 

@@ -89,18 +89,18 @@ from bayes_gp.inference.methods import (
 )
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
-from bayes_gp.latent.model import DEFAULT_ABSOLUTE_JITTER, ETA_WARN, LINK_SCALE
-from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
-from bayes_gp.predictive import CI_QUANTILES
-from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
-from bayes_gp.regression.catalogue import (
+from bayes_gp.kernels.catalogue import (
     DataScale,
     check_kernel_ard,
     default_prior,
     kernel_formula,
     kernel_spec,
 )
+from bayes_gp.latent.model import DEFAULT_ABSOLUTE_JITTER, ETA_WARN, LINK_SCALE
+from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
+from bayes_gp.predictive import CI_QUANTILES
+from bayes_gp.priors import resolve_prior
+from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 
 __all__ = ["MulticlassGPClassifier", "MulticlassFit"]
 

@@ -67,6 +67,13 @@ from bayes_gp.inference import descent
 from bayes_gp.inference.jitter import DEFAULT_JITTER, SharedJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import Restart, function_of_values
+from bayes_gp.kernels.catalogue import (
+    DataScale,
+    check_kernel_ard,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+)
 from bayes_gp.linalg import EAGER_MODE, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
     CI_QUANTILES,
@@ -80,14 +87,7 @@ from bayes_gp.predictive import (
 )
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import GPModel, PointFit, is_nuts
-from bayes_gp.regression.catalogue import (
-    DataScale,
-    check_kernel_ard,
-    default_prior,
-    kernel_formula,
-    kernel_spec,
-)
-from bayes_gp.regression.likelihood import marginal_normal
+from bayes_gp.solvers.likelihood import marginal_normal
 
 __all__ = ["DeepKernelRegression", "DKLFit"]
 
@@ -702,7 +702,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         from now on).
 
         The kernel hyperparameters and :math:`\sigma` get the data-scaled default priors of
-        :mod:`bayes_gp.regression.catalogue`, computed on the fitted features. The network is
+        :mod:`bayes_gp.kernels.catalogue`, computed on the fitted features. The network is
         fixed at the fit, except, optionally:
 
         * ``sample_last_layer``: the output weights ``W_out``, prior

@@ -33,8 +33,8 @@ from bayes_gp.predictive import (
 )
 from bayes_gp.predictive import predict as gaussian_predict
 from bayes_gp.protocol import is_nuts
-from bayes_gp.regression.exact import dense_memory_bytes, dense_memory_limit
 from bayes_gp.regression.gpr import GPRegression
+from bayes_gp.solvers.exact import dense_memory_bytes, dense_memory_limit
 
 __all__ = [
     "FormulaRegression",
@@ -124,7 +124,7 @@ class FormulaRegression(FormulaTerms, GPRegression):
 
     def _approximate_if_too_large(self) -> None:
         """Where neither the grouped nor the O(n) engine applies and the dense one would not fit
-        in memory (:func:`~bayes_gp.regression.exact.check_dense_memory`), every exact GP term
+        in memory (:func:`~bayes_gp.solvers.exact.check_dense_memory`), every exact GP term
         takes its HSGP approximation (m and c by the rule), with a warning: the model that fits
         rather than a ``MemoryError``."""
         n = self.design.n
@@ -254,9 +254,9 @@ class FormulaRegression(FormulaTerms, GPRegression):
     def approximation_checks(self, fit) -> list:
         """Post-fit checks of each HSGP term (``gp(..., approx="hsgp")``) at ``fit``: the
         resolution of its basis against the fitted length-scales and the width of its box
-        (Riutort-Mayol et al. 2022; :mod:`bayes_gp.regression.approx_checks`), named by the
+        (Riutort-Mayol et al. 2022; :mod:`bayes_gp.solvers.approx_checks`), named by the
         term. The exact engines need none."""
-        from bayes_gp.regression.approx_checks import hsgp_basis_checks
+        from bayes_gp.solvers.approx_checks import hsgp_basis_checks
 
         covs = self._term_covs[id(self.model)]
         out = []

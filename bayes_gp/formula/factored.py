@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 
-from bayes_gp.regression.observed import (
+from bayes_gp.solvers.observed import (
     ObservedLikelihood,
     broadcast_mean,
     loo_terms,

@@ -29,7 +29,7 @@ from pytensor.graph.replace import vectorize_graph
 from bayes_gp.formula.factored import FactoredLikelihood
 from bayes_gp.hierarchical.woodbury import PaddedLayout, StructuredFactor, padded_structured_logp
 from bayes_gp.linalg import plus_diagonal
-from bayes_gp.regression.observed import broadcast_mean
+from bayes_gp.solvers.observed import broadcast_mean
 
 __all__ = ["GroupedLikelihood", "grouped_cost", "dense_cost"]
 

@@ -30,7 +30,7 @@ import pytensor.tensor as pt
 from scipy.linalg import cho_factor, cho_solve
 
 from bayes_gp.formula.factored import FactoredLikelihood
-from bayes_gp.regression.observed import LOG_2PI, broadcast_mean
+from bayes_gp.solvers.observed import LOG_2PI, broadcast_mean
 
 __all__ = ["LowRankLikelihood", "lowrank_cost"]
 

@@ -6,7 +6,7 @@ as in Bambi) with three more calls:
 * ``gp(x1, x2, ..., by=g, kernel="matern32 + periodic", ard=True)``: a GP term over the listed
   numeric columns; ``by=`` gives one GP per level of the factor ``g`` with the hyperparameters
   shared (the kernel :math:`k(x, x')\,[g = g']`); ``kernel=`` a catalogue expression
-  (:func:`~bayes_gp.regression.catalogue.kernel_spec`) or the name of a kernel object given in
+  (:func:`~bayes_gp.kernels.catalogue.kernel_spec`) or the name of a kernel object given in
   the model's ``kernels=`` mapping; ``name="trend"`` the term's name (default ``gp(x1, x2)``,
   or ``gp(t, by=g)``), which prefixes its hyperparameters (``trend.ls``); ``approx="hsgp"``
   (with ``m=`` basis functions per input and the boundary factor ``c=``, by default the rule

@@ -20,10 +20,10 @@ from bayes_gp.formula.covariance import FixedMean, HSGPTerm, LinearBasis, OnColu
 from bayes_gp.formula.design import Design, gp_columns, group_columns
 from bayes_gp.formula.parse import ParsedFormula, _Name
 from bayes_gp.kernels.base import factors as kernel_factors
+from bayes_gp.kernels.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.predictive import Prediction, mixture_prediction
 from bayes_gp.priors import resolve_prior
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_spec
-from bayes_gp.regression.hsgp import HSGPLikelihood, hsgp_m_c
+from bayes_gp.solvers.hsgp import HSGPLikelihood, hsgp_m_c
 
 __all__ = ["FormulaTerms", "TermInfo", "COEF_SCALE"]
 
@@ -217,7 +217,7 @@ class FormulaTerms:
     def _hsgp_term(self, t, base, D: int, cols: list[int]) -> HSGPTerm:
         """The HSGP approximation of a ``gp(..., approx="hsgp")`` term: ``m`` and ``c`` as
         given, the others by the rule of Riutort-Mayol et al. 2022 over the central 95% of the
-        length-scale prior (:func:`~bayes_gp.regression.hsgp.hsgp_m_c`), fixed at the first
+        length-scale prior (:func:`~bayes_gp.solvers.hsgp.hsgp_m_c`), fixed at the first
         build (the box must not move between the models of one formula)."""
         if t.name not in self._hsgp:
             Xc = self.design.X[:, cols]
@@ -402,7 +402,7 @@ class FormulaTerms:
 
 
 class _HSGPTermView:
-    """What :func:`bayes_gp.regression.approx_checks.hsgp_basis_checks` reads of an HSGP
+    """What :func:`bayes_gp.solvers.approx_checks.hsgp_basis_checks` reads of an HSGP
     likelihood (``cov``, ``X``, ``m``, ``c``, ``L``, ``rvs``), for one HSGP term of a formula
     model: its base kernel on the term's own columns."""
 

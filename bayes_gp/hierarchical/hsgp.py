@@ -77,7 +77,7 @@ from pymc.gp.hsgp_approx import calc_eigenvalues
 from scipy.linalg import solve_triangular
 
 from bayes_gp import kernels as K
-from bayes_gp.regression.hsgp import PSD_FLOOR
+from bayes_gp.solvers.hsgp import PSD_FLOOR
 
 __all__ = [
     "HSGPBasis",
@@ -262,7 +262,7 @@ def sqrt_spectral_densities(terms, params: list[str], theta, sqrt_eig: np.ndarra
 
     over the additive terms ``terms`` (:func:`hsgp_terms`), :math:`S_1` the unit kernel's
     density (R&W eq. 4.6, PyMC's angular-frequency convention), floored at
-    :data:`~bayes_gp.regression.hsgp.PSD_FLOOR` before the square root as the regression HSGP.
+    :data:`~bayes_gp.solvers.hsgp.PSD_FLOOR` before the square root as the regression HSGP.
 
     Parameters
     ----------

@@ -63,6 +63,7 @@ from bayes_gp.hierarchical.model import (
     _numeric,
     register_latent_model,
 )
+from bayes_gp.kernels.catalogue import kernel_formula, kernel_spec
 from bayes_gp.latent.model import (
     DEFAULT_ABSOLUTE_JITTER,
     LatentFit,
@@ -72,7 +73,6 @@ from bayes_gp.latent.model import (
 from bayes_gp.latent.model import LIKELIHOODS as LATENT_LIKELIHOODS
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.protocol import HeldOutPredictive, is_nuts
-from bayes_gp.regression.catalogue import kernel_formula, kernel_spec
 
 __all__ = ["HierarchicalLatentGP", "HierarchicalCovariance", "HierarchicalMean", "MAX_LATENT_ROWS"]
 

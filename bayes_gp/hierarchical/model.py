@@ -103,8 +103,10 @@ from bayes_gp.inference.typeii import (
     observed_logp_and_grad,
     optimize,
 )
+from bayes_gp.kernels.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
+    PRIOR_PREDICTIVE_MAX_N,
     Prediction,
     gaussian_columns,
     gaussian_mixture_cdf,
@@ -114,10 +116,8 @@ from bayes_gp.predictive import (
 )
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
-from bayes_gp.regression.approx_options import approx_spec
-from bayes_gp.regression.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
-from bayes_gp.regression.gpr import PRIOR_PREDICTIVE_MAX_N
-from bayes_gp.regression.hsgp import HSGP_MAX_DEFAULT_BASIS, hsgp_m_c
+from bayes_gp.solvers.approx_options import approx_spec
+from bayes_gp.solvers.hsgp import HSGP_MAX_DEFAULT_BASIS, hsgp_m_c
 
 __all__ = ["HierarchicalGP", "HSGPCostWarning", "POOLINGS", "LIKELIHOODS"]
 
@@ -527,7 +527,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
     approx_options : dict, optional
         As :class:`~bayes_gp.GPRegression`'s: ``m`` (basis functions per input dimension) and
         ``c`` (boundary factor > 1); omitted ones by the Riutort-Mayol et al. (2022) rule
-        (:func:`~bayes_gp.regression.hsgp.hsgp_m_c`) over the central 95% of the group and
+        (:func:`~bayes_gp.solvers.hsgp.hsgp_m_c`) over the central 95% of the group and
         population length-scale priors (the largest ``c``, then the largest ``m``).
     """
 
@@ -1184,7 +1184,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
             ``n_draws`` not a positive integer.
         NotImplementedError
             A group or the set of distinct inputs larger than
-            :data:`~bayes_gp.regression.gpr.PRIOR_PREDICTIVE_MAX_N` (one Cholesky factor of that
+            :data:`~bayes_gp.predictive.PRIOR_PREDICTIVE_MAX_N` (one Cholesky factor of that
             size per data set); the report then says the check is not available.
         """
         if isinstance(n_draws, bool) or not isinstance(n_draws, int | np.integer) or n_draws < 1:

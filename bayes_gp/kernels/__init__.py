@@ -26,6 +26,11 @@ kernel                 formula                                      source
 ``Wiener``             :math:`\min(x, x')`, :math:`x \ge 0`          R&W §4.2.3
 =====================  ===========================================  ==========================
 
+State-space forms of 1-D stationary kernels (``statespace``: ``MaternTerm``, ``CosineTerm``,
+``SHOTerm``, ``ConstantTerm``, their sums and products, ``StateSpaceKernel``), which the O(n)
+exact GP (:mod:`bayes_gp.solvers.quasisep`) factorises. The catalogue by name, with the data
+scales and default hyperpriors every model family uses: :mod:`bayes_gp.kernels.catalogue`.
+
 Constructions (R&W §4.2.4): ``Normalized``, ``VerticalScale``, ``Warped``, ``Power``, ``Additive``;
 sums and products with ``+`` / ``*``. Metrics for stationary kernels: ``ls`` scalar (isotropic),
 ``ls`` vector (ARD), or ``metric=FactorAnalysis(Lambda, psi)``.
@@ -46,6 +51,13 @@ from bayes_gp.kernels.nonstationary import (
 )
 from bayes_gp.kernels.periodic import Periodic, Periodized, TruncationWarning
 from bayes_gp.kernels.precomputed import precomputed_covariance
+from bayes_gp.kernels.statespace import (
+    ConstantTerm,
+    CosineTerm,
+    MaternTerm,
+    SHOTerm,
+    StateSpaceKernel,
+)
 from bayes_gp.kernels.stationary import (
     BesselOscillatory,
     Exponential,
@@ -112,4 +124,10 @@ __all__ = [
     "BagOfWords",
     "FisherKernel",
     "precomputed_covariance",
+    # state-space terms of the O(n) exact GP
+    "MaternTerm",
+    "CosineTerm",
+    "SHOTerm",
+    "ConstantTerm",
+    "StateSpaceKernel",
 ]

@@ -98,7 +98,7 @@ class Substituted(pm.gp.cov.Covariance):
     This is how a kernel object built with unnamed priors (``Matern32(1, ls=pm.Gamma.dist(2,
     1))``) enters a model: the model registers a copy of each prior under a name and evaluates
     the kernel with the copies, so the user's kernel object stays unchanged and can build any
-    number of models (:func:`bayes_gp.regression.catalogue.kernel_spec`).
+    number of models (:func:`bayes_gp.kernels.catalogue.kernel_spec`).
     """
 
     def __init__(self, base: pm.gp.cov.Covariance, mapping):

@@ -64,6 +64,14 @@ from bayes_gp.inference.methods import (
 )
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
+from bayes_gp.kernels.catalogue import (
+    DataScale,
+    check_kernel_ard,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+    mean_function,
+)
 from bayes_gp.kernels.lags import gram
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
 from bayes_gp.latent.laplace import laplace
@@ -92,14 +100,6 @@ from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import CI_QUANTILES, Prediction, held_out_vector
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, PointFit, is_nuts
-from bayes_gp.regression.catalogue import (
-    DataScale,
-    check_kernel_ard,
-    default_prior,
-    kernel_formula,
-    kernel_spec,
-    mean_function,
-)
 
 __all__ = ["LatentGP", "LatentFit", "SiteFit", "VIFit", "EPFit", "LIKELIHOODS"]
 

@@ -16,7 +16,7 @@ latent posterior the answer does not change beyond that tolerance (for a multimo
 posterior, which mode is found can depend on the start, as with any local optimiser).
 
 Backends: ``perform`` (PyTensor's C/Python backends, ``sampler="pymc"``); numba (``nutpie``)
-through ``numba.objmode`` like :class:`bayes_gp.regression.likelihood.GPLogp`; JAX has no
+through ``numba.objmode`` like :class:`bayes_gp.solvers.likelihood.GPLogp`; JAX has no
 implementation (the Newton loop with data-dependent iteration counts and line search is not
 written in JAX here) and raises a ``NotImplementedError`` naming ``sampler="nutpie"`` or
 ``sampler="pymc"``.

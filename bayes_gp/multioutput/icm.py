@@ -24,7 +24,7 @@ stacked output-major, :math:`\operatorname{vec}(Y) = (y_1(x_1), \dots, y_1(x_n),
 marginal likelihood (R&W eq. 2.30) is computed through the eigendecompositions of the two
 factors in :math:`O(n^3 + P^3)` (:mod:`bayes_gp.multioutput.kronecker`); otherwise it is the
 dense normal density of the observed entries
-(:func:`bayes_gp.regression.likelihood.marginal_normal`), :math:`O(N_\text{obs}^3)`.
+(:func:`bayes_gp.solvers.likelihood.marginal_normal`), :math:`O(N_\text{obs}^3)`.
 
 Predictions (:func:`icm_predict`) are R&W eqs. 2.25–2.26 on the stacked system: for a new input
 :math:`x_*` with :math:`k_* = k(X, x_*)`,
@@ -69,7 +69,7 @@ from bayes_gp._validation import (
 from bayes_gp.inference.jitter import DEFAULT_JITTER
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky
 from bayes_gp.multioutput.kronecker import kronecker_factors, kronecker_icm_logp
-from bayes_gp.regression.likelihood import gp_logp, marginal_normal
+from bayes_gp.solvers.likelihood import gp_logp, marginal_normal
 
 __all__ = [
     "ICMData",
@@ -394,7 +394,7 @@ def lmc_marginal(
     With one term (the ICM) and complete data the density goes through the Kronecker Op
     (:func:`~bayes_gp.multioutput.kronecker.kronecker_icm_logp`, closed-form gradient);
     otherwise it is the dense normal density of the observed entries
-    (:func:`~bayes_gp.regression.likelihood.marginal_normal`, R&W eqs. 2.30, 5.9).
+    (:func:`~bayes_gp.solvers.likelihood.marginal_normal`, R&W eqs. 2.30, 5.9).
 
     Parameters
     ----------

@@ -39,7 +39,7 @@ entries (as :class:`~bayes_gp.GPRegression` scales :math:`\eta` and :math:`\sigm
 :math:`s_y`): :math:`W_{jj} \sim \mathrm{HalfNormal}(s_j)`, :math:`W_{pj} \sim N(0, s_p^2)`,
 :math:`\kappa_p \sim \mathrm{HalfNormal}(s_p^2)` (a variance), :math:`\sigma_p \sim
 \mathrm{HalfNormal}(s_p)`; the kernel's length-scales (and periods, ...) as in the catalogue
-(:mod:`bayes_gp.regression.catalogue`); the mean of output :math:`p` fixed at its sample mean
+(:mod:`bayes_gp.kernels.catalogue`); the mean of output :math:`p` fixed at its sample mean
 (``mean=None``), zero, :math:`c_p \sim N(\bar y_p, (2 s_p)^2)` (``mean="constant"``), or linear
 (``mean="linear"``), :math:`m_p(x) = c_p + x^T \beta_p` with the intercept
 :math:`c_p \sim N(\bar y_p, (2 s_p)^2)` and the slopes :math:`\beta_{pd} \sim N(0, (2 s_p /
@@ -93,13 +93,7 @@ from bayes_gp.inference.typeii import (
     observed_logp_and_grad,
     optimize,
 )
-from bayes_gp.linalg import jittered_cholesky, single_blas_thread
-from bayes_gp.multioutput.icm import icm_data, linear_mean, lmc_marginal, predict_terms
-from bayes_gp.multioutput.kronecker import kronecker_factors
-from bayes_gp.predictive import CI_QUANTILES, Z_CI, factorize, gaussian_mixture_cdf, loo_log_density
-from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
-from bayes_gp.regression.catalogue import (
+from bayes_gp.kernels.catalogue import (
     DataScale,
     KernelSpec,
     check_kernel_ard,
@@ -107,6 +101,12 @@ from bayes_gp.regression.catalogue import (
     kernel_formula,
     kernel_spec,
 )
+from bayes_gp.linalg import jittered_cholesky, single_blas_thread
+from bayes_gp.multioutput.icm import icm_data, linear_mean, lmc_marginal, predict_terms
+from bayes_gp.multioutput.kronecker import kronecker_factors
+from bayes_gp.predictive import CI_QUANTILES, Z_CI, factorize, gaussian_mixture_cdf, loo_log_density
+from bayes_gp.priors import resolve_prior
+from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
 
 __all__ = ["MultiOutputGP", "MultiOutputPrediction"]
 

@@ -48,12 +48,7 @@ from bayes_gp.inference.typeii import (
     observed_logp_and_grad,
     optimize,
 )
-from bayes_gp.linalg import single_blas_thread
-from bayes_gp.predictive import CI_PROB, CI_QUANTILES, Z_CI, GaussianPredictions, Prediction
-from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import GPModel, is_nuts
-from bayes_gp.regression.approx import approx_spec, build_likelihood
-from bayes_gp.regression.catalogue import (
+from bayes_gp.kernels.catalogue import (
     DataScale,
     check_kernel_ard,
     default_prior,
@@ -61,10 +56,22 @@ from bayes_gp.regression.catalogue import (
     kernel_spec,
     mean_function,
 )
-from bayes_gp.regression.compact import PP_KERNELS, CompactLikelihood
-from bayes_gp.regression.exact import ExactLikelihood
-from bayes_gp.regression.quasisep import QuasisepLikelihood
-from bayes_gp.regression.structured import check_structure, choose_structure
+from bayes_gp.linalg import single_blas_thread
+from bayes_gp.predictive import (
+    CI_PROB,
+    CI_QUANTILES,
+    PRIOR_PREDICTIVE_MAX_N,
+    Z_CI,
+    GaussianPredictions,
+    Prediction,
+)
+from bayes_gp.priors import resolve_prior
+from bayes_gp.protocol import GPModel, is_nuts
+from bayes_gp.solvers.approx import approx_spec, build_likelihood
+from bayes_gp.solvers.compact import PP_KERNELS, CompactLikelihood
+from bayes_gp.solvers.exact import ExactLikelihood
+from bayes_gp.solvers.quasisep import QuasisepLikelihood
+from bayes_gp.solvers.structured import check_structure, choose_structure
 
 __all__ = ["GPRegression", "Prediction"]  # Prediction: re-exported from bayes_gp.predictive
 
@@ -80,10 +87,6 @@ def _check_fit(fit) -> None:
             "`fit` must be a MapFit (from fit_map) or the ArviZ DataTree from sample(), got "
             f"{type(fit).__name__}"
         ) from None
-
-
-#: Most training inputs at which :meth:`GPRegression.prior_predictive` draws joint data sets.
-PRIOR_PREDICTIVE_MAX_N = 2000
 
 
 class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredictions, GPModel):
@@ -129,12 +132,12 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         (``approx=``, ``sparse=``) add the same jitter to :math:`\\sigma^2`.
     approx : None, "hsgp", "vfe" or "fitc"
         An approximation of the marginal likelihood for large N
-        (:mod:`bayes_gp.regression.approx`): ``"hsgp"``, the Hilbert-space reduced-rank GP with
+        (:mod:`bayes_gp.solvers.approx`): ``"hsgp"``, the Hilbert-space reduced-rank GP with
         the weights integrated out (stationary kernels with a spectral density: squared
         exponential, Matérn of any :math:`\nu`, their sums), :math:`O(m^3)` per gradient after
         an :math:`O(Nm^2)` set-up; ``"vfe"`` (Titsias' bound) or ``"fitc"`` with inducing inputs,
         :math:`O(NM^2)`. ``None``: the exact GP. The marginal likelihood in use, exact or not, is the object
-        :attr:`marginal` (:mod:`bayes_gp.regression.exact`); :attr:`approximation` is it when it
+        :attr:`marginal` (:mod:`bayes_gp.solvers.exact`); :attr:`approximation` is it when it
         approximates.
     approx_options : dict, optional
         ``"hsgp"``: ``m`` (basis functions per input dimension) and ``c`` (boundary factor);
@@ -144,7 +147,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
     sparse : bool, optional
         For the compactly supported kernels ``"pp0"`` … ``"pp3"`` (R&W eq. 4.21): evaluate the
         exact likelihood, its gradient, predictions and leave-one-out terms on the sparse Gram
-        matrix (band Cholesky factor and selected inverse, :mod:`bayes_gp.regression.compact`):
+        matrix (band Cholesky factor and selected inverse, :mod:`bayes_gp.solvers.compact`):
         :math:`O(nb^2)` time and :math:`O(nb)` memory for bandwidth :math:`b` instead of
         :math:`O(n^3)` and :math:`O(n^2)`. ``None`` (default): on for those kernels (the same
         exact GP; a wide band is factorised densely); ``False``: the generic dense likelihood,
@@ -154,14 +157,14 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         a prior on the local scale you expect (``priors={"ls": ...}``): sampling starts at the
         prior's centre.
     structure : None, "quasiseparable" or "dense"
-        How the exact likelihood is computed (:mod:`bayes_gp.regression.structured`).
+        How the exact likelihood is computed (:mod:`bayes_gp.solvers.structured`).
         ``"quasiseparable"``: for 1-D inputs and kernels with a state-space form (Matérn
         :math:`\\nu = 1/2, 3/2, 5/2` and any half-integer :math:`\\nu`, exponential, cosine,
         constants, and their sums and products), the same exact GP in :math:`O(n)` per log
-        density and gradient instead of :math:`O(n^3)` (:mod:`bayes_gp.regression.quasisep`);
+        density and gradient instead of :math:`O(n^3)` (:mod:`bayes_gp.solvers.quasisep`);
         LOO and predictions in :math:`O(n)` too. ``"dense"``: the dense Cholesky. ``None``
         (default): quasiseparable for 1-D inputs and a representable kernel with at least
-        :data:`~bayes_gp.regression.structured.QUASISEP_MIN_N` observations, when neither
+        :data:`~bayes_gp.solvers.structured.QUASISEP_MIN_N` observations, when neither
         ``approx`` nor ``sparse`` applies; :attr:`quasiseparable` says which is in use.
         ``"quasiseparable"`` raises a ``ValueError`` for other kernels, for several input
         columns, and with ``approx`` or ``sparse``.
@@ -287,18 +290,18 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             )
             # the marginal likelihood, chosen once: exact dense, exact compact-support, exact
             # quasiseparable, or an approximation; every later question goes to it
-            # (bayes_gp.regression.exact)
-            if self.quasiseparable:  # 1-D state-space kernel: bayes_gp.regression.structured
+            # (bayes_gp.solvers.exact)
+            if self.quasiseparable:  # 1-D state-space kernel: bayes_gp.solvers.structured
                 self.marginal = QuasisepLikelihood(
                     "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs",
                     absolute_jitter=True,
                 )
-            elif self.sparse:  # compact support: bayes_gp.regression.compact
+            elif self.sparse:  # compact support: bayes_gp.solvers.compact
                 self.marginal = CompactLikelihood(
                     "y", self.X, self.y, hyper["ls"], hyper["eta"], self._pp_q, mean_func,
                     sigma, self.jitter_tensor, "obs",
                 )  # fmt: skip
-            elif self.approx is not None:  # large N: bayes_gp.regression.approx
+            elif self.approx is not None:  # large N: bayes_gp.solvers.approx
                 self.marginal = build_likelihood(
                     self.approx, "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor,
                     "obs",
@@ -424,8 +427,8 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         this non-factorising model.
 
         For an approximate model the leave-one-out terms are those of the approximate Gaussian
-        model (:meth:`bayes_gp.regression.approx.HSGPLikelihood.loo`,
-        :meth:`~bayes_gp.regression.approx.SparseLikelihood.loo`). They cost :math:`O(Nm^2)` and
+        model (:meth:`bayes_gp.solvers.approx.HSGPLikelihood.loo`,
+        :meth:`~bayes_gp.solvers.approx.SparseLikelihood.loo`). They cost :math:`O(Nm^2)` and
         N numbers per draw: ``sample(log_likelihood=False)`` leaves the group out (no LOO then).
         """
         from bayes_gp.inference.nuts import add_log_likelihood
@@ -700,10 +703,10 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
     @single_blas_thread
     def approximation_checks(self, fit) -> list:
         """Post-fit checks of the approximation (``approx="hsgp"|"vfe"|"fitc"``) at ``fit``
-        (:mod:`bayes_gp.regression.approx_checks`): HSGP resolution, boundary and error against
+        (:mod:`bayes_gp.solvers.approx_checks`): HSGP resolution, boundary and error against
         the exact GP; VFE/FITC evidence gap and inducing-input coverage; for all three the exact
         GP's evidence on a subsample at the fit vs at its optimum. None for the exact GP."""
-        from bayes_gp.regression import approx_checks
+        from bayes_gp.solvers import approx_checks
 
         return approx_checks.for_regression(self, fit)
 

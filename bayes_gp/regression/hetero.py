@@ -35,7 +35,7 @@ terms :math:`\log N(y_i \mid f_i, e^{2 g_i})` estimate the same ``elpd_loo`` wit
 importance sampler (``mcycle``, 2 × 1000 draws: −560.1 against −561.4, four Pareto
 :math:`\hat k > 0.7` against two).
 
-Default hyperpriors: those of the catalogue (:mod:`bayes_gp.regression.catalogue`) for
+Default hyperpriors: those of the catalogue (:mod:`bayes_gp.kernels.catalogue`) for
 :math:`k_f`, and the mean :math:`m` fixed at the sample mean of :math:`y` (as ``GPRegression``'s
 default); for the log-noise GP, the catalogue's priors for an output of unit scale
 (length-scale ``noise_ls`` :math:`\sim \mathrm{LogNormal}(\log(R/3), 1)`, amplitude
@@ -68,6 +68,13 @@ from bayes_gp._validation import (
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, Jitter, JitterChoice, PreflightJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
+from bayes_gp.kernels.catalogue import (
+    DataScale,
+    check_kernel_ard,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+)
 from bayes_gp.kernels.lags import gram
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
@@ -81,14 +88,7 @@ from bayes_gp.predictive import (
 )
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, is_nuts
-from bayes_gp.regression.catalogue import (
-    DataScale,
-    check_kernel_ard,
-    default_prior,
-    kernel_formula,
-    kernel_spec,
-)
-from bayes_gp.regression.likelihood import marginal_normal
+from bayes_gp.solvers.likelihood import marginal_normal
 
 __all__ = ["HeteroscedasticGPRegression"]
 

@@ -10,7 +10,7 @@ with :math:`f \sim GP(m, k)` integrated out (R&W eq. 2.30, PRML eqs. 6.61–6.62
 covariance function :math:`k`, the mean :math:`m` and the noise :math:`\sigma` may be built from
 the user's own random variables, and the rest of the model (hierarchies, covariates, other
 likelihood terms) is the user's. The log density and its gradient are bayes_gp's fused Op
-(:func:`bayes_gp.regression.likelihood.marginal_normal`: one Cholesky factorisation, R&W eq. 5.9
+(:func:`bayes_gp.solvers.likelihood.marginal_normal`: one Cholesky factorisation, R&W eq. 5.9
 for the gradient), the density that ``pm.gp.Marginal.marginal_likelihood`` declares with
 ``jitter`` :math:`= \epsilon`.
 
@@ -75,6 +75,7 @@ from bayes_gp._validation import (
 )
 from bayes_gp.inference.jitter import DEFAULT_JITTER, N_PRIOR_DRAWS, JitterChoice, PreflightJitter
 from bayes_gp.inference.typeii import function_of_values
+from bayes_gp.kernels.catalogue import DataScale
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
     CI_PROB,
@@ -84,8 +85,7 @@ from bayes_gp.predictive import (
     gaussian_mixture_quantiles,
     predict,
 )
-from bayes_gp.regression.catalogue import DataScale
-from bayes_gp.regression.likelihood import marginal_normal
+from bayes_gp.solvers.likelihood import marginal_normal
 
 __all__ = [
     "MarginalTerm",
@@ -308,7 +308,7 @@ def marginal_gp(
     (R&W eq. 2.30), with the gradient
     :math:`\partial \log p / \partial \theta_j = \tfrac12 \operatorname{tr}\!\left((\alpha\alpha^\top
     - C^{-1}) \partial C / \partial \theta_j\right)`, :math:`\alpha = C^{-1} r` (R&W eq. 5.9),
-    through :func:`bayes_gp.regression.likelihood.marginal_normal`: the density of
+    through :func:`bayes_gp.solvers.likelihood.marginal_normal`: the density of
     ``pm.gp.Marginal(mean_func, cov_func).marginal_likelihood(name, X, y, sigma,
     jitter=term.jitter)``, with a cheaper gradient.
 

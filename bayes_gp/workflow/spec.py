@@ -99,8 +99,8 @@ class CSVModel:
     trials: str | None = None
 
     def __post_init__(self):
+        from bayes_gp.kernels.catalogue import kernel_spec
         from bayes_gp.latent import LIKELIHOODS
-        from bayes_gp.regression import kernel_spec
 
         if self.likelihood is not None:
             if self.likelihood not in LIKELIHOODS:

@@ -10,7 +10,7 @@ import pytest
 
 from bayes_gp.formula import Model
 from bayes_gp.formula.grouped import GroupedLikelihood
-from bayes_gp.regression.exact import ExactLikelihood
+from bayes_gp.solvers.exact import ExactLikelihood
 from tests.formula.agreement import assert_same_model
 from tests.formula.test_model import DATA
 

@@ -12,7 +12,7 @@ import pytest
 from bayes_gp import GPRegression
 from bayes_gp.formula import Model
 from bayes_gp.formula.lowrank import LowRankLikelihood
-from bayes_gp.regression.exact import ExactLikelihood
+from bayes_gp.solvers.exact import ExactLikelihood
 from tests.formula.agreement import assert_same_model
 from tests.formula.test_model import DATA, T
 
@@ -79,7 +79,7 @@ def test_a_model_too_large_for_the_dense_factor_takes_hsgp_terms(monkeypatch):
     """Where the dense exact GP would not fit in memory (the limit lowered here to 35 rows'
     worth) and no exact structured engine applies, every exact GP term takes its HSGP
     approximation, with a warning that says so and how to choose."""
-    from bayes_gp.regression import exact
+    from bayes_gp.solvers import exact
 
     monkeypatch.setattr(exact, "MAX_DENSE_BYTES", exact.dense_memory_bytes(35))
     with pytest.warns(UserWarning, match=r"\['gp\(t\)'\] use their HSGP approximation"):

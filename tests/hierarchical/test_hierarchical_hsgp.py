@@ -25,8 +25,8 @@ from bayes_gp.hierarchical.hsgp import (
     sqrt_spectral_densities,
 )
 from bayes_gp.inference.typeii import MapFit
+from bayes_gp.kernels.catalogue import kernel_spec
 from bayes_gp.linalg import EAGER_MODE
-from bayes_gp.regression.catalogue import kernel_spec
 
 
 def _panel(G=3, sizes=None, seed=0, span=10.0, covariate=False):

@@ -17,7 +17,7 @@ from bayes_gp.hierarchical.woodbury import (
 )
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.predictive import factorize, loo_log_density
-from bayes_gp.regression.likelihood import gp_logp
+from bayes_gp.solvers.likelihood import gp_logp
 
 JITTER = 1e-8
 

@@ -11,10 +11,10 @@ from scipy import stats
 
 from bayes_gp import GPRegression
 from bayes_gp.declared import Dataset
+from bayes_gp.kernels.statespace import to_term
 from bayes_gp.predictive import gaussian_scores
-from bayes_gp.regression.exact import ExactLikelihood
-from bayes_gp.regression.quasisep import QuasisepLikelihood
-from bayes_gp.regression.quasisep_terms import to_term
+from bayes_gp.solvers.exact import ExactLikelihood
+from bayes_gp.solvers.quasisep import QuasisepLikelihood
 
 MODEL = "sunspots"
 

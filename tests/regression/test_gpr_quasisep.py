@@ -1,4 +1,4 @@
-"""GPRegression's ``structure=`` option (bayes_gp.regression.structured): the O(n) quasiseparable
+"""GPRegression's ``structure=`` option (bayes_gp.solvers.structured): the O(n) quasiseparable
 exact likelihood against the dense one on the same model, data and hyperparameters.
 
 The dense GPRegression (``structure="dense"``, a LAPACK Cholesky of the n x n matrix) is the
@@ -16,11 +16,11 @@ import pytest
 from bayes_gp import GPRegression
 from bayes_gp import kernels as K
 from bayes_gp.linalg import EAGER_MODE
-from bayes_gp.regression.compact import CompactLikelihood
-from bayes_gp.regression.exact import ExactLikelihood
-from bayes_gp.regression.hsgp import HSGPLikelihood
-from bayes_gp.regression.quasisep import QuasisepLikelihood
-from bayes_gp.regression.structured import QUASISEP_MIN_N
+from bayes_gp.solvers.compact import CompactLikelihood
+from bayes_gp.solvers.exact import ExactLikelihood
+from bayes_gp.solvers.hsgp import HSGPLikelihood
+from bayes_gp.solvers.quasisep import QuasisepLikelihood
+from bayes_gp.solvers.structured import QUASISEP_MIN_N
 
 RTOL = 1e-8
 

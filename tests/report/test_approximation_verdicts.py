@@ -14,8 +14,8 @@ from bayes_gp import GPRegression
 from bayes_gp.declared import Dataset
 from bayes_gp.latent import LatentGP
 from bayes_gp.protocol import ApproximationCheck
-from bayes_gp.regression import approx_checks
 from bayes_gp.report import report
+from bayes_gp.solvers import approx_checks
 from bayes_gp.workflow import store
 from bayes_gp.workflow.fitting import FitResult
 

@@ -7,7 +7,7 @@ import pymc as pm
 
 from bayes_gp import GPClassifier, GPRegression
 from bayes_gp.inference import MapFit, Restart
-from bayes_gp.regression.catalogue import kernel_formula, kernel_spec
+from bayes_gp.kernels.catalogue import kernel_formula, kernel_spec
 from bayes_gp.report import describe
 
 

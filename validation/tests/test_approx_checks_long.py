@@ -1,4 +1,4 @@
-"""Long versions of tests/regression/test_approx_checks.py (issue 35: CI keeps a short version
+"""Long versions of tests/solvers/test_approx_checks.py (issue 35: CI keeps a short version
 of each; these run later, with ``./run validate`` or ``python -m pytest validation/tests``).
 
 * VFE: the advice of the fit-vs-exact check, followed, gives a fit the check passes (a third
@@ -15,8 +15,8 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from bayes_gp import GPRegression
-from bayes_gp.regression import approx_checks as ac
-from tests.regression.test_approx_checks import _at, _by_name, _fit, edge_case
+from bayes_gp.solvers import approx_checks as ac
+from tests.solvers.test_approx_checks import _at, _by_name, _fit, edge_case
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,4 +1,4 @@
-"""Long versions of tests/regression/test_quasisep.py (issue 35: CI keeps a short version of
+"""Long versions of tests/solvers/test_quasisep.py (issue 35: CI keeps a short version of
 each; these run with ``./run validate`` or ``python -m pytest validation/tests``).
 
 * The O(n) log density and its gradient against the dense exact GP at n = 5000 (a dense
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.regression.test_quasisep import check_against_dense
+from tests.solvers.test_quasisep import check_against_dense
 
 
 @pytest.mark.parametrize("case", ["matern52", "product_32_cos"])

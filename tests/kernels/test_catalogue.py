@@ -116,7 +116,7 @@ def test_the_written_formulas_are_the_kernels():
     describes. The periodic one is R&W eq. 4.31, exp(−2 sin²(π|x − x'|/p)/ℓ²) (bayes_gp's
     ``Periodic``), not ``pm.gp.cov.Periodic``'s exp(−sin²(π|x − x'|/p)/(2ℓ²)), whose ℓ is half
     R&W's."""
-    from bayes_gp.regression.catalogue import KERNEL_FORMULAS, kernel_spec
+    from bayes_gp.kernels.catalogue import KERNEL_FORMULAS, kernel_spec
 
     x = np.linspace(0.0, 3.0, 7)[:, None]
     d = np.abs(x - x.T)

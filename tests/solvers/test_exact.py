@@ -8,9 +8,9 @@ import pytest
 from scipy.stats import norm
 
 from bayes_gp import GPRegression
-from bayes_gp.regression.compact import CompactLikelihood
-from bayes_gp.regression.exact import ExactLikelihood
-from bayes_gp.regression.hsgp import HSGPLikelihood
+from bayes_gp.solvers.compact import CompactLikelihood
+from bayes_gp.solvers.exact import ExactLikelihood
+from bayes_gp.solvers.hsgp import HSGPLikelihood
 
 rng = np.random.default_rng(7)
 X = np.sort(rng.uniform(0, 6, 20))
@@ -64,7 +64,7 @@ def test_exact_likelihood_answers_with_the_closed_forms():
 def test_each_draw_is_conditioned_once(monkeypatch):
     """Predictions, log likelihoods and LOO at the same hyperparameters factorise C once; the
     cache is bounded, and a new jitter is a new factorisation."""
-    import bayes_gp.regression.exact as exact
+    import bayes_gp.solvers.exact as exact
 
     gp = GPRegression(X, Y, "expquad")
     lik = gp.marginal

@@ -1,6 +1,6 @@
 """The base of the likelihoods that :class:`~bayes_gp.GPRegression` registers in place of the
-generic dense one (approximations, :mod:`bayes_gp.regression.approx`; compact support,
-:mod:`bayes_gp.regression.compact`; the formula models' grouped and low-rank engines,
+generic dense one (approximations, :mod:`bayes_gp.solvers.approx`; compact support,
+:mod:`bayes_gp.solvers.compact`; the formula models' grouped and low-rank engines,
 :mod:`bayes_gp.formula`): an observed ``pm.CustomDist`` whose log density is a PyTensor graph
 of the model's hyperparameters, and helpers their predictions share.
 """
@@ -25,7 +25,7 @@ def broadcast_mean(mean_func, X):
 
 class ObservedLikelihood:
     """An approximate log marginal likelihood registered as the observed variable ``name``
-    (the interface of :class:`~bayes_gp.regression.exact.ExactLikelihood`)."""
+    (the interface of :class:`~bayes_gp.solvers.exact.ExactLikelihood`)."""
 
     #: the model's likelihood is the exact GP's (the compact-support one is, sparse)
     exact = False

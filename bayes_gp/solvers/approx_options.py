@@ -1,7 +1,7 @@
 """The validated request for an approximate likelihood (:class:`ApproxSpec`, :func:`approx_spec`).
 
-It lives below :mod:`~bayes_gp.regression.hsgp` and :mod:`~bayes_gp.regression.inducing`, which
-both take it, and below :mod:`~bayes_gp.regression.approx`, which chooses between them: no module
+It lives below :mod:`~bayes_gp.solvers.hsgp` and :mod:`~bayes_gp.solvers.inducing`, which
+both take it, and below :mod:`~bayes_gp.solvers.approx`, which chooses between them: no module
 of the three imports another's caller.
 """
 

@@ -7,7 +7,7 @@ an entry of ``fit.json``); :func:`for_regression` gives those of a fit, and is w
 of a type-II fit, or posterior draws of a NUTS fit.
 
 **HSGP** (Riutort-Mayol et al. 2022, §4; the constants :math:`a_1, a_2` of
-:func:`~bayes_gp.regression.hsgp.hsgp_constants`, as the default rule uses them):
+:func:`~bayes_gp.solvers.hsgp.hsgp_constants`, as the default rule uses them):
 
 * *resolution*: :math:`m` basis functions on the box :math:`[-cS, cS]` resolve length-scales down
   to :math:`\ell_{min} = a_2 c S / m`. The fitted :math:`\ell` (the 2.5% posterior quantile for
@@ -101,9 +101,9 @@ from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.kernels.base import factors, smoothness
 from bayes_gp.linalg import jittered_cholesky, single_blas_thread
 from bayes_gp.protocol import ApproximationCheck, is_nuts
-from bayes_gp.regression.hsgp import PSD_FLOOR, HSGPLikelihood, hsgp_constants
-from bayes_gp.regression.inducing import SparseLikelihood
-from bayes_gp.regression.observed import LOG_2PI, broadcast_mean
+from bayes_gp.solvers.hsgp import PSD_FLOOR, HSGPLikelihood, hsgp_constants
+from bayes_gp.solvers.inducing import SparseLikelihood
+from bayes_gp.solvers.observed import LOG_2PI, broadcast_mean
 
 __all__ = [
     "hsgp_basis_checks",

@@ -213,7 +213,7 @@ KERNELS: dict[str, KernelSpec] = {
             f"pp{q}",
             ("ls", "eta"),
             _stationary(K.PiecewisePolynomial, q=q),
-            equation="R&W (4.21); sparse Gram matrices (bayes_gp.regression.compact)",
+            equation="R&W (4.21); sparse Gram matrices (bayes_gp.solvers.compact)",
         )
         for q in range(4)
     },

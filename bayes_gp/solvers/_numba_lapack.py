@@ -1,5 +1,5 @@
-"""Native numba implementations of :class:`~bayes_gp.regression.likelihood.GPLogp` and
-:class:`~bayes_gp.regression.likelihood.CholeskyInverse` (LAPACK ``dpotrf``, ``dpotrs``,
+"""Native numba implementations of :class:`~bayes_gp.solvers.likelihood.GPLogp` and
+:class:`~bayes_gp.solvers.likelihood.CholeskyInverse` (LAPACK ``dpotrf``, ``dpotrs``,
 ``dpotri`` called from compiled code).
 
 Their first numba implementations called the NumPy versions through ``numba.objmode``, which

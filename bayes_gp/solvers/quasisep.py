@@ -1,6 +1,6 @@
 r"""Exact GP regression in O(n) for 1-D inputs with state-space (quasiseparable) kernels.
 
-For the terms of :mod:`bayes_gp.regression.quasisep_terms` (half-integer Matérn kernels, cosines,
+For the terms of :mod:`bayes_gp.kernels.statespace` (half-integer Matérn kernels, cosines,
 damped oscillators, constants, and their sums and products) the covariance of sorted inputs
 :math:`t_1 \le \dots \le t_n` plus noise,
 
@@ -52,7 +52,7 @@ forward solve reads
 :math:`O(nJ^3)` (:func:`quasisep_inverse`; the leave-one-out terms of R&W eqs. 5.10–5.12).
 
 Each transition is given as :math:`\Phi_i = \sum_k c_{ik}B_k` (per-gap coefficients times a few matrices, see
-:class:`~bayes_gp.regression.quasisep_terms.StateSpaceTerm`). The gradient with respect to every
+:class:`~bayes_gp.kernels.statespace.StateSpaceTerm`). The gradient with respect to every
 input of the recursion (:math:`c, B, p, q, d, r`) is its reverse-mode adjoint, one backward sweep
 written out by hand (``_adjoint`` in the source), so a log density and its full gradient cost
 :math:`O(nJ^3)` time and :math:`O(nJ^2)` memory; PyTensor differentiates the closed-form
@@ -85,15 +85,7 @@ from pytensor.graph.op import Op
 
 from bayes_gp._validation import as_inputs, as_targets, check_aligned, check_jitter
 from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER, JitterChoice, finite_at_points
-from bayes_gp.linalg import NotPSDError
-from bayes_gp.op_backends import ensure_available, op_backend
-from bayes_gp.regression.observed import (
-    ObservedLikelihood,
-    broadcast_mean,
-    loo_terms,
-    with_noise,
-)
-from bayes_gp.regression.quasisep_terms import (
+from bayes_gp.kernels.statespace import (
     NP,
     PT,
     kernel_column,
@@ -101,6 +93,14 @@ from bayes_gp.regression.quasisep_terms import (
     term_leaves,
     to_term,
     with_leaves,
+)
+from bayes_gp.linalg import NotPSDError
+from bayes_gp.op_backends import ensure_available, op_backend
+from bayes_gp.solvers.observed import (
+    ObservedLikelihood,
+    broadcast_mean,
+    loo_terms,
+    with_noise,
 )
 
 __all__ = [
@@ -515,7 +515,7 @@ def quasisep_logp(x, r, kernel, noise) -> pt.TensorVariable:
     r : (n,) tensor
         Residual :math:`y - m(x)` in the order of ``x``.
     kernel : StateSpaceTerm or kernel expression
-        Converted by :func:`~bayes_gp.regression.quasisep_terms.to_term`.
+        Converted by :func:`~bayes_gp.kernels.statespace.to_term`.
     noise : scalar or (n,) tensor
         Noise variance added to the diagonal (e.g. :math:`\sigma^2` + jitter).
     """
@@ -796,8 +796,8 @@ class QuasisepLikelihood(ObservedLikelihood):
     state-space kernel in :math:`O(n)`, registered as the observed variable ``name`` of the
     current PyMC model (module docstring). Built by :func:`quasisep_marginal` for a user's own
     model, and by :class:`~bayes_gp.GPRegression` as its marginal likelihood (the strategy
-    interface of :class:`~bayes_gp.regression.exact.ExactLikelihood`: ``predict``, ``loo``,
-    ``preflight``; :mod:`bayes_gp.regression.structured` chooses it), one class for both.
+    interface of :class:`~bayes_gp.solvers.exact.ExactLikelihood`: ``predict``, ``loo``,
+    ``preflight``; :mod:`bayes_gp.solvers.structured` chooses it), one class for both.
 
     ``jitter`` is relative to :math:`\operatorname{var}(y)` (the package's convention,
     :mod:`bayes_gp.inference.jitter`), or with ``absolute_jitter=True`` the absolute value (a

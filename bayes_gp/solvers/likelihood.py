@@ -26,10 +26,10 @@ Ops are built copying (``inplace=False``); the rewrite :func:`local_gp_inplace` 
 ``fast_run`` / ``inplace`` rewrites, position 50.2) switches them to ``inplace=True``
 (``destroy_map``) only where the destroy handler validates it: a function input or output, or a
 matrix read again after the Op, keeps the copy. Peak memory of the exact GP's gradient:
-:mod:`bayes_gp.regression.exact`.
+:mod:`bayes_gp.solvers.exact`.
 
 The Ops run natively in PyTensor's C and Python backends (``perform``), in the numba backend
-with LAPACK called from nopython code (:mod:`bayes_gp.regression._numba_lapack`; not through
+with LAPACK called from nopython code (:mod:`bayes_gp.solvers._numba_lapack`; not through
 ``numba.objmode``, which takes the GIL and made nutpie's parallel chains wait for each other),
 and in JAX through ``jax.numpy`` (so ``sampler="numpyro"`` works). A matrix that is not
 positive definite gives :math:`\log p = -\infty`, which NUTS treats as a rejected (divergent)
@@ -290,7 +290,7 @@ def _register_numba() -> None:
     import numba
     from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
 
-    from bayes_gp.regression._numba_lapack import build
+    from bayes_gp.solvers._numba_lapack import build
 
     native = build()  # LAPACK from nopython code; None: PyTensor's bindings are not importable
 

@@ -17,17 +17,17 @@ matrix of sorted inputs is then *quasiseparable* (semiseparable of rank :math:`J
 .. math::
    K_{ij} = h^\top A(t_i - t_{i-1}) \cdots A(t_{j+1} - t_j)\, P_\infty h, \qquad i > j,
 
-which :mod:`bayes_gp.regression.quasisep` factorises in :math:`O(nJ^3)`.
+which :mod:`bayes_gp.solvers.quasisep` factorises in :math:`O(nJ^3)`.
 
 The terms (state dimension :math:`J`, number of transition basis matrices :math:`K`):
 
-* :class:`Matern`, :math:`\nu = p + \tfrac12` (R&W eq. 4.16; :math:`\nu = 1/2, 3/2, 5/2`
+* :class:`MaternTerm`, :math:`\nu = p + \tfrac12` (R&W eq. 4.16; :math:`\nu = 1/2, 3/2, 5/2`
   are eq. 4.17): :math:`J = K = p + 1`;
-* :class:`Cosine`, :math:`\cos(2\pi\tau/T)`: :math:`J = K = 2`;
-* :class:`SHO`, the damped driven oscillator (Foreman-Mackey et al. 2017): :math:`J = K = 2`;
-* :class:`Constant`, :math:`c`: :math:`J = K = 1`;
-* :class:`Sum` (``a + b``): block-diagonal states, :math:`J = J_a + J_b`;
-* :class:`Product` (``a * b``): Kronecker-product states, :math:`J = J_aJ_b`.
+* :class:`CosineTerm`, :math:`\cos(2\pi\tau/T)`: :math:`J = K = 2`;
+* :class:`SHOTerm`, the damped driven oscillator (Foreman-Mackey et al. 2017): :math:`J = K = 2`;
+* :class:`ConstantTerm`, :math:`c`: :math:`J = K = 1`;
+* :class:`TermSum` (``a + b``): block-diagonal states, :math:`J = J_a + J_b`;
+* :class:`TermProduct` (``a * b``): Kronecker-product states, :math:`J = J_aJ_b`.
 
 A sum of covariances is the covariance of the sum of independent processes (stack the states); a
 product is that of the product of independent processes, whose state is the Kronecker product:
@@ -48,6 +48,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import warnings
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
@@ -64,12 +65,12 @@ __all__ = [
     "NP",
     "PT",
     "StateSpaceTerm",
-    "Matern",
-    "Cosine",
-    "SHO",
-    "Constant",
-    "Sum",
-    "Product",
+    "MaternTerm",
+    "CosineTerm",
+    "SHOTerm",
+    "ConstantTerm",
+    "TermSum",
+    "TermProduct",
     "StateSpaceKernel",
     "to_term",
     "representable",
@@ -158,8 +159,8 @@ class StateSpaceTerm:
     (:meth:`transition_basis`, shape ``(K, J, J)``, which may depend on the hyperparameters but
     not on :math:`\Delta`), and :meth:`value` (the closed-form :math:`k(\tau)`, for dense
     references). The split keeps the per-gap arrays the likelihood differentiates at
-    :math:`nK` numbers instead of :math:`nJ^2`. ``+`` and ``*`` build :class:`Sum` and
-    :class:`Product`; numbers and PyTensor scalars become :class:`Constant`.
+    :math:`nK` numbers instead of :math:`nJ^2`. ``+`` and ``*`` build :class:`TermSum` and
+    :class:`TermProduct`; numbers and PyTensor scalars become :class:`ConstantTerm`.
     """
 
     _leaf_fields: tuple[str, ...] = ()
@@ -194,23 +195,23 @@ class StateSpaceTerm:
     def value(self, tau, xp=NP):
         raise NotImplementedError
 
-    def __add__(self, other) -> Sum:
-        return Sum(self, _as_term(other))
+    def __add__(self, other) -> TermSum:
+        return TermSum(self, _as_term(other))
 
-    def __radd__(self, other) -> Sum:
-        return Sum(_as_term(other), self)
+    def __radd__(self, other) -> TermSum:
+        return TermSum(_as_term(other), self)
 
-    def __mul__(self, other) -> Product:
-        return Product(self, _as_term(other))
+    def __mul__(self, other) -> TermProduct:
+        return TermProduct(self, _as_term(other))
 
-    def __rmul__(self, other) -> Product:
-        return Product(_as_term(other), self)
+    def __rmul__(self, other) -> TermProduct:
+        return TermProduct(_as_term(other), self)
 
 
 def _as_term(value) -> StateSpaceTerm:
     if isinstance(value, StateSpaceTerm):
         return value
-    return Constant(value)
+    return ConstantTerm(value)
 
 
 # --------------------------------------------------------------------------------- Matérn
@@ -261,7 +262,7 @@ def _matern_constants(p: int) -> tuple[list[np.ndarray], np.ndarray, list[Fracti
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Matern(StateSpaceTerm):
+class MaternTerm(StateSpaceTerm):
     r"""Matérn kernel of half-integer smoothness :math:`\nu = p + \tfrac12` (R&W eq. 4.16).
 
     .. math::
@@ -282,14 +283,14 @@ class Matern(StateSpaceTerm):
         Smoothness, a half-integer ``0.5, 1.5, 2.5, ...``.
     eta : float or PyTensor scalar
         Amplitude :math:`\eta` (process standard deviation).
-    ell : float or PyTensor scalar
+    ls : float or PyTensor scalar
         Length-scale :math:`\ell`.
     """
 
     nu: float = 1.5
     eta: Any = 1.0
-    ell: Any = 1.0
-    _leaf_fields = ("eta", "ell")
+    ls: Any = 1.0
+    _leaf_fields = ("eta", "ls")
 
     def __post_init__(self):
         nu = float(self.nu)
@@ -300,7 +301,7 @@ class Matern(StateSpaceTerm):
             )
         object.__setattr__(self, "nu", nu)
         object.__setattr__(self, "eta", _param("eta", self.eta))
-        object.__setattr__(self, "ell", _param("ell", self.ell))
+        object.__setattr__(self, "ls", _param("ls", self.ls))
 
     @property
     def p(self) -> int:
@@ -315,7 +316,7 @@ class Matern(StateSpaceTerm):
         return self.p + 1
 
     def _lam(self):
-        return math.sqrt(2.0 * self.nu) / self.ell
+        return math.sqrt(2.0 * self.nu) / self.ls
 
     def stationary_covariance(self, xp=NP):
         _check_numeric(self, xp)
@@ -349,14 +350,14 @@ class Matern(StateSpaceTerm):
 
 # ------------------------------------------------------------------------------ cosine
 @dataclasses.dataclass(frozen=True, eq=False)
-class Cosine(StateSpaceTerm):
+class CosineTerm(StateSpaceTerm):
     r"""Cosine kernel :math:`k(\tau) = \cos(\omega\tau)`, :math:`\omega = 2\pi/T`.
 
     PyMC's ``pm.gp.cov.Cosine(1, ls=T)`` (its code: :math:`\cos(2\pi|\tau|/\ell)`). State: a
     rotating 2-vector, :math:`F = \begin{pmatrix}0 & -\omega\\ \omega & 0\end{pmatrix}`,
     :math:`P_\infty = I`, :math:`h = e_0`, :math:`A(\Delta)` the rotation by
     :math:`\omega\Delta`. Unit variance:
-    scale it with a product (``Matern(...) * Cosine(T)`` or ``c * Cosine(T)``).
+    scale it with a product (``MaternTerm(...) * CosineTerm(T)`` or ``c * CosineTerm(T)``).
 
     Parameters
     ----------
@@ -397,7 +398,7 @@ class Cosine(StateSpaceTerm):
         return xp.cos(2.0 * math.pi / self.period * xp.asarray(tau))
 
 
-# --------------------------------------------------------------------------------- SHO
+# --------------------------------------------------------------------------------- SHOTerm
 _SERIES_Z = 1e-3  # |eta^2 tau^2| below which the power series is used (error < 3e-17)
 
 
@@ -430,7 +431,7 @@ def _sho_cs(dt, w0, Q, xp):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class SHO(StateSpaceTerm):
+class SHOTerm(StateSpaceTerm):
     r"""Stochastically driven damped simple harmonic oscillator (Foreman-Mackey et al. 2017;
     celerite2's ``SHOTerm`` and tinygp's ``quasisep.SHO`` with :math:`\sigma^2 = S_0\omega_0 Q`).
 
@@ -504,7 +505,7 @@ class SHO(StateSpaceTerm):
 
 # ----------------------------------------------------------------------------- constant
 @dataclasses.dataclass(frozen=True, eq=False)
-class Constant(StateSpaceTerm):
+class ConstantTerm(StateSpaceTerm):
     r"""Constant kernel :math:`k(\tau) = c` (a random offset; in a product, a scale):
     :math:`J = 1`, :math:`F = 0`, :math:`P_\infty = c`, :math:`A = 1`."""
 
@@ -542,7 +543,7 @@ class Constant(StateSpaceTerm):
 
 # ------------------------------------------------------------------------ combinations
 @dataclasses.dataclass(frozen=True, eq=False, init=False)
-class Sum(StateSpaceTerm):
+class TermSum(StateSpaceTerm):
     r""":math:`k = \sum_i k_i`: the states stacked, block-diagonal :math:`P_\infty` and
     :math:`A`, concatenated :math:`h` (independent processes add)."""
 
@@ -551,9 +552,9 @@ class Sum(StateSpaceTerm):
     def __init__(self, *terms):
         flat: list[StateSpaceTerm] = []
         for t in map(_as_term, terms):
-            flat.extend(t.terms if isinstance(t, Sum) else (t,))
+            flat.extend(t.terms if isinstance(t, TermSum) else (t,))
         if not flat:
-            raise ValueError("Sum needs at least one term")
+            raise ValueError("TermSum needs at least one term")
         object.__setattr__(self, "terms", tuple(flat))
 
     @property
@@ -610,7 +611,7 @@ def _kron(a, b, m: int, k: int, lead: tuple):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, init=False)
-class Product(StateSpaceTerm):
+class TermProduct(StateSpaceTerm):
     r""":math:`k = \prod_i k_i`: the Kronecker product of the states,
     :math:`h = \otimes_i h_i`, :math:`P_\infty = \otimes_i P_i`,
     :math:`A(\Delta) = \otimes_i A_i(\Delta)` (mixed-product rule)."""
@@ -620,9 +621,9 @@ class Product(StateSpaceTerm):
     def __init__(self, *terms):
         flat: list[StateSpaceTerm] = []
         for t in map(_as_term, terms):
-            flat.extend(t.terms if isinstance(t, Product) else (t,))
+            flat.extend(t.terms if isinstance(t, TermProduct) else (t,))
         if not flat:
-            raise ValueError("Product needs at least one term")
+            raise ValueError("TermProduct needs at least one term")
         object.__setattr__(self, "terms", tuple(flat))
 
     @property
@@ -671,7 +672,7 @@ class Product(StateSpaceTerm):
 # ----------------------------------------------------------------------- leaves (params)
 def term_leaves(term: StateSpaceTerm) -> list[Any]:
     """The hyperparameters of ``term`` in a fixed depth-first order."""
-    if isinstance(term, Sum | Product):
+    if isinstance(term, TermSum | TermProduct):
         return [leaf for t in term.terms for leaf in term_leaves(t)]
     return [getattr(term, f) for f in term._leaf_fields]
 
@@ -681,7 +682,7 @@ def with_leaves(term: StateSpaceTerm, values: list[Any]) -> StateSpaceTerm:
     it = iter(values)
 
     def rebuild(t):
-        if isinstance(t, Sum | Product):
+        if isinstance(t, TermSum | TermProduct):
             return type(t)(*[rebuild(c) for c in t.terms])
         return dataclasses.replace(t, **{f: next(it) for f in t._leaf_fields})
 
@@ -696,8 +697,8 @@ class StateSpaceKernel(Kernel):
     r"""A state-space term as a PyMC covariance function of one input column (for the dense
     path and for models that mix both): :math:`K_{ij} = k(x_i - x_j)` from :meth:`value`.
 
-    :func:`to_term` maps it back to its term, so ``SHO`` (which has no catalogue kernel) can be
-    used in kernel expressions: ``StateSpaceKernel(SHO(sigma=s, w0=w, Q=q)) + Matern32(1, ls=l)``.
+    :func:`to_term` maps it back to its term, so ``SHOTerm`` (which has no catalogue kernel) can be
+    used in kernel expressions: ``StateSpaceKernel(SHOTerm(sigma=s, w0=w, Q=q)) + Matern32(1, ls=l)``.
     """
 
     def __init__(self, term: StateSpaceTerm, input_dim: int = 1, active_dims=None):
@@ -759,11 +760,11 @@ def _convert(kernel) -> StateSpaceTerm:
 
     scalar = _scalar_factor(kernel)
     if scalar is not None:
-        return Constant(scalar)
+        return ConstantTerm(scalar)
     if isinstance(kernel, pm.gp.cov.Add):
-        return Sum(*[_convert(f) for f in kernel._factor_list])
+        return TermSum(*[_convert(f) for f in kernel._factor_list])
     if isinstance(kernel, pm.gp.cov.Prod):
-        return Product(*[_convert(f) for f in kernel._factor_list])
+        return TermProduct(*[_convert(f) for f in kernel._factor_list])
     if isinstance(kernel, StateSpaceKernel):
         return kernel.term
     if isinstance(kernel, Substituted):  # a kernel object whose priors a model registered
@@ -787,11 +788,11 @@ def _convert(kernel) -> StateSpaceTerm:
     elif isinstance(kernel, bs.Matern52 | pm.gp.cov.Matern52):
         nu = 2.5
     if nu is not None:
-        return Matern(nu, eta=1.0, ell=_length_scale(kernel))
-    if isinstance(kernel, pm.gp.cov.Exponential):  # PyMC's exp(-r/2): ell = 2 ls
-        return Matern(0.5, eta=1.0, ell=2.0 * _length_scale(kernel))
+        return MaternTerm(nu, eta=1.0, ls=_length_scale(kernel))
+    if isinstance(kernel, pm.gp.cov.Exponential):  # PyMC's exp(-r/2): the term's ls = 2 ls
+        return MaternTerm(0.5, eta=1.0, ls=2.0 * _length_scale(kernel))
     if isinstance(kernel, pm.gp.cov.Cosine):
-        return Cosine(period=_length_scale(kernel))
+        return CosineTerm(period=_length_scale(kernel))
     raise _not_representable(
         kernel,
         "its spectral density is not rational (e.g. the squared exponential, rational "
@@ -844,3 +845,33 @@ def representable(kernel) -> bool:
     except ValueError:
         return False
     return True
+
+
+#: The terms' names before issue 36 (they shadowed the catalogue's ``Matern``, PyMC's ``Cosine``
+#: and ``Constant``): they work for one release, with a ``FutureWarning``.
+_OLD_NAMES = {
+    "Matern": "MaternTerm",
+    "Cosine": "CosineTerm",
+    "SHO": "SHOTerm",
+    "Constant": "ConstantTerm",
+    "Sum": "TermSum",
+    "Product": "TermProduct",
+}
+
+
+def _old_matern(nu: float = 1.5, eta: Any = 1.0, ell: Any = 1.0) -> MaternTerm:
+    """``Matern(nu, eta, ell)`` of the previous release: its length-scale is now ``ls``."""
+    return MaternTerm(nu, eta=eta, ls=ell)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OLD_NAMES:
+        new = _OLD_NAMES[name]
+        warnings.warn(
+            f"`{name}` is now `{new}` (bayes_gp.kernels.statespace)"
+            + (" and its `ell` is `ls`" if name == "Matern" else ""),
+            FutureWarning,
+            stacklevel=2,
+        )
+        return _old_matern if name == "Matern" else globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

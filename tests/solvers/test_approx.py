@@ -24,7 +24,7 @@ from bayes_gp import kernels as K
 from bayes_gp.inference import MapFit
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.predictive import factorize, loo_log_density
-from bayes_gp.regression.approx import hsgp_constants, hsgp_rule
+from bayes_gp.solvers.approx import hsgp_constants, hsgp_rule
 
 P = {"ls": 1.2, "eta": 1.0, "sigma": 0.3}
 N = 300

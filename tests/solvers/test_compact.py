@@ -14,11 +14,11 @@ import pytest
 from scipy import stats
 from scipy.spatial.distance import cdist
 
-import bayes_gp.regression.compact as compact
+import bayes_gp.solvers.compact as compact
 from bayes_gp import GPRegression, op_backends
 from bayes_gp import kernels as K
 from bayes_gp.linalg import EAGER_MODE
-from bayes_gp.regression.compact import (
+from bayes_gp.solvers.compact import (
     CompactFactor,
     compact_gp_logp,
     compact_logp_grad,

@@ -1,6 +1,6 @@
 r"""VFE and FITC for :class:`~bayes_gp.GPRegression` (``approx="vfe"|"fitc"``), through PyMC's
 ``pm.gp.MarginalApprox``, and the default inducing inputs. The formulas, defaults and references
-are in :mod:`bayes_gp.regression.approx`.
+are in :mod:`bayes_gp.solvers.approx`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from scipy import linalg as sla
 
 from bayes_gp._arguments import renamed_argument
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER
-from bayes_gp.regression.approx_options import ApproxSpec
-from bayes_gp.regression.hsgp import _components, hsgp_constants
-from bayes_gp.regression.observed import (
+from bayes_gp.solvers.approx_options import ApproxSpec
+from bayes_gp.solvers.hsgp import _components, hsgp_constants
+from bayes_gp.solvers.observed import (
     ObservedLikelihood,
     broadcast_mean,
     loo_terms,

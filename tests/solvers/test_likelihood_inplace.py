@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from bayes_gp import op_backends
-from bayes_gp.regression import likelihood as lk
-from bayes_gp.regression.likelihood import CholeskyInverse, GPLogp, gp_logp
+from bayes_gp.solvers import likelihood as lk
+from bayes_gp.solvers.likelihood import CholeskyInverse, GPLogp, gp_logp
 
 rng = np.random.default_rng(11)
 N = 30

@@ -91,15 +91,15 @@ process regression. JMLR 6.
 
 from __future__ import annotations
 
-from bayes_gp.regression.approx_options import APPROXIMATIONS, ApproxSpec, approx_spec
-from bayes_gp.regression.hsgp import (
+from bayes_gp.solvers.approx_options import APPROXIMATIONS, ApproxSpec, approx_spec
+from bayes_gp.solvers.hsgp import (
     HSGP_MAX_DEFAULT_BASIS,
     HSGPLikelihood,
     hsgp_constants,
     hsgp_m_c,
     hsgp_rule,
 )
-from bayes_gp.regression.inducing import SparseLikelihood, default_n_inducing, inducing_points
+from bayes_gp.solvers.inducing import SparseLikelihood, default_n_inducing, inducing_points
 
 __all__ = [
     "APPROXIMATIONS",

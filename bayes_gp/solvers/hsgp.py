@@ -1,6 +1,6 @@
 r"""HSGP for :class:`~bayes_gp.GPRegression` (``approx="hsgp"``): the collapsed likelihood and
 the Riutort-Mayol et al. (2022) default rule for the number of basis functions and the boundary
-factor. The formulas, defaults and references are in :mod:`bayes_gp.regression.approx`.
+factor. The formulas, defaults and references are in :mod:`bayes_gp.solvers.approx`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from scipy import special, stats
 
 from bayes_gp.kernels.base import factors, smoothness
 from bayes_gp.linalg import EAGER_MODE
-from bayes_gp.regression.approx_options import ApproxSpec
-from bayes_gp.regression.observed import (
+from bayes_gp.solvers.approx_options import ApproxSpec
+from bayes_gp.solvers.observed import (
     LOG_2PI,
     ObservedLikelihood,
     broadcast_mean,

@@ -1,4 +1,4 @@
-"""The O(n) quasiseparable exact GP (bayes_gp.regression.quasisep) against the dense exact GP.
+"""The O(n) quasiseparable exact GP (bayes_gp.solvers.quasisep) against the dense exact GP.
 
 References are transcribed from the equations, not from the module: the Matérn kernels from R&W
 eqs. (4.16)-(4.17), the damped oscillator from Foreman-Mackey et al. (2017) (the three regimes as
@@ -22,24 +22,24 @@ from scipy.linalg import cho_factor, cho_solve, lapack
 
 from bayes_gp import kernels as K
 from bayes_gp import op_backends
-from bayes_gp.regression.likelihood import marginal_normal
-from bayes_gp.regression.quasisep import (
+from bayes_gp.kernels.statespace import (
+    PT,
+    ConstantTerm,
+    CosineTerm,
+    MaternTerm,
+    SHOTerm,
+    StateSpaceKernel,
+    representable,
+    to_term,
+)
+from bayes_gp.solvers.likelihood import marginal_normal
+from bayes_gp.solvers.quasisep import (
     QuasisepLogp,
     quasisep_inverse,
     quasisep_logp,
     quasisep_logp_grad,
     quasisep_marginal,
     quasisep_predict,
-)
-from bayes_gp.regression.quasisep_terms import (
-    PT,
-    SHO,
-    Constant,
-    Cosine,
-    Matern,
-    StateSpaceKernel,
-    representable,
-    to_term,
 )
 
 RTOL = 1e-9
@@ -97,44 +97,45 @@ def k_cos(period, tau):
 # hyperparameter values; "sigma" is the noise standard deviation).
 CASES = {
     "matern12": (
-        lambda p: Matern(0.5, eta=p["eta"], ell=p["ell"]),
+        lambda p: MaternTerm(0.5, eta=p["eta"], ls=p["ell"]),
         lambda p, t: k_matern(0.5, p["eta"], p["ell"], t),
         {"eta": 1.3, "ell": 2.1, "sigma": 0.35},
     ),
     "matern32": (
-        lambda p: Matern(1.5, eta=p["eta"], ell=p["ell"]),
+        lambda p: MaternTerm(1.5, eta=p["eta"], ls=p["ell"]),
         lambda p, t: k_matern(1.5, p["eta"], p["ell"], t),
         {"eta": 0.8, "ell": 1.7, "sigma": 0.2},
     ),
     "matern52": (
-        lambda p: Matern(2.5, eta=p["eta"], ell=p["ell"]),
+        lambda p: MaternTerm(2.5, eta=p["eta"], ls=p["ell"]),
         lambda p, t: k_matern(2.5, p["eta"], p["ell"], t),
         {"eta": 1.1, "ell": 3.2, "sigma": 0.3},
     ),
     "sum_52_12": (
         lambda p: (
-            Matern(2.5, eta=p["eta"], ell=p["ell"]) + Matern(0.5, eta=p["eta2"], ell=p["ell2"])
+            MaternTerm(2.5, eta=p["eta"], ls=p["ell"])
+            + MaternTerm(0.5, eta=p["eta2"], ls=p["ell2"])
         ),
         lambda p, t: k_matern(2.5, p["eta"], p["ell"], t) + k_matern(0.5, p["eta2"], p["ell2"], t),
         {"eta": 1.2, "ell": 4.0, "eta2": 0.4, "ell2": 0.6, "sigma": 0.25},
     ),
     "product_32_cos": (
-        lambda p: Matern(1.5, eta=p["eta"], ell=p["ell"]) * Cosine(p["period"]),
+        lambda p: MaternTerm(1.5, eta=p["eta"], ls=p["ell"]) * CosineTerm(p["period"]),
         lambda p, t: k_matern(1.5, p["eta"], p["ell"], t) * k_cos(p["period"], t),
         {"eta": 1.0, "ell": 6.0, "period": 2.3, "sigma": 0.3},
     ),
     "sho_times_cos": (
-        lambda p: SHO(sigma=p["s"], w0=p["w0"], Q=p["Q"]) * Cosine(p["period"]),
+        lambda p: SHOTerm(sigma=p["s"], w0=p["w0"], Q=p["Q"]) * CosineTerm(p["period"]),
         lambda p, t: k_sho(p["s"], p["w0"], p["Q"], t) * k_cos(p["period"], t),
         {"s": 0.9, "w0": 1.4, "Q": 3.0, "period": 7.0, "sigma": 0.3},
     ),
     "matern32_plus_const": (
-        lambda p: Matern(1.5, eta=p["eta"], ell=p["ell"]) + Constant(p["c"]),
+        lambda p: MaternTerm(1.5, eta=p["eta"], ls=p["ell"]) + ConstantTerm(p["c"]),
         lambda p, t: k_matern(1.5, p["eta"], p["ell"], t) + p["c"],
         {"eta": 0.7, "ell": 1.1, "c": 0.5, "sigma": 0.3},
     ),
     "sho_overdamped": (
-        lambda p: SHO(sigma=p["s"], w0=p["w0"], Q=p["Q"]),
+        lambda p: SHOTerm(sigma=p["s"], w0=p["w0"], Q=p["Q"]),
         lambda p, t: k_sho(p["s"], p["w0"], p["Q"], t),
         {"s": 1.1, "w0": 2.0, "Q": 0.3, "sigma": 0.2},
     ),
@@ -189,22 +190,22 @@ def quasisep_logp_grad_pt(build, theta: dict, x, y):
 @pytest.mark.parametrize("p", [0, 1, 2, 3, 4])
 def test_matern_term_is_the_half_integer_matern_kernel(p):
     tau = np.linspace(-4.0, 4.0, 41)
-    term = Matern(p + 0.5, eta=1.0, ell=1.0)
+    term = MaternTerm(p + 0.5, eta=1.0, ls=1.0)
     np.testing.assert_allclose(term.value(tau), k_matern_half_integer(p, tau), rtol=1e-13)
 
 
 @pytest.mark.parametrize(
     "term",
     [
-        Matern(0.5, eta=1.3, ell=0.7),
-        Matern(1.5, eta=0.9, ell=2.0),
-        Matern(2.5, eta=1.1, ell=1.3),
-        Matern(4.5, eta=1.0, ell=0.8),
-        SHO(sigma=1.2, w0=1.7, Q=2.0),
-        SHO(sigma=1.2, w0=1.7, Q=0.5),
-        SHO(sigma=1.2, w0=1.7, Q=0.3),
-        Cosine(2.5),
-        Matern(2.5, eta=1.0, ell=2.0) * Cosine(3.0) + 0.5 * Matern(0.5, eta=1.0, ell=0.4),
+        MaternTerm(0.5, eta=1.3, ls=0.7),
+        MaternTerm(1.5, eta=0.9, ls=2.0),
+        MaternTerm(2.5, eta=1.1, ls=1.3),
+        MaternTerm(4.5, eta=1.0, ls=0.8),
+        SHOTerm(sigma=1.2, w0=1.7, Q=2.0),
+        SHOTerm(sigma=1.2, w0=1.7, Q=0.5),
+        SHOTerm(sigma=1.2, w0=1.7, Q=0.3),
+        CosineTerm(2.5),
+        MaternTerm(2.5, eta=1.0, ls=2.0) * CosineTerm(3.0) + 0.5 * MaternTerm(0.5, eta=1.0, ls=0.4),
     ],
     ids=repr,
 )
@@ -224,7 +225,7 @@ def test_state_space_form_reproduces_the_kernel(term):
 @pytest.mark.parametrize("Q", [3.0, 0.5, 0.5 + 1e-9, 0.2])
 def test_sho_term_matches_foreman_mackey_2017(Q):
     tau = np.linspace(0.0, 6.0, 31)
-    got = SHO(sigma=0.8, w0=1.3, Q=Q).value(tau)
+    got = SHOTerm(sigma=0.8, w0=1.3, Q=Q).value(tau)
     np.testing.assert_allclose(got, k_sho(0.8, 1.3, Q, tau), rtol=1e-12, atol=1e-15)
 
 
@@ -266,7 +267,7 @@ def test_all_inputs_repeated_stay_finite_with_noise_and_fail_cleanly_without():
 def test_heteroscedastic_noise_vector_in_the_original_order():
     x, y = data(300, seed=5)
     noise = np.random.default_rng(6).uniform(0.05, 0.3, 300)
-    term = Matern(1.5, eta=1.0, ell=2.0)
+    term = MaternTerm(1.5, eta=1.0, ls=2.0)
     C = k_matern(1.5, 1.0, 2.0, x[:, None] - x[None, :]) + np.diag(noise)
     L = cho_factor(C, lower=True)
     want = -0.5 * y @ cho_solve(L, y) - np.sum(np.log(np.diag(L[0]))) - 150 * math.log(2 * math.pi)
@@ -279,7 +280,7 @@ def test_op_gradient_matches_finite_differences_of_its_own_inputs():
     for every input (c, B, p, q, d, r) in random directions."""
     rng = np.random.default_rng(3)
     x, y = data(60, seed=3, span=10.0)
-    term = Matern(1.5, eta=1.0, ell=1.5) * Cosine(4.0)
+    term = MaternTerm(1.5, eta=1.0, ls=1.5) * CosineTerm(4.0)
     order = np.argsort(x, kind="stable")
     dt = np.diff(x[order], prepend=x[order][:1])
     P, h = term.stationary_covariance(), term.observation()
@@ -360,7 +361,7 @@ KERNELS = [
         1e-9,
     ),
     (
-        lambda: StateSpaceKernel(SHO(sigma=0.5, w0=2.0, Q=1.5)) + K.Matern12(1, ls=4.0),
+        lambda: StateSpaceKernel(SHOTerm(sigma=0.5, w0=2.0, Q=1.5)) + K.Matern12(1, ls=4.0),
         lambda t: k_sho(0.5, 2.0, 1.5, t) + k_matern(0.5, 1.0, 4.0, t),
     ),
 ]
@@ -442,7 +443,7 @@ def test_model_matches_the_dense_model_and_predicts():
     values = [np.exp(0.1), np.exp(0.7), np.exp(-1.1), 0.3]
     Xn = np.column_stack([np.ones(5), np.linspace(-2.0, 32.0, 5)])
     mean, var, _ = lik.predict(values, Xn, diag=True, include_noise=True)
-    term = 0.2 + Matern(2.5, eta=values[0], ell=values[1])
+    term = 0.2 + MaternTerm(2.5, eta=values[0], ls=values[1])
     want_mean, want_var, _ = quasisep_predict(
         x,
         y,
@@ -467,9 +468,9 @@ def test_op_props_and_shape_errors():
             np.ones((4, 2)), np.ones((3, 2, 2)), np.ones(2), np.ones(2), np.ones(4), np.ones(4)
         )
     with pytest.raises(ValueError, match="strictly positive"):
-        Matern(1.5, eta=1.0, ell=-1.0)
+        MaternTerm(1.5, eta=1.0, ls=-1.0)
     with pytest.raises(ValueError, match="half-integer"):
-        Matern(2.0)
+        MaternTerm(2.0)
     assert PT.name == "pytensor"
 
 

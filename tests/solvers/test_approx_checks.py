@@ -1,4 +1,4 @@
-"""Post-fit checks of GPRegression's approximations (:mod:`bayes_gp.regression.approx_checks`):
+"""Post-fit checks of GPRegression's approximations (:mod:`bayes_gp.solvers.approx_checks`):
 HSGP resolution, boundary, error against the exact GP; VFE/FITC evidence gap and coverage; the
 fit-vs-exact evidence check of all three.
 
@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from bayes_gp import GPRegression
 from bayes_gp.protocol import ApproximationCheck
-from bayes_gp.regression import approx_checks as ac
+from bayes_gp.solvers import approx_checks as ac
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -12,7 +12,7 @@ from scipy import stats
 
 from bayes_gp import op_backends
 from bayes_gp.linalg import EAGER_MODE
-from bayes_gp.regression.likelihood import gp_logp, marginal_normal
+from bayes_gp.solvers.likelihood import gp_logp, marginal_normal
 
 rng = np.random.default_rng(7)
 N = 40
@@ -84,7 +84,7 @@ def test_not_positive_definite_is_minus_infinity_in_every_backend():
 
 
 def test_only_the_density_is_differentiable():
-    from bayes_gp.regression.likelihood import GPLogp
+    from bayes_gp.solvers.likelihood import GPLogp
 
     C = pt.dmatrix("C")
     r = pt.dvector("r")
@@ -111,8 +111,8 @@ def test_native_numba_ops_equal_numpy_and_hold_no_gil():
     """The numba implementations call LAPACK from nopython code (no ``objmode``, which takes the
     GIL and made nutpie's parallel chains wait for each other): same results as the NumPy
     versions, in place and not, and the not-positive-definite contract."""
-    from bayes_gp.regression import _numba_lapack
-    from bayes_gp.regression.likelihood import CholeskyInverse, GPLogp, _inverse_numpy, _logp_numpy
+    from bayes_gp.solvers import _numba_lapack
+    from bayes_gp.solvers.likelihood import CholeskyInverse, GPLogp, _inverse_numpy, _logp_numpy
 
     assert _numba_lapack.build() is not None  # PyTensor's bindings importable: native path used
     C, r = pt.dmatrix("C"), pt.dvector("r")

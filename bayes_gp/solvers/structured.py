@@ -2,9 +2,9 @@ r"""The ``structure=`` option of :class:`~bayes_gp.GPRegression`: the exact GP m
 in :math:`O(n)` for 1-D inputs and state-space kernels, as the model's strategy object.
 
 For a kernel with a state-space form (half-integer Matérn, exponential, cosine, constants and
-their sums and products, :func:`~bayes_gp.regression.quasisep_terms.representable`) and sorted
+their sums and products, :func:`~bayes_gp.kernels.statespace.representable`) and sorted
 1-D inputs, :math:`C = K + (\sigma^2 + \epsilon) I` is quasiseparable and
-:mod:`bayes_gp.regression.quasisep` evaluates
+:mod:`bayes_gp.solvers.quasisep` evaluates
 
 .. math::
    \log p(y \mid \theta) = -\tfrac12 r^\top C^{-1} r - \tfrac12 \log\det C
@@ -12,17 +12,17 @@ their sums and products, :func:`~bayes_gp.regression.quasisep_terms.representabl
 
 (R&W eq. 2.30, PRML eq. 6.69) and its gradient in :math:`O(nJ^3)` for state dimension
 :math:`J`, instead of the dense Cholesky's :math:`O(n^3)`. It is the same exact GP:
-:class:`~bayes_gp.regression.quasisep.QuasisepLikelihood` (with ``absolute_jitter=True``, the
+:class:`~bayes_gp.solvers.quasisep.QuasisepLikelihood` (with ``absolute_jitter=True``, the
 model's shared jitter) answers what :class:`~bayes_gp.GPRegression` asks of its
-marginal likelihood (the interface of :class:`~bayes_gp.regression.exact.ExactLikelihood`):
+marginal likelihood (the interface of :class:`~bayes_gp.solvers.exact.ExactLikelihood`):
 
-* ``log_marginal_likelihood(values)`` (the recursion of :mod:`~bayes_gp.regression.quasisep`);
+* ``log_marginal_likelihood(values)`` (the recursion of :mod:`~bayes_gp.solvers.quasisep`);
 * ``loo(values)``: R&W eqs. (5.10)–(5.12),
   :math:`\mu_{-i} = y_i - [C^{-1}r]_i/[C^{-1}]_{ii}`, :math:`\sigma^2_{-i} = 1/[C^{-1}]_{ii}`,
   with :math:`C^{-1}r` and :math:`\operatorname{diag}(C^{-1})` from one backward sweep over the
-  :math:`LDL^\top` factor (:func:`~bayes_gp.regression.quasisep.quasisep_inverse`), :math:`O(n)`;
+  :math:`LDL^\top` factor (:func:`~bayes_gp.solvers.quasisep.quasisep_inverse`), :math:`O(n)`;
 * ``predict(values, Xn, diag, include_noise, jitters)``: R&W eqs. (2.25)–(2.26) by a Kalman
-  filter and RTS smoother over the merged inputs (:func:`~bayes_gp.regression.quasisep.
+  filter and RTS smoother over the merged inputs (:func:`~bayes_gp.solvers.quasisep.
   quasisep_predict`), :math:`O(n + m)` (full covariances :math:`O(m(n + m))`);
 * ``preflight(...)``: the jitter pre-flight without a dense matrix. The dense check factorises
   :math:`C` at the initial point and at prior draws; here the factorisation is the recursion
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayes_gp.regression.quasisep_terms import to_term
+from bayes_gp.kernels.statespace import to_term
 
 __all__ = ["STRUCTURES", "QUASISEP_MIN_N", "choose_structure"]
 

@@ -32,7 +32,7 @@ evaluation (:math:`O(n \log n)` with a k-d tree); the kernel values and their de
 :math:`\partial k/\partial r` are the closed forms below, so the whole log density and gradient is
 one PyTensor Op, :class:`CompactGPLogp`. When the band is wide (long length-scales) the same Op
 factorises the dense matrix instead (LAPACK ``potrf``/``potri``, as
-:class:`bayes_gp.regression.likelihood.GPLogp`): the answer is the same exact GP either way, only
+:class:`bayes_gp.solvers.likelihood.GPLogp`): the answer is the same exact GP either way, only
 the cost differs.
 """
 
@@ -61,7 +61,7 @@ from bayes_gp.banded import (
 )
 from bayes_gp.linalg import NotPSDError
 from bayes_gp.op_backends import ensure_available, op_backend
-from bayes_gp.regression.observed import (
+from bayes_gp.solvers.observed import (
     ObservedLikelihood,
     broadcast_mean,
     loo_terms,
@@ -403,7 +403,7 @@ class CompactLikelihood(ObservedLikelihood):
 
     def check(self, draws) -> None:
         """Nothing to check: the likelihood is exact (the interface of
-        :meth:`bayes_gp.regression.approx.HSGPLikelihood.check`)."""
+        :meth:`bayes_gp.solvers.approx.HSGPLikelihood.check`)."""
 
     def _factor(self, values, Xn):
         def build(Xv):

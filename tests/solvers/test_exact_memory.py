@@ -14,9 +14,9 @@ from pytensor.graph.basic import Constant
 
 import bayes_gp
 from bayes_gp.kernels import ard_distance
-from bayes_gp.regression import exact
-from bayes_gp.regression.exact import DENSE_EVAL_MATRICES, check_dense_memory, dense_memory_bytes
-from bayes_gp.regression.likelihood import CholeskyInverse, GPLogp
+from bayes_gp.solvers import exact
+from bayes_gp.solvers.exact import DENSE_EVAL_MATRICES, check_dense_memory, dense_memory_bytes
+from bayes_gp.solvers.likelihood import CholeskyInverse, GPLogp
 
 
 def test_estimate_counts_n_by_n_matrices():
@@ -134,8 +134,7 @@ def test_measured_peak_is_within_the_count():
 
     n = 2500
     code = (
-        "from tests.regression.test_exact_memory import _measured_peak; "
-        f"print(*_measured_peak({n}))"
+        f"from tests.solvers.test_exact_memory import _measured_peak; print(*_measured_peak({n}))"
     )
     root = Path(__file__).parents[2]
     done = subprocess.run(

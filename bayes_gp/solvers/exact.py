@@ -6,10 +6,10 @@ r"""The exact dense GP marginal likelihood as a strategy object of :class:`~baye
    y \sim N(m(X), C), \qquad C = K(X, X) + (\sigma^2 + \epsilon) I
 
 (R&W eq. 2.30, PRML eq. 6.69) as the model's observed variable with the fused log density and
-its R&W eq. 5.9 gradient (:func:`~bayes_gp.regression.likelihood.marginal_normal`), and answers
+its R&W eq. 5.9 gradient (:func:`~bayes_gp.solvers.likelihood.marginal_normal`), and answers
 what the model asks of every marginal likelihood, exact or approximate — the same interface as
-the compact-support likelihood (:mod:`bayes_gp.regression.compact`), HSGP
-(:mod:`bayes_gp.regression.hsgp`) and VFE/FITC (:mod:`bayes_gp.regression.inducing`):
+the compact-support likelihood (:mod:`bayes_gp.solvers.compact`), HSGP
+(:mod:`bayes_gp.solvers.hsgp`) and VFE/FITC (:mod:`bayes_gp.solvers.inducing`):
 
 * ``exact``: whether the model's likelihood is the exact GP's; ``dense``: whether :meth:`train`
   gives the dense :math:`C` that the jitter pre-flight factorises;
@@ -39,7 +39,7 @@ after the first writes over a matrix that is dead afterwards (PyTensor's ``destr
 3. :math:`\sigma^2 + \epsilon` is added to the diagonal in place (no identity matrix, nothing
    held between evaluations), ``potrf`` writes :math:`L` over :math:`C`, ``potri`` writes
    :math:`C^{-1}` over :math:`L` and its lower triangle is mirrored block by block
-   (:mod:`bayes_gp.regression.likelihood`): still two;
+   (:mod:`bayes_gp.solvers.likelihood`): still two;
 4. the cotangent :math:`\tfrac12(\alpha\alpha^\top - C^{-1})` and its product with
    :math:`\partial C / \partial r^2` are one fused elementwise step written over
    :math:`C^{-1}` and :math:`K`: two with PyTensor's numba backend (``FAST_RUN``, nutpie), three
@@ -78,7 +78,7 @@ from bayes_gp.predictive import (
     loo_log_density,
     predict,
 )
-from bayes_gp.regression.likelihood import marginal_normal
+from bayes_gp.solvers.likelihood import marginal_normal
 
 __all__ = [
     "ExactLikelihood",
@@ -127,7 +127,7 @@ def check_dense_memory(n: int) -> None:
         raise MemoryError(
             f"the exact GP at n = {n} inputs needs about {DENSE_EVAL_MATRICES} n x n matrices "
             f"for one log-density gradient, {need / 2**30:.1f} GiB: more than the limit of "
-            f"{limit / 2**30:.1f} GiB (bayes_gp.regression.exact.MAX_DENSE_BYTES, or 3/4 of this "
+            f"{limit / 2**30:.1f} GiB (bayes_gp.solvers.exact.MAX_DENSE_BYTES, or 3/4 of this "
             "machine's memory). Use an approximation, approx='hsgp' (stationary kernels on few "
             "input dimensions) or approx='vfe' (inducing points), a compactly supported kernel "
             "('pp0' ... 'pp3', sparse), or fit a random subset of the data"
