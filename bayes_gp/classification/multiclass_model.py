@@ -71,6 +71,7 @@ from bayes_gp.classification.multiclass import (
     softmax_average,
     softmax_laplace,
 )
+from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     JitterChoice,
     PreflightJitter,
@@ -413,8 +414,8 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
         t0 = time.perf_counter()
         choice = self.check_jitter(random_seed)
         if params is None:
-            fit = optimize(self.model, n_restarts=n_restarts, prior=prior,
-                           random_seed=random_seed, maxiter=maxiter)  # fmt: skip
+            fit = optimize(self.model, n_restarts=n_restarts, prior=prior, random_seed=random_seed,
+                           maxiter=maxiter, spacing=model_spacing(self))  # fmt: skip
             params, objective = fit.params, fit.objective
             restarts, grad_norm = fit.restarts, fit.grad_norm
             self._warn_separable(params)

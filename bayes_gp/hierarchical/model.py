@@ -86,6 +86,7 @@ from bayes_gp.hierarchical.woodbury import (
     StructuredFactor,
     padded_structured_logp,
 )
+from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     DEFAULT_JITTER,
     N_PRIOR_DRAWS,
@@ -971,8 +972,8 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         identified, so keep ``prior=True`` there."""
         self._check_fittable()
         choice = self.check_jitter(random_seed)
-        fit = optimize(self.model, n_restarts=n_restarts, prior=prior,
-                       random_seed=random_seed, maxiter=maxiter)  # fmt: skip
+        fit = optimize(self.model, n_restarts=n_restarts, prior=prior, random_seed=random_seed,
+                       maxiter=maxiter, spacing=model_spacing(self))  # fmt: skip
         lml = self.log_marginal_likelihood(fit.params)
         return dataclasses.replace(fit.with_log_marginal_likelihood(lml), jitter=choice.jitter,
                                    jitter_default=choice.default)  # fmt: skip

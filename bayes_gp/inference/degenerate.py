@@ -53,6 +53,7 @@ __all__ = [
     "degenerate",
     "smallest_spacing",
     "kernel_spacing",
+    "model_spacing",
 ]
 
 #: A scale parameter below this fraction of its prior's scale is at its boundary (module docstring).
@@ -86,15 +87,17 @@ def _index(label: str) -> int | None:
 
 
 def _spacing_at(spacing: Mapping[str, Any], label: str) -> float:
-    """The input spacing of the coordinate ``label`` (a vector's entry for an ARD label)."""
-    value = spacing.get(_rv_name(label))
+    """The input spacing of the coordinate ``label`` (a vector's entry for an ARD label); a
+    per-class name ``"class_a::ls"`` takes the plain name's spacing."""
+    name = _rv_name(label)
+    value = spacing.get(name, spacing.get(name.rsplit("::", 1)[-1]))
     if value is None:
         return float("nan")
     arr = np.atleast_1d(np.asarray(value, float))
     i = _index(label)
-    if arr.size == 1:
-        return float(arr[0])
-    return float(arr[i]) if i is not None and i < arr.size else float("nan")
+    if arr.size == 1 or i is None:  # a shared length-scale: the smallest over its columns
+        return float(np.min(arr))
+    return float(arr[i]) if i < arr.size else float("nan")
 
 
 def degenerate(
@@ -216,3 +219,32 @@ def kernel_spacing(X: np.ndarray, kernel: Any, params: Sequence[str], ard: bool 
         for p in params
         if kind_of(p) == "ls" and not p.startswith("periodic")
     }
+
+
+def model_spacing(gp: Any) -> dict[str, Any]:
+    """:func:`kernel_spacing` of a model object from its ``X``, ``kernel``, ``spec`` (or the
+    coregionalisation ``terms`` of a multi-output model) and ``ard``, under every name its
+    length-scales take in the PyMC model: the kernel's own (``ls``; per class,
+    ``class_a::ls``, by the plain name), a hierarchical model's group values (``ls_group``) and
+    population curve's (``f0_ls``), a multi-output term's prefixed name. Empty where the model
+    has no such attributes."""
+    X = getattr(gp, "X", None)
+    if X is None:
+        return {}
+    ard = bool(getattr(gp, "ard", False))
+    terms = getattr(gp, "terms", None)
+    out: dict[str, Any] = {}
+    if terms:  # MultiOutputGP: catalogue terms, names prefixed by the term's label
+        for t in terms:
+            if t.spec.catalogue:
+                found = kernel_spacing(X, t.spec.name, t.params, ard)
+                out.update({t.name(p): v for p, v in found.items()})
+        return out
+    spec = getattr(gp, "spec", None)
+    if spec is None:
+        return {}
+    kernel = getattr(gp, "kernel", None)
+    kernel = spec.name if spec.catalogue else kernel
+    for p, v in kernel_spacing(X, kernel, spec.params, ard).items():
+        out.update({p: v, f"{p}_group": v, f"f0_{p}": v})
+    return out

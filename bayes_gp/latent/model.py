@@ -52,6 +52,7 @@ from bayes_gp._validation import (
     hyperparameter_values,
     new_inputs,
 )
+from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, JitterChoice, PreflightJitter
 from bayes_gp.inference.methods import (
     LATENT_RENAMED,
@@ -539,7 +540,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         if params is None:
             fit = optimize(
                 model_of(), n_restarts=n_restarts, prior=prior, random_seed=random_seed,
-                maxiter=maxiter,
+                maxiter=maxiter, spacing=model_spacing(self),
             )  # fmt: skip
             params, objective = fit.params, fit.objective
             restarts, grad_norm = fit.restarts, fit.grad_norm

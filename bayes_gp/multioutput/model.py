@@ -77,6 +77,7 @@ from bayes_gp._validation import (
     hyperparameter_values,
     new_inputs,
 )
+from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     DEFAULT_JITTER,
     N_PRIOR_DRAWS,
@@ -720,7 +721,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         choice = self.check_jitter(random_seed)
         fit = optimize(
             self.model, n_restarts=n_restarts, prior=prior, random_seed=random_seed,
-            maxiter=maxiter,
+            maxiter=maxiter, spacing=model_spacing(self),
         )  # fmt: skip
         return dataclasses.replace(
             fit.with_log_marginal_likelihood(self.log_marginal_likelihood(fit.params)),

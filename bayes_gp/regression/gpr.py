@@ -33,6 +33,7 @@ from bayes_gp._validation import (
     positive_float,
     refuse_constant,
 )
+from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     DEFAULT_JITTER,
     N_PRIOR_DRAWS,
@@ -402,6 +403,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             prior=prior,
             random_seed=random_seed,
             maxiter=maxiter,
+            spacing=model_spacing(self),
         )
         lml = self.log_marginal_likelihood(fit.params)
         # HSGP: warns if ls is below what the basis resolves
