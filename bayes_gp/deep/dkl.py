@@ -38,11 +38,8 @@ two models are the same.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -58,26 +55,24 @@ from bayes_gp._validation import (
     as_targets,
     check_aligned,
     check_jitter,
-    f64,
     new_inputs,
     positive_float,
 )
+from bayes_gp.deep import last_layer, serialisation, training
+from bayes_gp.deep.fit import DKLFit
+from bayes_gp.deep.last_layer import GPLayer
 from bayes_gp.deep.network import MIXTURE_ACTIVATIONS, FeatureExtractor
-from bayes_gp.inference import descent
+from bayes_gp.deep.packing import ParameterLayout, is_network_name
+from bayes_gp.deep.serialisation import NETWORK_GROUP
 from bayes_gp.inference.jitter import DEFAULT_JITTER, SharedJitter
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
-from bayes_gp.inference.typeii import Restart, function_of_values
 from bayes_gp.kernels.catalogue import (
-    DataScale,
     check_kernel_ard,
-    default_prior,
     kernel_formula,
     kernel_spec,
 )
 from bayes_gp.linalg import EAGER_MODE, plus_diagonal, single_blas_thread
 from bayes_gp.predictive import (
-    CI_QUANTILES,
-    LOG_2PI,
     Z_CI,
     GaussianPredictions,
     Prediction,
@@ -85,95 +80,11 @@ from bayes_gp.predictive import (
     loo_log_density,
     predict,
 )
-from bayes_gp.priors import resolve_prior
-from bayes_gp.protocol import GPModel, PointFit, is_nuts
-from bayes_gp.solvers.likelihood import marginal_normal
+from bayes_gp.protocol import GPModel, is_nuts
 
-__all__ = ["DeepKernelRegression", "DKLFit"]
-
-
-#: Initial values of kernel hyperparameters by name (``eta``/``theta0``/``theta2`` on the scale of y,
-#: ``ls`` on the scale of the initial features; see ``DeepKernelRegression._initial_hyper``).
-_INIT = {"alpha": 1.0, "period": 1.0, "theta1": 1.0}
-
-#: The DataTree group in which a NUTS fit records the network it was sampled on.
-NETWORK_GROUP = "dkl_network"
-
-
-@dataclass(frozen=True, eq=False)
-class DKLFit(PointFit):
-    """A type-II fit of :class:`DeepKernelRegression` (:meth:`DeepKernelRegression.fit_map`).
-
-    Attributes
-    ----------
-    params : dict
-        The kernel hyperparameters and ``sigma`` on their natural scales (what the report and
-        the saved files show).
-    network : dict
-        The network parameters ``W0``, ``b0``, ..., ``W_out``, ``b_out``, ``lam0``, ...
-    log_marginal_likelihood : float
-        :math:`\\log p(y \\mid W, \\theta)` at the optimum.
-    objective : float
-        The maximised objective: the log marginal likelihood plus the log density of the weight
-        prior (:attr:`loss` is its negative).
-    prior : bool
-        Whether the network weights had their Gaussian prior (MAP in the weights); the kernel
-        hyperparameters are always ML-II.
-    optimizer : str
-        ``"lbfgs"`` or ``"adam"`` (:mod:`bayes_gp.inference.descent`).
-    n_iter : int
-        Iterations of the best restart.
-    grad_norm : float
-        Norm of the gradient of the loss at the optimum (unconstrained parameters).
-    seconds : float
-        Wall time, compilation included.
-    restarts : list of :class:`~bayes_gp.inference.typeii.Restart`
-        Every restart, best first (kernel hyperparameters at its start and end).
-    history : ndarray
-        The loss after every iteration of the best run.
-    jitter : float
-        The absolute jitter on the diagonal of :math:`C`.
-    """
-
-    params: dict
-    network: dict
-    log_marginal_likelihood: float
-    objective: float
-    prior: bool
-    optimizer: str = "lbfgs"
-    n_iter: int = 0
-    grad_norm: float = float("nan")
-    seconds: float = float("nan")
-    restarts: list = field(default_factory=list)
-    history: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    jitter: float = float("nan")
-
-    @property
-    def loss(self) -> float:
-        """The minimised loss: negative log marginal likelihood plus the weight prior."""
-        return -float(self.objective)
-
-    @property
-    def converged(self) -> bool:
-        """The best restart's convergence verdict."""
-        return bool(self.restarts and self.restarts[0].converged)
-
-    @property
-    def all_params(self) -> dict:
-        """Network parameters and kernel hyperparameters together (what :meth:`pack` takes)."""
-        return {**self.network, **self.params}
-
-    @property
-    def method_label(self) -> str:
-        return "DKL MAP" if self.prior else "DKL ML-II"
-
-    @property
-    def method_description(self) -> str:
-        weights = "MAP (Gaussian prior)" if self.prior else "ML-II"
-        return (
-            f"type-II ({self.optimizer}): network weights {weights}, kernel hyperparameters and "
-            "σ ML-II (R&W eq. 5.8 on the learned features)"
-        )
+# DKLFit (bayes_gp.deep.fit) and NETWORK_GROUP (bayes_gp.deep.serialisation) stay importable from
+# here, as before the split.
+__all__ = ["DeepKernelRegression", "DKLFit", "NETWORK_GROUP"]
 
 
 def _check_positive_priors(spec) -> None:
@@ -186,11 +97,6 @@ def _check_positive_priors(spec) -> None:
                 "DKL optimises kernel hyperparameters on the log scale: give it a prior on "
                 "positive values (e.g. pm.Gamma.dist, pm.LogNormal.dist) or a number"
             )
-
-
-def _is_network_name(name: str) -> bool:
-    """Network parameters are ``W<l>``, ``b<l>``, ``lam<l>``, ``W_out``, ``b_out``."""
-    return re.fullmatch(r"(W|b)(\d+|_out)|lam\d+", name) is not None
 
 
 class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPModel):
@@ -276,19 +182,15 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         self.y_sd = float(y.std()) or 1.0
         self._init_jitter(jitter, self.y_sd**2, DEFAULT_JITTER)  # absolute: jitter * var(y)
         self.mode = EAGER_MODE if mode is None else mode
-        Q = self.net.output_dim
-        self.hyper_names = [*self.spec.params, "sigma"]
-        self._hyper_shapes = {
-            p: ((Q,) if self.ard and p in self.spec.ard_params else ()) for p in self.hyper_names
-        }
-        self._blocks = [(p.name, p.shape) for p in self.net.params] + [
-            (p, self._hyper_shapes[p]) for p in self.hyper_names
-        ]
-        self.n_params = int(sum(np.prod(s, dtype=int) for _, s in self._blocks))
+        self.layout = ParameterLayout(
+            self.net, self.spec.params, self.spec.ard_params if self.ard else ()
+        )
+        self.hyper_names = self.layout.hyper_names
+        self.n_params = self.layout.size
         self._fns: dict = {}
-        self._layers: dict[str, _Layer] = {}  # GP layers by network (``_layer_of``)
+        self._layers: dict[str, GPLayer] = {}  # GP layers by network (``_layer_of``)
         #: the layer :attr:`model` is, or the fit whose plain layer it is (built when first read)
-        self._layer: _Layer | DKLFit | None = None
+        self._layer: GPLayer | DKLFit | None = None
 
     # ---------------------------------------------------------- parameter vectors
     def _inputs(self, X) -> np.ndarray:
@@ -296,44 +198,13 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
 
     def unpack(self, theta) -> dict:
         r"""Named parameters of the flat unconstrained vector ``theta`` (hyperparameters
-        exponentiated). Works on NumPy vectors and on PyTensor vectors."""
-        symbolic = isinstance(theta, pt.TensorVariable)
-        if not symbolic:
-            theta = np.asarray(theta, dtype=float)
-            if theta.shape != (self.n_params,):
-                raise ValueError(f"`theta` must have shape ({self.n_params},), got {theta.shape}")
-        out, i = {}, 0
-        exp = pt.exp if symbolic else np.exp
-        for name, shape in self._blocks:
-            size = int(np.prod(shape, dtype=int))
-            block = theta[i : i + size].reshape(shape) if shape else theta[i]
-            out[name] = block if _is_network_name(name) else exp(block)
-            i += size
-        return out
+        exponentiated). Works on NumPy vectors and on PyTensor vectors
+        (:class:`~bayes_gp.deep.packing.ParameterLayout`)."""
+        return self.layout.unpack(theta)
 
     def pack(self, params: Mapping) -> np.ndarray:
         """The flat unconstrained vector of named parameters (inverse of :meth:`unpack`)."""
-        missing = [n for n, _ in self._blocks if n not in params]
-        if missing:
-            raise ValueError(f"`params` is missing {missing}")
-        unknown = set(params) - {n for n, _ in self._blocks}
-        if unknown:
-            raise ValueError(f"`params` has unknown names {sorted(unknown)}")
-        parts = []
-        for name, shape in self._blocks:
-            v = np.asarray(params[name], dtype=float)
-            if not _is_network_name(name) and shape and v.ndim == 0:
-                v = np.full(shape, float(v))
-            if v.shape != shape:
-                raise ValueError(f"`params[{name!r}]` has shape {v.shape}, expected {shape}")
-            if not np.all(np.isfinite(v)):
-                raise ValueError(f"`params[{name!r}]` is not finite")
-            if not _is_network_name(name):
-                if np.any(v <= 0):
-                    raise ValueError(f"`params[{name!r}]` must be positive, got {v!r}")
-                v = np.log(v)
-            parts.append(np.ravel(v))
-        return np.concatenate(parts) if parts else np.zeros(0)
+        return self.layout.pack(params)
 
     # ----------------------------------------------------------------- graphs
     def _gp_terms(self, Z, hyper):
@@ -343,29 +214,14 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         return cov, C
 
     def _loss_graph(self, theta):
+        """``(negative log marginal likelihood, weight prior)`` of the symbolic ``theta``
+        (:mod:`bayes_gp.deep.training`)."""
         p = self.unpack(theta)
         Z = self.net.forward(self._inputs(self.X), p)
         _, C = self._gp_terms(Z, p)
-        L = pt.linalg.cholesky(C, lower=True, on_error="nan")
-        r = pt.as_tensor_variable(self.y - self.y_mean)
-        v = pt.linalg.solve_triangular(L, r, lower=True)
-        n = self.X.shape[0]
-        nlml = 0.5 * pt.sum(pt.square(v)) + pt.sum(pt.log(pt.diagonal(L))) + 0.5 * n * LOG_2PI
-        penalty = pt.zeros(())
-        for prm in self._penalised():
-            sd = self.mixture_sd if prm.kind == "mixture" else self.weight_sd
-            penalty = penalty + 0.5 * pt.sum(pt.square(p[prm.name])) / sd**2
-        return nlml, penalty
-
-    def _penalised(self):
-        """The parameter blocks with a Gaussian prior in the fit: the hidden layers' weights and
-        biases (when ``weight_sd`` is given) and the mixture coefficients. The output layer is
-        not penalised: scaling ``W_out`` by c and the length-scales by c leaves the kernel
-        unchanged, so a prior on ``W_out`` would only drive both towards zero."""
-        return [
-            prm for prm in self.net.params
-            if prm.kind == "mixture" or (prm.layer >= 0 and self.weight_sd is not None)
-        ]  # fmt: skip
+        nlml = training.negative_log_marginal_likelihood(C, self.y - self.y_mean)
+        blocks = training.penalised_blocks(self.net, self.weight_sd)
+        return nlml, training.weight_penalty(p, blocks, self.weight_sd, self.mixture_sd)
 
     def _fn(self, key: str):
         if key in self._fns:
@@ -411,15 +267,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         theta = np.asarray(theta, dtype=float)
         if theta.shape != (self.n_params,):
             raise ValueError(f"`theta` must have shape ({self.n_params},), got {theta.shape}")
-        with np.errstate(all="ignore"):
-            try:
-                loss, _, grad = self._fn("loss")(theta)
-            except (np.linalg.LinAlgError, ValueError):
-                return np.inf, np.zeros_like(theta)
-        loss = float(loss)
-        if not np.isfinite(loss) or not np.all(np.isfinite(grad)):
-            return np.inf, np.zeros_like(theta)
-        return loss, np.asarray(grad, dtype=float)
+        return training.guarded_loss_and_grad(self._fn("loss"), theta)
 
     @single_blas_thread
     def log_marginal_likelihood(self, params: Mapping) -> float:
@@ -431,37 +279,10 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
 
     # ---------------------------------------------------------------- fitting
     def _initial_hyper(self, net_params: Mapping) -> dict:
-        Z = self._fn("features")(self._net_vector(net_params), self._inputs(self.X))
-        zsd = np.std(Z, axis=0)
-        zsd = np.where(zsd > 1e-6, zsd, 1.0)
-        init = {}
-        for p in self.hyper_names:
-            base = p.rsplit("_", 1)[-1]
-            shape = self._hyper_shapes[p]
-            if base == "ls":
-                v = zsd if shape else float(np.mean(zsd))
-            elif base == "eta":
-                v = self.y_sd
-            elif base in ("theta0", "theta2", "theta3"):
-                v = self.y_sd**2 if base == "theta0" else 0.1 * self.y_sd**2
-            elif base == "sigma":
-                v = 0.3 * self.y_sd
-            else:
-                v = _INIT.get(base, 1.0)
-            init[p] = np.full(shape, v) if shape and np.ndim(v) == 0 else v
-        return init
-
-    def _net_vector(self, net_params: Mapping) -> np.ndarray:
-        """``theta`` with the network block set and kernel block zero (for the features only)."""
-        parts = [np.ravel(np.asarray(net_params[p.name], float)) for p in self.net.params]
-        k = self.n_params - self.net.size
-        return np.concatenate([*parts, np.zeros(k)]) if parts or k else np.zeros(0)
-
-    def _split(self, theta: np.ndarray) -> tuple[dict, dict]:
-        """``(kernel hyperparameters and sigma, network parameters)`` of a flat vector."""
-        named = {k: np.asarray(v).copy() for k, v in self.unpack(theta).items()}
-        kernel = {k: v for k, v in named.items() if not _is_network_name(k)}
-        return kernel, {k: v for k, v in named.items() if _is_network_name(k)}
+        """Starting kernel hyperparameters and σ for the network ``net_params``, on the scale of
+        its features (:meth:`~bayes_gp.deep.packing.ParameterLayout.initial_hyper`)."""
+        Z = self._fn("features")(self.layout.net_vector(net_params), self._inputs(self.X))
+        return self.layout.initial_hyper(Z, self.y_sd)
 
     @single_blas_thread
     def fit_map(
@@ -498,49 +319,24 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
             Pass it to :meth:`predict`, :meth:`features`, :meth:`sample` (``network=``) and the
             report. The model's PyMC :attr:`model` becomes the GP layer on its features.
         """
-        if optimizer not in ("lbfgs", "adam"):
-            raise ValueError(f"`optimizer` must be 'lbfgs' or 'adam', got {optimizer!r}")
-        if isinstance(n_restarts, bool) or not isinstance(n_restarts, int) or n_restarts < 1:
-            raise ValueError(f"`n_restarts` must be a positive integer, got {n_restarts!r}")
-        if isinstance(maxiter, bool) or not isinstance(maxiter, int) or maxiter < 1:
-            raise ValueError(f"`maxiter` must be a positive integer, got {maxiter!r}")
-        if not (np.isfinite(learning_rate) and learning_rate > 0):
-            raise ValueError(f"`learning_rate` must be positive, got {learning_rate!r}")
+        training.check_fit_options(optimizer, n_restarts, maxiter, learning_rate)
         t0 = time.perf_counter()
         rng = np.random.default_rng(random_seed)
-        runs = []
-        for r in range(n_restarts):
+
+        def start(r: int) -> np.ndarray:
             if r == 0 and init is not None:
-                x0 = self.pack(init)
-            else:
-                net0 = self.net.init(rng)
-                x0 = self.pack({**net0, **self._initial_hyper(net0)})
-            if not np.isfinite(self.loss_and_grad(x0)[0]):
-                raise ValueError(
-                    "the loss is not finite at the starting point: the covariance matrix could "
-                    "not be factorised (check the data for duplicates, or raise `jitter`)"
-                )
-            run = (
-                descent.lbfgs(self.loss_and_grad, x0, maxiter) if optimizer == "lbfgs" else
-                descent.adam(self.loss_and_grad, x0, maxiter, learning_rate)
-            )  # fmt: skip
-            runs.append((run, x0))
-        runs.sort(key=lambda pair: pair[0].fun)
-        restarts = [
-            Restart(
-                self._split(x0)[0],
-                self._split(run.x)[0],
-                -run.fun,
-                run.converged,
-                run.n_iter,
-                run.message,
-            )
-            for run, x0 in runs
-        ]
+                return self.pack(init)
+            net0 = self.net.init(rng)
+            return self.pack({**net0, **self._initial_hyper(net0)})
+
+        runs = training.minimise_restarts(
+            self.loss_and_grad, start, n_restarts, optimizer, maxiter, learning_rate
+        )
+        restarts = training.restart_records(runs, lambda x: self.layout.split(x)[0])
         best = runs[0][0]
         _, grad = self.loss_and_grad(best.x)
         _, nlml, _ = self._fn("loss")(best.x)
-        kernel, network = self._split(best.x)
+        kernel, network = self.layout.split(best.x)
         fit = DKLFit(
             params=kernel,
             network=network,
@@ -630,67 +426,28 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
     # -------------------------------------------------------------------- NUTS
     def _layer_of(
         self, fit: DKLFit, sample_last_layer: bool = False, sample_mixture: bool = False
-    ) -> _Layer:
+    ) -> GPLayer:
         r"""The GP layer on the features of ``fit``'s network, as a PyMC model (cached: one per
-        network and options)."""
-        if not isinstance(fit, DKLFit):
-            raise TypeError(f"`fit` must be the DKLFit of `fit_map`, got {type(fit).__name__}")
-        if sample_last_layer and self.net.n_features is None:
-            raise ValueError("`sample_last_layer` needs a final linear layer (`features=Q`)")
-        if sample_mixture and self.net.activation != "mixture":
-            raise ValueError("`sample_mixture` needs activation='mixture'")
-        key = _layer_key(fit, sample_last_layer, sample_mixture)
+        network and options; :mod:`bayes_gp.deep.last_layer`)."""
+        last_layer.check_layer_options(fit, self.net, sample_last_layer, sample_mixture)
+        key = last_layer.layer_key(fit, sample_last_layer, sample_mixture)
         if key not in self._layers:
             if len(self._layers) >= 8:  # bounded: drop the oldest
                 self._layers.pop(next(iter(self._layers)))
-            self._layers[key] = self._make_layer(fit, sample_last_layer, sample_mixture)
+            self._layers[key] = last_layer.build_layer(
+                fit, self.net, self.spec, ard=self.ard, inputs=self._inputs(self.X),
+                features=self.features(self.X, fit), y=self.y, jitter=self.jitter_tensor,
+                mixture_sd=self.mixture_sd, sample_last_layer=sample_last_layer,
+                sample_mixture=sample_mixture,
+            )  # fmt: skip
         return self._layers[key]
 
-    def _make_layer(self, fit: DKLFit, sample_last_layer: bool, sample_mixture: bool) -> _Layer:
-        fixed = {p.name: np.asarray(fit.network[p.name], float) for p in self.net.params}
-        Z_hat = self.features(self.X, fit)
-        scale = DataScale.of(Z_hat, self.y)
-        Q = self.net.output_dim
-        coords = {"feature": [f"z{q}" for q in range(Q)], "obs": np.arange(self.X.shape[0])}
-        sampling_net = sample_last_layer or sample_mixture
-        with pm.Model(coords=coords) as model:
-            net = dict(fixed)
-            if sample_last_layer:
-                sd = 2.0 * max(float(np.max(np.abs(fixed["W_out"]))), 1e-8)
-                net["W_out"] = pm.Normal(
-                    "W_out", mu=f64(0.0), sigma=f64(sd), shape=fixed["W_out"].shape,
-                    initval=fixed["W_out"],
-                )  # fmt: skip
-            if sample_mixture:
-                for prm in self.net.params:
-                    if prm.kind == "mixture":
-                        net[prm.name] = pm.Normal(
-                            prm.name, mu=f64(0.0), sigma=f64(self.mixture_sd), shape=prm.shape,
-                            initval=fixed[prm.name],
-                        )  # fmt: skip
-            hyper = {}
-            for p in self.spec.params:
-                if sampling_net and p.rsplit("_", 1)[-1] == "ls":
-                    hyper[p] = f64(fit.params[p])
-                else:
-                    ard = self.ard and p in self.spec.ard_params
-                    hyper[p] = resolve_prior(
-                        self.spec.priors, p, lambda n, ard=ard: default_prior(n, scale, ard)
-                    )
-            cov = self.spec.build(Q, hyper)
-            sigma = default_prior("sigma", scale, False)
-            Z = self.net.forward(self._inputs(self.X), net)
-            n = self.y.shape[0]
-            C = plus_diagonal(cov(Z), pt.square(sigma) + self.jitter_tensor)
-            marginal_normal("y", f64(self.y_mean) * pt.ones(n), C, observed=self.y, dims="obs")
-        return _Layer(model, net, cov, sigma, fit, sample_last_layer, sample_mixture)
-
-    def _use_layer(self, layer: _Layer | DKLFit) -> None:
+    def _use_layer(self, layer: GPLayer | DKLFit) -> None:
         """Make :attr:`model` this layer, or the plain layer of this fit: that one is built only
         when :attr:`model` is read, so a fit that is never reported builds no PyMC model."""
         self._layer = layer
 
-    def _current_layer(self) -> _Layer | None:
+    def _current_layer(self) -> GPLayer | None:
         if isinstance(self._layer, DKLFit):
             self._layer = self._layer_of(self._layer)
         return self._layer
@@ -763,15 +520,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
             network = self.fit_map(random_seed=random_seed)
         layer = self._layer_of(network, sample_last_layer, sample_mixture)
         self._use_layer(layer)
-        run = NutsRun(
-            layer.model,
-            attrs={"bayes_gp_jitter": self.jitter},
-            ignore=("QuadPotentialFullAdapt is an experimental feature",),
-            extra={"layer": layer},
-        )
-        if (sample_last_layer or sample_mixture) and sampler in ("auto", "pymc"):
-            run.sampler, run.kwargs = "pymc", {"init": "adapt_full"}
-        return run
+        return last_layer.layer_run(layer, self.jitter, sampler)
 
     def _nuts_result(self, idata, run: NutsRun, random_seed):
         """A ``log_likelihood`` group (exact leave-one-out densities per draw, R&W eqs.
@@ -780,7 +529,9 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         from bayes_gp.inference.nuts import add_log_likelihood
 
         layer = run.extra["layer"]
-        idata[NETWORK_GROUP] = _network_dataset(layer)
+        idata[NETWORK_GROUP] = serialisation.network_dataset(
+            layer.fit, layer.sample_last_layer, layer.sample_mixture
+        )
         names = [rv.name for rv in layer.model.free_RVs]
         train = self._layer_fn(layer, "train")
 
@@ -790,26 +541,20 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
 
         return add_log_likelihood(idata, names, pointwise)
 
-    def _layer_fn(self, layer: _Layer, what: str):
-        """NumPy functions of the layer's free random variables' values and new inputs:
-        ``"train"`` → ``[C]``; ``"new"`` → ``[C, K(Z, Z*), diag K(Z*, Z*), σ²]``."""
+    def _layer_fn(self, layer: GPLayer, what: str):
+        """The layer's compiled NumPy function ``what``
+        (:func:`~bayes_gp.deep.last_layer.layer_functions`), cached with its layer."""
         key = (what, id(layer))
         if key not in self._fns:
-            rvs = layer.model.free_RVs
-            Ztrain = self.net.forward(self._inputs(self.X), layer.net)
-            C = plus_diagonal(layer.cov(Ztrain), pt.square(layer.sigma) + self.jitter_tensor)
-
-            def build(Xv):
-                if what == "train":
-                    return [C]
-                Zn = self.net.forward(Xv, layer.net)
-                return [C, layer.cov(Ztrain, Zn), layer.cov(Zn, diag=True),
-                        pt.square(layer.sigma) * pt.ones(())]  # fmt: skip
-
-            self._fns[key] = (layer, function_of_values(rvs, build))
+            self._fns[key] = (
+                layer,
+                last_layer.layer_functions(
+                    layer, self.net, self._inputs(self.X), self.jitter_tensor, what
+                ),
+            )
         return self._fns[key][1]
 
-    def _layer_of_draws(self, idata) -> _Layer:
+    def _layer_of_draws(self, idata) -> GPLayer:
         """The GP layer a NUTS fit was sampled on (from its ``dkl_network`` group)."""
         try:
             ds = idata[NETWORK_GROUP].to_dataset()
@@ -818,29 +563,20 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
                 f"these draws lack the '{NETWORK_GROUP}' group: pass the output of "
                 "DeepKernelRegression.sample"
             ) from None
-        fit, last_layer, mixture = _from_network_dataset(ds, self)
-        return self._layer_of(fit, last_layer, mixture)
+        fit, sample_last_layer, sample_mixture = serialisation.from_network_dataset(
+            ds, self.net, self.weight_sd is not None
+        )
+        return self._layer_of(fit, sample_last_layer, sample_mixture)
 
     def _draw_predictions(self, Xn, idata, include_noise, max_draws: int = 300, seed: int = 0):
+        """Predictive means and variances at ``Xn`` per posterior draw of a NUTS fit (at most
+        ``max_draws`` of them), on the network it was sampled on."""
         layer = self._layer_of_draws(idata)
         names = [rv.name for rv in layer.model.free_RVs]
-        post = idata["posterior"]
-        missing = [n for n in names if n not in post]
-        if missing:
-            raise ValueError(f"the posterior lacks {missing}: pass the output of `sample`")
+        rows = last_layer.posterior_values(idata["posterior"], names, max_draws, seed)
         fn = self._layer_fn(layer, "new")
-        flat = {n: np.asarray(post[n]).reshape((-1, *np.asarray(post[n]).shape[2:])) for n in names}
-        total = next(iter(flat.values())).shape[0]
-        idx = np.arange(total)
-        if total > max_draws:
-            idx = np.sort(np.random.default_rng(seed).choice(total, max_draws, replace=False))
         Xs = self._inputs(Xn)
-        out = []
-        for i in idx:
-            C, Ks, kss, s2 = fn(*[flat[n][i] for n in names], Xs)
-            mu, var = predict(factorize(C, self.y - self.y_mean), Ks, kss)
-            out.append((mu + self.y_mean, var + s2 if include_noise else var))
-        return out
+        return last_layer.draw_moments(fn, rows, Xs, self.y, self.y_mean, include_noise)
 
     @renamed_argument("seed", "random_seed")
     def prior_predictive(self, n_draws: int, random_seed: int = 0) -> np.ndarray:
@@ -862,17 +598,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         return mean[None], (var + s2)[None]
 
     def _predict_mixture(self, Xn, idata, include_noise):
-        draws = self._draw_predictions(Xn, idata, include_noise)
-        means = np.array([d[0] for d in draws])
-        variances = np.array([d[1] for d in draws])
-        rng = np.random.default_rng(1)
-        samples = np.concatenate(
-            [m + np.sqrt(v) * rng.standard_normal((4, m.size)) for m, v in draws]
-        )
-        lower, upper = np.quantile(samples, CI_QUANTILES, axis=0)
-        mean = means.mean(axis=0)
-        var = variances.mean(axis=0) + means.var(axis=0)  # law of total variance
-        return Prediction(mean, var, None, lower, upper, {"n_draws": len(draws)})
+        return last_layer.mixture_prediction(self._draw_predictions(Xn, idata, include_noise))
 
     # ------------------------------------------------------------ model protocol
     fit_methods = ("map", "nuts")
@@ -884,7 +610,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         network parameters a NUTS fit may sample are not hyperparameters)."""
         if self._layer is None or isinstance(self._layer, DKLFit):  # the plain layer's: all
             return list(self.hyper_names)
-        return [rv.name for rv in self._layer.model.free_RVs if not _is_network_name(rv.name)]
+        return [rv.name for rv in self._layer.model.free_RVs if not is_network_name(rv.name)]
 
     @property
     def label(self) -> str:
@@ -974,20 +700,18 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
         return method, loo_log_density(factorize(C, self.y - self.y_mean))
 
     def saved_arrays(self, fit) -> dict[str, np.ndarray]:
-        """The network parameters: a saved fit needs them beside its hyperparameters."""
-        return {k: np.asarray(v, float) for k, v in fit.network.items()}
+        """The network parameters: a saved fit needs them beside its hyperparameters
+        (:mod:`bayes_gp.deep.serialisation`)."""
+        return serialisation.network_arrays(fit)
 
     def restore_fit(self, method: str, params: dict, attrs: dict) -> DKLFit:
         if method != "map":
             raise ValueError(f"DeepKernelRegression's type-II fit is 'map', not {method!r}")
-        network = dict(attrs.get("arrays") or {})
-        missing = [p.name for p in self.net.params if p.name not in network]
-        if missing:
-            raise ValueError(f"the saved fit lacks the network parameters {missing}")
+        network = serialisation.restored_network(self.net, attrs)
         named = {**network, **params}
         fit = DKLFit(
             params={k: np.asarray(v, float) for k, v in params.items()},
-            network={p.name: np.asarray(network[p.name], float) for p in self.net.params},
+            network=network,
             log_marginal_likelihood=self.log_marginal_likelihood(named),
             objective=float(attrs["objective"]),
             prior=bool(attrs["prior"]),
@@ -1002,59 +726,3 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
             f"DeepKernelRegression(n={self.X.shape[0]}, {self.net!r}, kernel={self.spec.name!r}, "
             f"ard={self.ard})"
         )
-
-
-@dataclass(frozen=True, eq=False)
-class _Layer:
-    """The GP layer on a network's features as a PyMC model, and the pieces of its graph."""
-
-    model: pm.Model
-    net: dict  # fixed arrays, or random variables for sampled blocks
-    cov: object
-    sigma: object
-    fit: DKLFit
-    sample_last_layer: bool
-    sample_mixture: bool
-
-
-def _layer_key(fit: DKLFit, sample_last_layer: bool, sample_mixture: bool) -> str:
-    """A digest of the network and fitted kernel values and the sampling options."""
-    h = hashlib.sha1(f"{sample_last_layer}{sample_mixture}".encode())
-    for group in (fit.network, fit.params):
-        for k in sorted(group):
-            h.update(k.encode())
-            h.update(np.ascontiguousarray(np.asarray(group[k], float)).tobytes())
-    return h.hexdigest()
-
-
-def _network_dataset(layer: _Layer):
-    """The ``dkl_network`` group of a NUTS fit: the network and the fitted kernel values (the
-    length-scales stay at them when network blocks are sampled), with the sampling options."""
-    import xarray as xr
-
-    ds = xr.Dataset()
-    for prefix, group in (("net__", layer.fit.network), ("fit__", layer.fit.params)):
-        for k, v in group.items():
-            v = np.asarray(v, float)
-            ds[prefix + k] = xr.DataArray(v, dims=[f"{prefix}{k}_{i}" for i in range(v.ndim)])
-    ds.attrs.update(
-        sample_last_layer=int(layer.sample_last_layer), sample_mixture=int(layer.sample_mixture)
-    )
-    return ds
-
-
-def _from_network_dataset(ds, model: DeepKernelRegression) -> tuple[DKLFit, bool, bool]:
-    """Inverse of :func:`_network_dataset` (a :class:`DKLFit` with the network and kernel values)."""
-    network = {
-        k[5:]: np.asarray(ds[k].values, float) for k in ds.data_vars if k.startswith("net__")
-    }
-    params = {k[5:]: np.asarray(ds[k].values, float) for k in ds.data_vars if k.startswith("fit__")}
-    recorded = {k: v.shape for k, v in network.items()}
-    expected = {p.name: tuple(p.shape) for p in model.net.params}
-    if recorded != expected:
-        raise ValueError(
-            f"the recorded network has {recorded}, this model's network {expected}: these "
-            "draws come from another model"
-        )
-    fit = DKLFit(params, network, float("nan"), float("nan"), model.weight_sd is not None)
-    return fit, bool(ds.attrs.get("sample_last_layer")), bool(ds.attrs.get("sample_mixture"))
