@@ -13,7 +13,7 @@ from bayes_gp.report import html as H
 from bayes_gp.report.loo import score_table
 from bayes_gp.report.sections import Part
 
-__all__ = ["compare_parts", "overview_table"]
+__all__ = ["compare_parts", "overview_table", "shown_comparison"]
 
 
 def compare_parts(parts: Sequence[Part], with_figures: bool):
@@ -87,6 +87,20 @@ def compare_parts(parts: Sequence[Part], with_figures: bool):
     for msg in problems:
         body.append(H.paragraph(msg, note=True))
     return "".join(body), cmp, table, problems
+
+
+def shown_comparison(
+    arviz_comparison: pd.DataFrame | None, loo_table: pd.DataFrame | None
+) -> pd.DataFrame | None:
+    """The comparison a report of several fits stands on (its ``Report.comparison``):
+    ``az.compare`` of the NUTS fits when it covers every fit with a LOO score, else the LOO-score
+    table of all of them (type-II fits beside NUTS ones); ``None`` when fewer than two fits have
+    a LOO score (nothing is compared)."""
+    if arviz_comparison is not None and (
+        loo_table is None or set(loo_table.index) <= set(arviz_comparison.index)
+    ):
+        return arviz_comparison
+    return loo_table
 
 
 def overview_table(parts: Sequence[Part]) -> str:

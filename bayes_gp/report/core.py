@@ -21,7 +21,7 @@ from bayes_gp._version import __version__
 from bayes_gp.linalg import single_blas_thread
 from bayes_gp.report import diagnostics
 from bayes_gp.report import html as H
-from bayes_gp.report.comparison import compare_parts, overview_table
+from bayes_gp.report.comparison import compare_parts, overview_table, shown_comparison
 from bayes_gp.report.entries import to_entries
 from bayes_gp.report.model_checks import GRID_POINTS, PPC_DRAWS, PRIOR_DRAWS
 from bayes_gp.report.model_checks import PRIOR_TAIL_DRAWS as PRIOR_TAIL_DRAWS
@@ -51,7 +51,11 @@ class Report:
         when the report covers several fits.
     title : str
     comparison : pandas.DataFrame or None
-        ``az.compare`` of the NUTS fits (two or more).
+        The comparison of the fits that the report shows, whenever it compares two or more
+        fits with a LOO score (``None`` otherwise): ``az.compare`` (:attr:`arviz_comparison`)
+        when it covers every such fit (all of them NUTS), else the LOO-score table of every fit
+        (:attr:`loo_table`, which puts type-II fits beside NUTS ones). Both are indexed by fit
+        and have ``elpd``, ``se``, ``elpd_diff`` and ``dse`` columns.
     loo_table : pandas.DataFrame or None
         The MAP-vs-NUTS table of LOO scores (two or more fits).
     problems : list of str
@@ -62,6 +66,8 @@ class Report:
         Fit name → the model's post-fit approximation checks
         (:class:`~bayes_gp.protocol.ApproximationCheck`; an empty list for an exact model,
         ``None`` where they raised), each also a row of :attr:`verdicts`.
+    arviz_comparison : pandas.DataFrame or None
+        ``az.compare`` of the NUTS fits (two or more), whether or not other fits are compared.
     """
 
     html: str
@@ -74,6 +80,7 @@ class Report:
     problems: list = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     approximation_checks: dict = field(default_factory=dict)
+    arviz_comparison: pd.DataFrame | None = None
 
     def _repr_html_(self) -> str:
         return self.fragment
@@ -187,10 +194,11 @@ def report(
         ]
         problems += p.problems
         timings.update({f"{p.entry.name}: {k}" if multi else k: t for k, t in p.timings.items()})
-    comparison = loo_table = None
+    comparison = loo_table = arviz_comparison = None
     if multi:
         t0 = time.perf_counter()
-        cmp_html, comparison, loo_table, cmp_problems = compare_parts(parts, with_figures)
+        cmp_html, arviz_comparison, loo_table, cmp_problems = compare_parts(parts, with_figures)
+        comparison = shown_comparison(arviz_comparison, loo_table)
         problems += cmp_problems
         if cmp_html:
             body.append(H.section("Model comparison", cmp_html))
@@ -210,6 +218,7 @@ def report(
         title=title,
         comparison=comparison,
         loo_table=loo_table,
+        arviz_comparison=arviz_comparison,
         problems=problems,
         timings=timings,
         approximation_checks={p.entry.name: p.checks for p in parts},

@@ -151,7 +151,10 @@ def test_list_of_fits_compares_map_and_nuts(gpr, nuts, map_fit, tmp_path):
     assert rep.loo_table.loc[names[0], "p_loo"] == pytest.approx(psis.p)
     assert rep.loo_table.loc[names[1], "elpd"] == pytest.approx(point_loo(gpr, map_fit).elpd)
     assert rep.loo_table["elpd_diff"].max() == 0.0
-    assert rep.comparison is None  # az.compare needs two NUTS fits
+    # the comparison the report shows: az.compare needs two NUTS fits, so the LOO table of both
+    assert rep.arviz_comparison is None
+    assert rep.comparison is rep.loo_table
+    assert list(rep.comparison.index) == list(rep.loo_table.index)
     assert "az.compare needs two or more NUTS fits" in rep.html
     assert "MAP vs NUTS: LOO predictive scores" in rep.html
     assert list(rep.summary.index.get_level_values("fit").unique()) == names
@@ -169,6 +172,7 @@ def test_two_nuts_fits_are_compared_by_arviz(gpr, nuts):
         expected = az.compare(halves, round_to="none")
     assert list(rep.comparison.index) == list(expected.index)
     np.testing.assert_allclose(rep.comparison["elpd"], expected["elpd"])
+    assert rep.comparison is rep.arviz_comparison  # it covers every fit compared
     assert "PSIS-LOO comparison of the NUTS fits (az.compare)" in rep.html
     assert _images(rep.html) == []
 
