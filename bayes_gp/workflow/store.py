@@ -381,6 +381,12 @@ def load(out: str | os.PathLike) -> FitResult:
     # a result saved under the previous release's name of its method, read by the new name
     method = decl.renamed.get(method, method)
     data = decl.load_data(fast=bool(settings.get("fast", False)))
+    source = record.get("source")
+    if isinstance(source, str) and source != data.source:
+        # the source as the fit recorded it (a CSV path as given, relative or not), not the
+        # absolute path the specification reloads the file from: the rebuilt report says what
+        # the written one said
+        data = dataclasses.replace(data, source=source)
     gp = decl.build(data, method)
     sampled = fit_kind(gp, method) == "sampling"
     post = out / POSTERIOR

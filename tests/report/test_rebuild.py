@@ -82,6 +82,32 @@ def test_map_report_rebuilt_from_saved_fit_is_the_same(csv_file, tmp_path):
     _same_but_timestamp(fresh, rebuilt)
 
 
+def test_report_of_a_relative_csv_path_rebuilds_identically(csv_file, tmp_path, monkeypatch):
+    """Defect (issue 37): `bayes-gp fit data.csv` from the file's directory wrote "data source
+    data.csv", `bayes-gp report` rebuilt it as the absolute path. The rebuilt report is now the
+    written one byte for byte (its one time stamp is the fit's, saved with it), from another
+    working directory too; fit.json keeps the path as given and the absolute one to reload."""
+    import json
+    import shutil
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(csv_file, work / "sine.csv")
+    monkeypatch.chdir(work)
+    rc, _, err = _cli("fit", "sine.csv", "--x", "x", "--y", "y", "--method", "map",
+                      "--restarts", "1", "--out", "out")  # fmt: skip
+    assert rc == 0, err
+    written = (work / "out" / workflow.REPORT).read_text()
+    assert '<td class="text">sine.csv</td>' in written
+    record = json.loads((work / "out" / "fit.json").read_text())
+    assert record["source"] == "sine.csv"
+    assert record["spec"]["csv"] == str(work / "sine.csv")
+    monkeypatch.chdir(tmp_path)  # rebuilt from elsewhere, by the directory's path
+    rc, _, err = _cli("report", "work/out")
+    assert rc == 0, err
+    assert (work / "out" / workflow.REPORT).read_text() == written
+
+
 def test_laplace_report_rebuilt_from_saved_fit_is_the_same(tmp_path):
     fresh, rebuilt, _ = _fit_then_rebuild(
         tmp_path, "breast_cancer", "--fast", "--method", "map", "--restarts", "2"
