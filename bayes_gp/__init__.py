@@ -19,7 +19,8 @@ classification
     ``MulticlassGPClassifier``: C latent GPs with a softmax likelihood; Laplace, NUTS.
 hierarchical
     ``HierarchicalGP``: many related groups, partial pooling of their hyperparameters
-    (``HierarchicalLatentGP``: the same for a non-Gaussian likelihood).
+    (``HierarchicalLatentGP``: the same for a non-Gaussian likelihood; ``hierarchical_gp`` picks
+    the class by ``likelihood``).
 deep
     ``DeepKernelRegression``: a GP on the features of a small neural network (deep kernel
     learning); its type-II fit is a ``DKLFit``.
@@ -59,7 +60,7 @@ from bayes_gp.classification import (
 )
 from bayes_gp.deep import DeepKernelRegression, DKLFit
 from bayes_gp.formula import FormulaLatentGP, FormulaMulticlass, FormulaRegression, Model
-from bayes_gp.hierarchical import HierarchicalGP, HierarchicalLatentGP
+from bayes_gp.hierarchical import HierarchicalGP, HierarchicalLatentGP, hierarchical_gp
 from bayes_gp.inference import MapFit
 from bayes_gp.latent import EPFit, LatentFit, LatentGP, SiteFit, VIFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
@@ -89,6 +90,7 @@ __all__ = [
     "MultiOutputGP",
     "HierarchicalGP",
     "HierarchicalLatentGP",
+    "hierarchical_gp",
     "LatentFit",
     "SiteFit",
     "VIFit",

@@ -72,30 +72,15 @@ import pytensor.tensor as pt
 from bayes_gp import kernels as K
 from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import check_jitter, f64, hyperparameter_values, refuse_constant
-from bayes_gp.hierarchical.hsgp import (
-    MAX_DIMS,
-    HSGPBasis,
-    HSGPFactor,
-    HSGPStats,
-    hsgp_structured_logp,
-    hsgp_terms,
-    sqrt_spectral_densities,
-)
-from bayes_gp.hierarchical.woodbury import (
-    PaddedLayout,
-    StructuredFactor,
-    padded_structured_logp,
-)
+from bayes_gp.hierarchical.strategy import HSGPCostWarning, strategy
+from bayes_gp.hierarchical.woodbury import PaddedLayout
 from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     DEFAULT_JITTER,
     N_PRIOR_DRAWS,
     JitterChoice,
     PreflightJitter,
-    advice,
     check_points,
-    choose_jitter,
-    finite_at_points,
 )
 from bayes_gp.inference.sampling import NutsOrMapFits, NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import (
@@ -118,7 +103,6 @@ from bayes_gp.predictive import (
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
 from bayes_gp.solvers.approx_options import approx_spec
-from bayes_gp.solvers.hsgp import HSGP_MAX_DEFAULT_BASIS, hsgp_m_c
 
 __all__ = ["HierarchicalGP", "HSGPCostWarning", "POOLINGS", "LIKELIHOODS"]
 
@@ -128,11 +112,6 @@ POOLINGS = ("partial", "shared", "none")
 #: :class:`~bayes_gp.LatentGP` by :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP`
 #: (Laplace, dense latent covariance), which ``HierarchicalGP(..., likelihood=...)`` builds.
 LIKELIHOODS = ("gaussian", "poisson", "negative_binomial", "binomial", "bernoulli", "student_t")
-
-
-class HSGPCostWarning(UserWarning):
-    """``approx="hsgp"`` with at least as many basis functions as the largest group has rows:
-    slower than the exact structured likelihood it approximates."""
 
 
 #: The class that fits the non-Gaussian likelihoods (:func:`register_latent_model`).
@@ -536,12 +515,20 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
     sample_options: ClassVar[dict[str, Any]] = {"log_likelihood": True}
 
     def __new__(cls, *args, likelihood: str = "gaussian", **kwargs):
-        """A non-Gaussian ``likelihood`` builds the latent hierarchical model
-        (:class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP`, registered as a virtual
-        subclass of this class) with the same arguments; ``"gaussian"`` this class. Unpickling
-        calls ``__new__`` without arguments: this class."""
+        """The previous release's dispatch, kept for one release: a non-Gaussian
+        ``likelihood`` builds :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` (a
+        virtual subclass of this class) with a ``FutureWarning`` naming the explicit forms,
+        ``HierarchicalLatentGP(...)`` or :func:`~bayes_gp.hierarchical.factory.hierarchical_gp`.
+        Unpickling calls ``__new__`` without arguments: this class."""
         if cls is HierarchicalGP and likelihood != "gaussian":
             check_likelihood(likelihood)
+            warnings.warn(
+                f"HierarchicalGP(..., likelihood={likelihood!r}) builds a HierarchicalLatentGP; "
+                "call bayes_gp.HierarchicalLatentGP(...) or bayes_gp.hierarchical_gp(..., "
+                "likelihood=...) instead (this form works for one release)",
+                FutureWarning,
+                stacklevel=2,
+            )
             # registered by bayes_gp.hierarchical.latent, which the package imports (this
             # module does not: latent.py builds on it)
             return _LATENT_MODEL[0](*args, likelihood=likelihood, **kwargs)
@@ -573,8 +560,8 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         check_likelihood(likelihood)
         if likelihood != "gaussian":  # only a subclass gets here (__new__ dispatches)
             raise ValueError(
-                f"`likelihood`: {likelihood!r} is fitted by HierarchicalLatentGP, not by "
-                f"{type(self).__name__}"
+                f"`likelihood`: {likelihood!r} is fitted by HierarchicalLatentGP (or "
+                f"bayes_gp.hierarchical_gp), not by {type(self).__name__}"
             )
         for name, value in (("exposure", exposure), ("trials", trials), ("link", link)):
             if value is not None:
@@ -592,18 +579,6 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         self.kernel = kernel
         self.spec = kernel_spec(kernel)
         self.approx = approx_spec(approx, approx_options, X)
-        if self.approx is not None and self.approx.name != "hsgp":
-            raise ValueError(
-                f"`approx`: HierarchicalGP supports None (exact) or 'hsgp', got {approx!r}"
-            )
-        self._hsgp_terms = None
-        if self.approx is not None:
-            if X.shape[1] > MAX_DIMS:
-                raise ValueError(
-                    f"approx='hsgp' supports 1 or 2 input columns (prod(m) basis functions), "
-                    f"got {X.shape[1]}: {self.x_names}"
-                )
-            self._hsgp_terms = hsgp_terms(self.spec)
         self.shared = bool(shared)
         self.random_intercept = bool(random_intercept)
         self.likelihood = likelihood
@@ -617,6 +592,8 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                 f"{self._prior_names()}"
             )
         self._init_jitter(jitter, self.scale.y_sd**2, DEFAULT_JITTER)
+        #: The likelihood strategy (:mod:`bayes_gp.hierarchical.strategy`): exact or HSGP.
+        self.marginal = strategy(self, self.approx)
         self.model = self._build()
         self._fns: dict = {}
         self._factors: OrderedDict = OrderedDict()
@@ -638,18 +615,8 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                 mu = mu + pt.dot(f64(self.Xc - self.c_mean), self._beta_t)
             theta_group = pt.stack([pt.cast(c, "float64") for c in columns], axis=1)
             theta_shared = pt.stack([pt.cast(pt.as_tensor_variable(v), "float64") for v in shared])
-            if self.approx is not None:
-                self._hsgp_setup(theta_group, theta_shared)
-
-                def logp(value, mu, tg, ts):
-                    return hsgp_structured_logp(value - mu, self.hsgp_stats,
-                                                *self._hsgp_weights(tg, ts))  # fmt: skip
-            else:
-
-                def logp(value, mu, tg, ts):
-                    return padded_structured_logp(value - mu, *self._likelihood_args(tg, ts))
-
-            pm.CustomDist("y", mu, theta_group, theta_shared, logp=logp,
+            self.marginal.setup(theta_group, theta_shared)
+            pm.CustomDist("y", mu, theta_group, theta_shared, logp=self.marginal.logp,
                           signature="(n),(g,p),(q)->(n)", observed=self.y, dims="obs")  # fmt: skip
         self._mu, self._tg, self._ts, self._population = mu, theta_group, theta_shared, population
         return model
@@ -695,109 +662,16 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
             K0 = self._population_kernel(ts, U, U) + jitter * pt.eye(self.U.shape[0])
         return A, K0
 
-    # ------------------------------------------------------------------- HSGP
-    def _hsgp_setup(self, tg, ts) -> None:
-        """Choose ``m`` and ``c`` (given or by the default rule), build the common basis
-        (:attr:`hsgp_basis`) and the data's Gram matrices (:attr:`hsgp_stats`); refuse a
-        spectral density without a gradient (a learned ``ratquad`` ``alpha``)."""
-        spec, D = self.approx, self.X.shape[1]
-        if spec.m is not None and spec.c is not None:
-            m, c = spec.m, spec.c
-        else:  # the rule over the group kernel (first group: exchangeable) and f0's
-            covs = [self.spec.build(D, {p: tg[0, j] for j, p in enumerate(self.spec.params)})]
-            if self.shared:
-                covs.append(self.spec.build(D, {p: ts[j] for j, p in enumerate(self.spec.params)}))
-            rules = [hsgp_m_c(cov, self.X, c=spec.c) for cov in covs]
-            c = np.max([rc for _, rc in rules], axis=0)  # one box for every function
-            m_rule = np.max([rm if np.array_equal(rc, c) else hsgp_m_c(cov, self.X, c=c)[0]
-                             for cov, (rm, rc) in zip(covs, rules, strict=True)], axis=0)  # fmt: skip
-            m = m_rule if spec.m is None else spec.m
-            if spec.m is None and int(np.prod(m)) > HSGP_MAX_DEFAULT_BASIS:
-                raise ValueError(
-                    f"the default HSGP rule asks for m={[int(v) for v in m]} ({int(np.prod(m))} "
-                    f"basis functions, c={[round(float(v), 2) for v in c]}) to resolve the "
-                    f"central 95% of the length-scale priors; more than {HSGP_MAX_DEFAULT_BASIS}. "
-                    "Give approx_options={'m': ..., 'c': ...} (accepting a coarser approximation "
-                    "of short length-scales) or narrow the length-scale priors"
-                )
-        n_max, p = max(idx.size for idx in self.rows), int(np.prod(m))
-        if p >= n_max:
-            warnings.warn(
-                f"approx='hsgp' with {p} basis functions per group (m={[int(v) for v in m]}) "
-                f"costs more than the exact structured likelihood, whose largest group has "
-                f"{n_max} rows (per gradient O(G m^3) against O(G n_max^3)): the basis pays "
-                "off for groups of many points; use approx=None here",
-                HSGPCostWarning,
-                stacklevel=4,
-            )
-        self.hsgp_basis = HSGPBasis.of(self.X, m, c)
-        self.hsgp_stats = HSGPStats.of(self.hsgp_basis, self.X, self.codes, len(self.labels),
-                                       self.random_intercept)  # fmt: skip
-        Dg, _, D0 = self._hsgp_weights(tg, ts)
-        wrt = list(pm.modelcontext(None).free_RVs)
-        if wrt:
-            try:
-                pytensor.grad(pt.sum(Dg) + (0.0 if D0 is None else pt.sum(D0)), wrt,
-                              disconnected_inputs="ignore")  # fmt: skip
-            except Exception as exc:  # NullTypeGradError and friends
-                raise ValueError(
-                    "approx='hsgp': the kernel's spectral density has no gradient in one of its "
-                    f"hyperparameters ({type(exc).__name__}); fix it (e.g. ratquad's alpha: "
-                    "priors={'alpha': 2.0}) or use the exact likelihood"
-                ) from None
+    @property
+    def hsgp_basis(self):
+        """The common basis of ``approx="hsgp"``
+        (:class:`~bayes_gp.hierarchical.hsgp.HSGPBasis`; ``None`` for the exact likelihood)."""
+        return getattr(self.marginal, "basis", None)
 
-    def _hsgp_weights(self, tg, ts):
-        r"""``(D_g (G, p), s (G,), D_0 (M,) or None)`` of
-        :func:`~bayes_gp.hierarchical.hsgp.hsgp_structured_logp`: square roots of the spectral
-        densities at each group's (and :math:`f_0`'s) hyperparameters, :math:`\tau_b` for the intercept column, and
-        :math:`s_g = \sigma_g^2 + \epsilon`."""
-        P, D = len(self.spec.params), self.X.shape[1]
-        sq = self.hsgp_basis.sqrt_eig
-        Dg = sqrt_spectral_densities(self._hsgp_terms, list(self.spec.params), tg[:, :P], sq, D,
-                                     self._fixed_kernel)  # fmt: skip
-        if self.random_intercept:
-            tau = ts[P if self.shared else 0]
-            Dg = pt.concatenate([Dg, pt.ones((tg.shape[0], 1)) * tau], axis=1)
-        s = pt.square(tg[:, -1]) + ts[-1]
-        D0 = None
-        if self.shared:
-            D0 = sqrt_spectral_densities(self._hsgp_terms, list(self.spec.params),
-                                         ts[None, :P], sq, D, self._fixed_kernel)[0]  # fmt: skip
-        return Dg, s, D0
-
-    def _hsgp_psi(self, Xs: np.ndarray) -> np.ndarray:
-        r"""Rows :math:`\psi = [\phi(x), 1]` (the ones with intercepts) at ``Xs``; inputs
-        outside the box raise a ``ValueError``."""
-        Phi = self.hsgp_basis.phi(Xs)
-        return np.hstack([Phi, np.ones((Phi.shape[0], 1))]) if self.random_intercept else Phi
-
-    def _hsgp_row_sd(self, row, ts) -> np.ndarray:
-        """:math:`D` of a group with the hyperparameter row ``row`` (a new group's)."""
-
-        def build():
-            r, t = pt.dvector("row"), pt.dvector("ts")
-            Dg = self._hsgp_weights(r[None, :], t)[0][0]
-            return pytensor.function([r, t], Dg, mode=EAGER_MODE, on_unused_input="ignore")
-
-        return np.asarray(self._fn("hsgp_row", build)(np.asarray(row, float),
-                                                       np.asarray(ts, float)))  # fmt: skip
-
-    def _hsgp_factor_at(self, values):
-        """``(mu, tg, ts, Dg, s, D0)`` as NumPy arrays at ``values``."""
-
-        def build():
-            def outputs(_):
-                Dg, s, D0 = self._hsgp_weights(self._tg, self._ts)
-                return [self._mu, self._tg, self._ts, Dg, s, *([] if D0 is None else [D0])]
-
-            return function_of_values(self.model.free_RVs, outputs)
-
-        out = self._fn("hsgp_train", build)(*values, np.zeros((0, 1)))
-        return (*out[:5], out[5] if self.shared else None)
-
-    def _likelihood_args(self, tg, ts):
-        A, K0 = self._blocks(tg, ts)
-        return A, self.layout, K0
+    @property
+    def hsgp_stats(self):
+        """The data's Gram matrices of ``approx="hsgp"`` (``None`` for the exact likelihood)."""
+        return getattr(self.marginal, "stats", None)
 
     # --------------------------------------------------------- numeric helpers
     @property
@@ -833,38 +707,16 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
 
         return self._fn("kernels", build)
 
-    def _numeric_blocks(self, values):
-        """``(mu, tg, ts, A blocks, K0)`` as NumPy arrays at ``values`` (one compiled call)."""
-
-        def build():
-            def outputs(_):
-                A, K0 = self._blocks(self._tg, self._ts)
-                return [self._mu, self._tg, self._ts, A, *([] if K0 is None else [K0])]
-
-            return function_of_values(self.model.free_RVs, outputs)
-
-        out = self._fn("train", build)(*values, np.zeros((0, 1)))
-        mu, tg, ts, A = out[:4]
-        blocks = [A[g, : idx.size, : idx.size] for g, idx in enumerate(self.rows)]
-        return mu, tg, ts, blocks, (out[4] if self.shared else None)
-
     def _factor(self, values):
-        """``(mu, tg, ts, StructuredFactor, alpha = C^{-1}(y - mu))``, cached; with
-        ``approx="hsgp"`` ``(mu, tg, ts, HSGPFactor, None)``."""
+        """The likelihood strategy's ``(mu, tg, ts, factor, alpha)`` at ``values``
+        (:meth:`~bayes_gp.hierarchical.strategy.GroupedLikelihood.factor`), cached."""
         key = b"|".join([np.ascontiguousarray(v, float).tobytes() for v in values]
                         + [np.float64(self.jitter).tobytes()])  # fmt: skip
         hit = self._factors.get(key)
         if hit is not None:
             self._factors.move_to_end(key)
             return hit
-        if self.approx is not None:  # HSGP: the arrow factorisation, no n_g x n_g block
-            mu, tg, ts, Dg, s, D0 = self._hsgp_factor_at(values)
-            fac = HSGPFactor.of(self.hsgp_stats, Dg, s, D0, self.y - mu)
-            hit = (mu, tg, ts, fac, None)
-        else:
-            mu, tg, ts, blocks, K0 = self._numeric_blocks(values)
-            fac = StructuredFactor.of(blocks, self.rows, K0, self.u_index)
-            hit = (mu, tg, ts, fac, fac.solve(self.y - mu))
+        hit = self.marginal.factor(values)
         self._factors[key] = hit
         while len(self._factors) > MAX_FACTORS:
             self._factors.popitem(last=False)
@@ -872,66 +724,12 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
 
     @single_blas_thread
     def check_jitter(self, random_seed: int | None = None) -> JitterChoice:
-        """Pre-flight Cholesky check (:func:`bayes_gp.inference.jitter.choose_jitter`) of every
-        block :math:`A_g` and of :math:`K_0` at the initial point and at prior draws; raises the
-        jitter until all factorise and sets the model's jitter to it."""
+        """Pre-flight check of the likelihood strategy's factorisation at the initial point and
+        at prior draws (exact: :func:`bayes_gp.inference.jitter.choose_jitter` over every block
+        :math:`A_g` and :math:`K_0`; HSGP: the arrow factor); raises the jitter until all
+        factorise and sets the model's jitter to it."""
         points = check_points(self.model, self.model.free_RVs, N_PRIOR_DRAWS, random_seed)
-        if self.approx is not None:
-            return self._hsgp_check_jitter(points)
-        current = self.jitter
-        def matrices_at(values):
-            _, _, _, blocks, K0 = self._numeric_blocks(values)
-            return [*blocks, *([] if K0 is None else [K0])]
-
-        found, skipped = finite_at_points(points, matrices_at)
-        matrices = [A - current * np.eye(A.shape[0]) for mats in found for A in mats]
-        choice = choose_jitter(matrices, self.default_jitter, advice=advice(self.X),
-                               n_skipped=skipped)  # fmt: skip
-        choice = dataclasses.replace(choice, n_points=len(points) - skipped)
-        self.set_jitter(choice.jitter)
-        return choice
-
-    def _hsgp_check_jitter(self, points) -> JitterChoice:
-        r"""The pre-flight check of the HSGP likelihood: it factorises :math:`M_g = I +
-        D_g\Psi_g^\top\Psi_g D_g/s_g` and the Schur complement :math:`B` (identity plus
-        positive semi-definite matrices), which fail only when :math:`s_g = \sigma_g^2 +
-        \epsilon` is so small that rounding breaks them: the jitter :math:`\epsilon` grows
-        tenfold (up to ``MAX_RELATIVE_JITTER`` times var(y)) until every point factorises."""
-        from bayes_gp.inference.jitter import MAX_RELATIVE_JITTER
-
-        current = start = self.jitter
-        top = MAX_RELATIVE_JITTER * self.scale.y_sd**2
-        jitter = max(start, 1e-12 * self.scale.y_sd**2)
-        terms, skipped = [], 0
-        for i, values in enumerate(points):
-            with np.errstate(all="ignore"):
-                mu, _, _, Dg, s, D0 = self._hsgp_factor_at(values)
-            arrays = [mu, Dg, s, *([] if D0 is None else [D0])]
-            if not all(np.all(np.isfinite(a)) for a in arrays):
-                if i == 0:
-                    raise ValueError(
-                        "the kernel's spectral density gives NaN or infinite values at the "
-                        "model's initial point; rescale the inputs or check the priors"
-                    )
-                skipped += 1
-                continue
-            terms.append((mu, Dg, s - current, D0))
-        jitter = start
-        while True:
-            try:
-                for mu, Dg, s0, D0 in terms:
-                    HSGPFactor.of(self.hsgp_stats, Dg, s0 + jitter, D0, self.y - mu)
-                break
-            except np.linalg.LinAlgError:
-                if jitter >= top:
-                    raise ValueError(
-                        f"the HSGP likelihood does not factorise at prior draws even with jitter "
-                        f"{jitter:.3g}: the noise sigma is too small against the kernel "
-                        "amplitude; give sigma a prior away from 0"
-                    ) from None
-                jitter = max(10.0 * jitter, 1e-12 * self.scale.y_sd**2)
-        self.set_jitter(jitter)
-        return JitterChoice(float(jitter), float(self.default_jitter), len(terms), skipped)
+        return self.marginal.check_jitter(points)
 
     @single_blas_thread
     def log_marginal_likelihood(self, params: Mapping[str, Any], *, eval_gradient: bool = False):
@@ -948,9 +746,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
                      for n, g in zip(self.hyperparameters, out[1:], strict=True)}  # fmt: skip
             return float(out[0]), grads
         mu, _, _, fac, _ = self._factor(values)
-        if self.approx is not None:
-            return fac.logp
-        return fac.log_density(self.y - mu)
+        return self.marginal.log_density(fac, mu)
 
     # ------------------------------------------------------------------ fitting
     def _check_fittable(self) -> None:
@@ -1010,56 +806,9 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         return np.asarray(fn(*values, np.zeros((0, 1)))[0], float)
 
     def _predict_at(self, values, Xn, Cn, codes, include_noise, rng):
-        """Mean and variance of :math:`f_*` (or :math:`y_*`) at one hyperparameter value."""
-        if self.approx is not None:
-            return self._hsgp_predict_at(values, Xn, Cn, codes, include_noise, rng)
-        _, tg, ts, fac, alpha = self._factor(values)
-        kern = self._kernels()
-        beta = self._beta(values)
-        mean = np.full(Xn.shape[0], self.scale.y_mean) + (Cn @ beta if beta.size else 0.0)
-        var = np.empty(Xn.shape[0])
-        new_row = None
-        for g in np.unique(codes):
-            at = np.flatnonzero(codes == g)
-            Xs = Xn[at]
-            if g >= 0:
-                row = tg[g]
-            else:
-                if new_row is None:
-                    new_row = self._new_group_row(values, tg, rng)
-                row = new_row
-            _, kg_diag, K0us, k0_diag = kern(row, ts, self.U, Xs)
-            Kx = K0us[self.u_index] if self.shared else np.zeros((self.X.shape[0], at.size))
-            if g >= 0:  # the group's own deviation and intercept covary with its rows
-                idx = self.rows[g]
-                Kx[idx] += kern(row, ts, self.X[idx], Xs)[0]
-            mean[at] += Kx.T @ alpha
-            v = kg_diag + k0_diag - np.sum(Kx * fac.solve(Kx), axis=0)
-            var[at] = np.maximum(v, 0.0) + (row[-1] ** 2 if include_noise else 0.0)
-        return mean, var, fac.jitter
-
-    def _hsgp_predict_at(self, values, Xn, Cn, codes, include_noise, rng):
-        r""":meth:`_predict_at` for the HSGP model: the posterior of the whitened weights
-        (:meth:`~bayes_gp.hierarchical.hsgp.HSGPFactor.predict`); a new group adds its
-        deviation's HSGP prior variance :math:`\sum_j \psi_j(x_*)^2 S_{\theta_*}(\sqrt{\lambda_j})`
-        (with :math:`\tau_b^2`) to :math:`f_0`'s posterior."""
-        _, tg, ts, fac, _ = self._factor(values)
-        beta = self._beta(values)
-        mean = np.full(Xn.shape[0], self.scale.y_mean) + (Cn @ beta if beta.size else 0.0)
-        var = np.empty(Xn.shape[0])
-        for g in np.unique(codes):
-            at = np.flatnonzero(codes == g)
-            Psi = self._hsgp_psi(Xn[at])
-            if g >= 0:
-                row = tg[g]
-                m_, v_ = fac.predict(int(g), Psi)
-            else:
-                row = self._new_group_row(values, tg, rng)
-                m_, v_ = fac.predict(None, Psi)
-                v_ = v_ + np.sum(np.square(Psi * self._hsgp_row_sd(row, ts)), axis=1)
-            mean[at] += m_
-            var[at] = np.maximum(v_, 0.0) + (row[-1] ** 2 if include_noise else 0.0)
-        return mean, var, 0.0
+        """Mean and variance of :math:`f_*` (or :math:`y_*`) at one hyperparameter value
+        (the likelihood strategy's predictive equations)."""
+        return self.marginal.predict_at(values, Xn, Cn, codes, include_noise, rng)
 
     def _components(self, Xn, Cn, codes, fit, include_noise: bool, max_draws: int, seed: int):
         """Per posterior draw (one row for a MAP fit), the predictive means and variances at the
@@ -1275,10 +1024,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
             ("pooling", pooling),
             ("random intercepts", "yes (integrated out)" if self.random_intercept else "no"),
             ("covariates", ", ".join(map(str, self.covariates)) or "none"),
-            ("likelihood", "Gaussian, f0, f_g integrated out exactly (block + Woodbury)"
-             if self.approx is None else
-             f"Gaussian, HSGP f0, f_g (m={np.asarray(self.hsgp_basis.m).tolist()}, "
-             f"c={[round(v, 2) for v in self.hsgp_basis.c]}), weights integrated out"),
+            ("likelihood", self.marginal.description()),
             ("groups", len(self.labels)),
             ("observations n", self.X.shape[0]),
             ("distinct inputs m", self.U.shape[0]),

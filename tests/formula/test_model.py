@@ -253,11 +253,11 @@ def test_a_shared_and_a_per_group_gp_are_the_hierarchical_model(family):
     """HierarchicalGP(shared=True, pooling='shared', random_intercept=True) is
     y ~ 0 + gp(t) + gp(t, by=site) + (1|site) + offset(its fixed mean): log marginal likelihood
     (Laplace evidence for Poisson) and gradient equal to 1e-10."""
-    from bayes_gp import HierarchicalGP
+    from bayes_gp import hierarchical_gp
 
     y = "y" if family == "gaussian" else "counts"
-    h = HierarchicalGP(DATA, "t", y, "site", "expquad", shared=True, pooling="shared",
-                       random_intercept=True, likelihood=family)  # fmt: skip
+    h = hierarchical_gp(DATA, "t", y, "site", "expquad", shared=True, pooling="shared",
+                        random_intercept=True, likelihood=family)  # fmt: skip
     d = DATA.assign(m0=h.scale.y_mean)  # the hierarchical model's fixed mean
     # HierarchicalGP adds its jitter to K0 and to each group's block: twice on the diagonal
     jitter = {"jitter": 2e-10} if family == "gaussian" else {}

@@ -236,7 +236,7 @@ def test_prior_blocks_vectorised_over_draws_equal_the_blocks_of_each_draw(kernel
     values = pm.draw(gp.model.free_RVs, draws=3, random_seed=2)
     mu, A, K0 = gp._batched_blocks()(*values)
     for i in range(3):
-        mu_i, _, _, blocks, K0_i = gp._numeric_blocks([v[i] for v in values])
+        mu_i, _, _, blocks, K0_i = gp.marginal.numeric_blocks([v[i] for v in values])
         np.testing.assert_allclose(mu[i], mu_i, rtol=1e-14)
         np.testing.assert_allclose(K0[i], K0_i, rtol=1e-14)  # to rounding
         for g, B in enumerate(blocks):

@@ -11,7 +11,7 @@ import pymc as pm
 import pytest
 
 from bayes_gp import HierarchicalGP, LatentGP
-from bayes_gp.hierarchical import HierarchicalLatentGP
+from bayes_gp.hierarchical import HierarchicalLatentGP, hierarchical_gp
 from bayes_gp.hierarchical.latent import MAX_LATENT_ROWS
 from bayes_gp.latent.model import LatentFit
 
@@ -45,7 +45,7 @@ def _frame(seed=0, sizes=(6, 4, 7)):
 @pytest.mark.parametrize("likelihood,y", [("poisson", "count"), ("bernoulli", "hit")])
 def test_one_group_without_pooling_equals_latentgp(likelihood, y):
     df = _frame(sizes=(8,))
-    hgp = HierarchicalGP(df, "t", y, "subject", shared=False, pooling="none", likelihood=likelihood)
+    hgp = hierarchical_gp(df, "t", y, "subject", shared=False, pooling="none", likelihood=likelihood)
     assert isinstance(hgp, HierarchicalLatentGP) and isinstance(hgp, HierarchicalGP)
     assert hgp.hyperparameters == ["ls_group", "eta_group"]  # no sigma
     lgp = LatentGP(df[["t"]].to_numpy(), df[y].to_numpy(), "expquad", likelihood)
@@ -77,7 +77,7 @@ def test_latent_covariance_is_the_gaussian_models_without_noise(kernel):
     df = _frame(2)
     kw = dict(random_intercept=True, covariates=["c"], pooling={"ls": "partial", "eta": "none"}
               if kernel == "expquad" else None)  # fmt: skip
-    lat = HierarchicalGP(df, "t", "count", "subject", kernel, likelihood="poisson", **kw)
+    lat = HierarchicalLatentGP(df, "t", "count", "subject", kernel, likelihood="poisson", **kw)
     gau = HierarchicalGP(df, "t", "count", "subject", kernel, **kw)
     rng = np.random.default_rng(3)
     params = _params(gau, rng)
@@ -85,7 +85,7 @@ def test_latent_covariance_is_the_gaussian_models_without_noise(kernel):
     values = lat._values({k: v for k, v in params.items() if k != "sigma"})
     K, m, _ = lat._train(values)
     K = K - lat.jitter * np.eye(len(df))
-    _, tg, _, blocks, K0 = gau._numeric_blocks(gau._values(params))
+    _, tg, _, blocks, K0 = gau.marginal.numeric_blocks(gau._values(params))
     C = (K0 - gau.jitter * np.eye(K0.shape[0]))[np.ix_(gau.u_index, gau.u_index)]
     for g, idx in enumerate(gau.rows):
         C[np.ix_(idx, idx)] += blocks[g] - (tg[g, -1] ** 2 + gau.jitter) * np.eye(idx.size)
@@ -110,7 +110,7 @@ def test_latent_covariance_is_the_gaussian_models_without_noise(kernel):
 def test_matern_sum_covariance_equals_numpy():
     """The per-group (unbatched) path of a sum kernel, without f0, against NumPy."""
     df = _frame(5)
-    gp = HierarchicalGP(df, "t", "hit", "subject", "matern32 + expquad", shared=False,
+    gp = HierarchicalLatentGP(df, "t", "hit", "subject", "matern32 + expquad", shared=False,
                         likelihood="bernoulli", pooling="none")  # fmt: skip
     rng = np.random.default_rng(1)
     params = _params(gp, rng)
@@ -131,7 +131,7 @@ def test_evidence_gradient_equals_finite_differences():
     (Laplace Op, R&W Alg. 5.1 generalised) against central differences of the evidence
     computed by the NumPy Laplace solver."""
     df = _frame(7)
-    gp = HierarchicalGP(df, "t", "count", "subject", likelihood="negative_binomial",
+    gp = HierarchicalLatentGP(df, "t", "count", "subject", likelihood="negative_binomial",
                         exposure="E", random_intercept=True, covariates="c")  # fmt: skip
     assert "dispersion" in gp.hyperparameters and "sigma" not in gp.hyperparameters
     params = _params(gp, np.random.default_rng(2))
@@ -174,7 +174,7 @@ def _simulate(seed=4):
 @pytest.fixture(scope="module")
 def simulated():
     df = _simulate()
-    gp = HierarchicalGP(df, "x", "y", "g", shared=False, likelihood="poisson")
+    gp = HierarchicalLatentGP(df, "x", "y", "g", shared=False, likelihood="poisson")
     return df, gp, gp.fit_map(n_restarts=2, random_seed=0)
 
 
@@ -188,7 +188,7 @@ def test_map_recovers_the_population_and_shrinks_a_small_group(simulated):
     assert abs(float(p["eta_mu"]) - np.log(TRUE_ETA)) < 0.3
     mu = float(p["ls_mu"])
     small_partial = float(p["ls_mu"] + p["ls_tau"] * p["ls_z"][6])
-    none = HierarchicalGP(df, "x", "y", "g", shared=False, likelihood="poisson",
+    none = HierarchicalLatentGP(df, "x", "y", "g", shared=False, likelihood="poisson",
                           pooling={"ls": "none"})  # fmt: skip
     small_none = float(np.log(none.fit_map(n_restarts=2, random_seed=0).params["ls_group"][6]))
     # unpooled, the 3-point group's length-scale follows its own prior (centred on log 8;
@@ -235,7 +235,7 @@ def test_short_nuts_run_and_its_predictions():
     import arviz as az
 
     df = _frame(1, sizes=(8, 8, 8))
-    gp = HierarchicalGP(df, "t", "count", "subject", shared=False, likelihood="poisson",
+    gp = HierarchicalLatentGP(df, "t", "count", "subject", shared=False, likelihood="poisson",
                         pooling="shared", exposure="E")  # fmt: skip
     idata = gp.sample(draws=150, tune=150, chains=2, sampler="pymc", random_seed=1)
     rhat = az.rhat(idata["posterior"].to_dataset()[["ls", "eta"]])
@@ -250,8 +250,8 @@ def test_exposure_as_values_or_as_a_column():
     """``exposure=`` takes LatentGP's form too, one value per row: the same model as the
     column name (the same evidence); predictions then take ``size=`` (default 1)."""
     df = _frame(1, sizes=(8, 8, 8))
-    by_name = HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", exposure="E")
-    by_value = HierarchicalGP(df.drop(columns="E"), "t", "count", "subject",
+    by_name = HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", exposure="E")
+    by_value = HierarchicalLatentGP(df.drop(columns="E"), "t", "count", "subject",
                               likelihood="poisson", exposure=df["E"].to_numpy())  # fmt: skip
     ip = by_name.model.initial_point()
     p = {k.removesuffix("_log__"): np.exp(v) if k.endswith("_log__") else v
@@ -259,28 +259,43 @@ def test_exposure_as_values_or_as_a_column():
     assert by_value.log_marginal_likelihood(p) == pytest.approx(
         by_name.log_marginal_likelihood(p), rel=1e-12)
     with pytest.raises(ValueError, match="`exposure` has 3 values for 24 rows"):
-        HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", exposure=[1.0, 2, 3])
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", exposure=[1.0, 2, 3])
+
+
+def test_the_previous_dispatch_warns_and_builds_the_latent_model():
+    """``HierarchicalGP(..., likelihood="poisson")`` (the previous release's form) still builds
+    the latent model, with a FutureWarning naming the explicit forms; the factory picks the
+    class by likelihood."""
+    df = _frame(sizes=(8,))
+    with pytest.warns(FutureWarning, match=r"HierarchicalLatentGP\(\.\.\.\) or bayes_gp\.hierarchical_gp"):
+        old = HierarchicalGP(df, "t", "count", "subject", likelihood="poisson")
+    assert type(old) is HierarchicalLatentGP
+    new = hierarchical_gp(df, "t", "count", "subject", likelihood="poisson")
+    assert type(new) is HierarchicalLatentGP and old.hyperparameters == new.hyperparameters
+    assert type(hierarchical_gp(df, "t", "count", "subject")) is HierarchicalGP
+    with pytest.raises(ValueError, match="'gamma' is not implemented"):
+        hierarchical_gp(df, "t", "count", "subject", likelihood="gamma")
 
 
 # --------------------------------------------------------------------------- bad input
 def test_bad_input_is_named():
     df = _frame()
     with pytest.raises(ValueError, match="'gamma' is not implemented"):
-        HierarchicalGP(df, "t", "count", "subject", likelihood="gamma")
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="gamma")
     with pytest.raises(ValueError, match="`exposure`: column 'expo' is not in the data"):
-        HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", exposure="expo")
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", exposure="expo")
     with pytest.raises(ValueError, match="`trials` applies to the binomial"):
-        HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", trials="n")
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", trials="n")
     with pytest.raises(ValueError, match="`exposure` applies to a non-Gaussian"):
         HierarchicalGP(df, "t", "count", "subject", exposure="E")
     with pytest.raises(ValueError, match=r"approx.*'hsgp'.*dense latent covariance"):
-        HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", approx="hsgp")
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", approx="hsgp")
     big = pd.concat([df] * (MAX_LATENT_ROWS // len(df) + 1), ignore_index=True)
     with pytest.raises(ValueError, match=f"{len(big)} rows.*at most {MAX_LATENT_ROWS}"):
-        HierarchicalGP(big, "t", "count", "subject", likelihood="poisson")
+        HierarchicalLatentGP(big, "t", "count", "subject", likelihood="poisson")
     with pytest.raises(ValueError, match=r"`priors` has unknown names \['sigma'\]"):
-        HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", priors={"sigma": 1.0})
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", priors={"sigma": 1.0})
     with pytest.raises(ValueError, match="`pooling` has unknown names"):
-        HierarchicalGP(df, "t", "count", "subject", likelihood="poisson", pooling={"sigma": "none"})
-    binom = HierarchicalGP(df, "t", "hit", "subject", likelihood="binomial", trials="n")
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", pooling={"sigma": "none"})
+    binom = HierarchicalLatentGP(df, "t", "hit", "subject", likelihood="binomial", trials="n")
     assert dict(binom.describe())["trials"].startswith("5")

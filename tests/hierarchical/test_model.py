@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import multivariate_normal
 
 from bayes_gp import GPRegression
-from bayes_gp.hierarchical import HierarchicalGP
+from bayes_gp.hierarchical import HierarchicalGP, HierarchicalLatentGP
 from bayes_gp.inference.compiled import nutpie_backend
 from bayes_gp.inference.typeii import ConvergenceWarning, MapFit
 from bayes_gp.linalg import EAGER_MODE
@@ -312,7 +312,7 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="'gamma' is not implemented"):
         HierarchicalGP(df, "t", "y", "subject", likelihood="gamma")
     with pytest.raises(ValueError, match="`y` must be non-negative counts"):
-        HierarchicalGP(df, "t", "y", "subject", likelihood="poisson")
+        HierarchicalLatentGP(df, "t", "y", "subject", likelihood="poisson")
     with pytest.raises(ValueError, match="`pooling` has unknown names"):
         HierarchicalGP(df, "t", "y", "subject", pooling={"period": "partial"})
     with pytest.raises(ValueError, match="`pooling` must be one of"):
