@@ -1,5 +1,6 @@
 r"""The hierarchical GP with a non-Gaussian likelihood (counts, proportions, binary outcomes,
-outliers): ``HierarchicalGP(..., likelihood="poisson")``.
+outliers): ``HierarchicalLatentGP(..., likelihood="poisson")`` (or
+:func:`~bayes_gp.hierarchical.factory.hierarchical_gp`, which picks the class by likelihood).
 
 On long-format data (one row per observation, a group label per row),
 
@@ -203,7 +204,7 @@ class HierarchicalMean(pm.gp.mean.Mean):
 @register_latent_model
 class HierarchicalLatentGP(GroupedSpec, LatentGP):
     r"""The hierarchical GP with a non-Gaussian likelihood (module docstring), as
-    ``HierarchicalGP(data, x, y, group, kernel, likelihood=...)`` builds it.
+    ``hierarchical_gp(data, x, y, group, kernel, likelihood=...)`` builds it.
 
     Parameters
     ----------
