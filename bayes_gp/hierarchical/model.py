@@ -47,8 +47,9 @@ fresh deviation from the population distribution of the group hyperparameters).
 
 A non-Gaussian likelihood (``likelihood="poisson"``, ``"negative_binomial"``, ``"binomial"``,
 ``"bernoulli"``, ``"student_t"``) puts the same hierarchy on the latent scale,
-:math:`y_{gi} \sim p(y \mid m(x_{gi}) + f_0(x_{gi}) + f_g(x_{gi}) + b_g)`: the constructor then
-returns the latent model :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` (Laplace
+:math:`y_{gi} \sim p(y \mid m(x_{gi}) + f_0(x_{gi}) + f_g(x_{gi}) + b_g)`: the latent model
+:class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` (or
+:func:`~bayes_gp.hierarchical.factory.hierarchical_gp`, which picks the class by likelihood; Laplace
 with the dense latent covariance :math:`C - \operatorname{diag}(\sigma_g^2)`, at most
 :data:`~bayes_gp.hierarchical.latent.MAX_LATENT_ROWS` rows), with the same pooling choices,
 priors and variable names (:mod:`bayes_gp.hierarchical.latent`). Both share
@@ -472,10 +473,12 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         (log link), ``"binomial"`` (logit), ``"bernoulli"`` (``link="logit"`` or
         ``"probit"``), ``"student_t"``: :math:`y_{gi} \\sim p(y \\mid f_{gi}, \\phi)` with
         the latent :math:`f_{gi} = m(x_{gi}) + f_0(x_{gi}) + f_g(x_{gi}) + b_g` integrated out
-        by the Laplace approximation with the dense :math:`N \\times N` latent covariance; the
-        constructor then returns a
+        by the Laplace approximation with the dense :math:`N \\times N` latent covariance, by
         :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP` (an instance of this class
-        too, for ``isinstance``), with :class:`~bayes_gp.LatentGP`'s fits (``fit_map`` =
+        too, for ``isinstance``; build it directly or by
+        :func:`~bayes_gp.hierarchical.factory.hierarchical_gp`: the constructor of this class
+        still returns one for a non-Gaussian likelihood, with a ``FutureWarning``, for one
+        release), with :class:`~bayes_gp.LatentGP`'s fits (``fit_map`` =
         ``fit_laplace``, ``sample(method="nuts"|"nuts_joint")``, ``fit_vi``), the same pooling,
         priors and group-variable names, no ``sigma`` (the likelihood's own parameters, e.g.
         ``dispersion`` or ``nu``, are shared by all groups), at most
