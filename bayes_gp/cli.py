@@ -9,9 +9,9 @@ list
     The declared models (``models/``).
 fit
     Fit a declared model, or a model on a CSV file (``--x``, ``--y``, ``--kernel``, ``--task``),
-    by NUTS, MAP (ML-II), Laplace or EP; write the posterior (netCDF), predictions (CSV), a
-    ``fit.json`` record and ``report.html`` into a directory, atomically
-    (:func:`bayes_gp.workflow.save`).
+    by NUTS, MAP (ML-II), Laplace or EP; write the posterior (netCDF), predictions (CSV; with
+    ``--predict FILE`` also at FILE's rows), a ``fit.json`` record and ``report.html`` into a
+    directory, atomically (:func:`bayes_gp.workflow.save`).
 report
     Rebuild ``report.html`` of a result directory.
 
@@ -142,7 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit a declared model or a CSV file; write posterior, predictions and report",
         description="Fit MODEL (a declared model, see `bayes-gp list`, or a CSV file with --x, "
         "--y) and write posterior.nc, predictions.csv, fit.json and report.html into --out DIR, "
-        "atomically: DIR holds either the previous result or the complete new one.",
+        "atomically: DIR holds either the previous result or the complete new one. "
+        "predictions.csv puts every prediction on the scale of the observed column: with "
+        "--exposure (--trials) mean, sd, lower_94 and upper_94 are those of y at the row's "
+        "exposure (trials), beside the observed count, and mean_per_unit_exposure "
+        "(mean_per_trial) is the rate (probability); latent_mean and latent_sd are on the link "
+        "scale. fit.json's prediction_columns says what each column holds.",
     )
     p.add_argument(
         "model",
@@ -180,6 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--fast", action="store_true", help="the model's fast settings: smaller data, fewer draws"
     )
     p.add_argument("--no-report", action="store_true", help="skip report.html")
+    p.add_argument(
+        "--predict",
+        metavar="CSV",
+        help="also predict at the rows of this CSV file (the model's input columns, as in the "
+        "training data, and its --exposure / --trials column where it has one; a formula "
+        "model: the formula's columns) and write them, with the file's own columns, to "
+        "predictions_new.csv in DIR (mean, sd, 94%% interval of y at the row's exposure or "
+        "trials, the mean per unit exposure / per trial, the latent mean and sd)",
+    )
     p.add_argument(
         "--formula",
         help="a formula model on a CSV file (with --data): 'y ~ x1 + gp(t) + (1|site)', "
@@ -494,6 +508,9 @@ def _fit(args: argparse.Namespace, formula_model) -> int:
             from bayes_gp.declared import load_model
 
             model, data = load_model(args.model), None  # run loads it, fast or full
+            if args.predict is not None:
+                data = model.load_data(fast=args.fast)
+        new_rows = _read_new_rows(args.predict, model, data)  # before the fit, not after it
         t0 = time.perf_counter()
         result = workflow.run(
             model,
@@ -510,6 +527,9 @@ def _fit(args: argparse.Namespace, formula_model) -> int:
             progressbar=sys.stderr.isatty(),
             data=data,
         )
+        if new_rows is not None:
+            _progress(f"predicting at the {len(new_rows)} rows of {args.predict}")
+            result.new_predictions = result.predict(new_rows, where=f"--predict {args.predict}")
         _progress("writing results" + ("" if args.no_report else " and report"))
         files = workflow.save(result, out, with_report=not args.no_report)
     except CLIError:
@@ -527,6 +547,19 @@ def _fit(args: argparse.Namespace, formula_model) -> int:
         print(f"wrote {f}")
     print(f"done in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _read_new_rows(path: str | None, model, data):
+    """The rows of ``--predict CSV`` (``None`` without it), their columns checked against the
+    model's (:func:`bayes_gp.workflow.scoring.check_new_data`) before anything is fitted."""
+    if path is None:
+        return None
+    from bayes_gp.workflow.scoring import check_new_data
+    from bayes_gp.workflow.spec import _read_csv
+
+    frame = _read_csv(path)
+    check_new_data(model, data, frame, f"--predict {path}")
+    return frame
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

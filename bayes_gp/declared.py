@@ -96,6 +96,9 @@ class Dataset:
     size_train : ndarray or None
         Per training row, the exposure (Poisson / negative-binomial counts) or the number of
         trials (binomial) of a :class:`~bayes_gp.LatentGP`.
+    size_name : str or None
+        The name of that column (the workflow's predictions files name it so, and new data
+        must have it); ``None``: the likelihood's word, ``exposure`` or ``trials``.
     """
 
     X_train: np.ndarray
@@ -108,6 +111,7 @@ class Dataset:
     X_new: np.ndarray | None = None
     notes: dict = field(default_factory=dict)
     size_train: np.ndarray | None = None
+    size_name: str | None = None
 
     def __post_init__(self):
         n, d = np.shape(self.X_train)[0], np.shape(self.X_train)[-1]

@@ -493,6 +493,142 @@ def test_fit_csv_counts_with_exposure_saves_and_reloads(counts_csv, tmp_path):
     np.testing.assert_allclose(gp.likelihood.exposure[:3], np.loadtxt(
         counts_csv, delimiter=",", skiprows=1, usecols=2)[:3])  # fmt: skip
     preds = pd.read_csv(out / "predictions.csv")
-    np.testing.assert_allclose(
-        gp.prediction_columns(preds[["t"]].to_numpy(), again.fit)["mean"], preds["mean"], rtol=1e-9
-    )
+    np.testing.assert_allclose(  # the rate per unit exposure, in a column that says so
+        gp.prediction_columns(preds[["t"]].to_numpy(), again.fit)["mean"],
+        preds["mean_per_unit_exposure"], rtol=1e-9,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def counts_fit(counts_csv):
+    """A Poisson latent GP with exposure ``pop``, fitted by MAP (one restart)."""
+    model = CSVModel(str(counts_csv), ("t",), "cases", likelihood="poisson", exposure="pop")
+    return workflow.run(model, "map", n_restarts=1)
+
+
+def test_count_predictions_are_on_the_scale_of_the_observed_counts(counts_fit):
+    """Defect (issue 37): predictions.csv put the mean per unit exposure beside the observed
+    count. Now mean, sd and the 94% interval are those of the count at the row's exposure (the
+    expected count beside the observed one), the rate has its own column, and fit.json says
+    which scale each column is on."""
+    res, gp = counts_fit, counts_fit.model
+    preds = res.predictions
+    assert list(preds.columns) == ["split", "t", "pop", "mean", "sd", "lower_94", "upper_94",
+                                   "mean_per_unit_exposure", "latent_mean", "latent_sd",
+                                   "cases"]  # fmt: skip
+    np.testing.assert_array_equal(preds["pop"], res.data.size_train)
+    X, pop = preds[["t"]].to_numpy(), preds["pop"].to_numpy()
+    at_pop = gp.predict(X, res.fit, size=pop)
+    np.testing.assert_allclose(preds["mean"], at_pop.mean, rtol=1e-12)
+    np.testing.assert_allclose(preds["sd"], np.sqrt(at_pop.var), rtol=1e-12)
+    np.testing.assert_array_equal(preds["lower_94"], at_pop.lower)
+    np.testing.assert_array_equal(preds["upper_94"], at_pop.upper)
+    np.testing.assert_allclose(preds["mean"], pop * preds["mean_per_unit_exposure"], rtol=1e-9)
+    assert (preds["lower_94"] <= preds["mean"]).all() and (preds["mean"] <= preds["upper_94"]).all()
+    # the observed counts fall in their intervals at their own exposure (not at exposure 1)
+    inside = (preds["cases"] >= preds["lower_94"]) & (preds["cases"] <= preds["upper_94"])
+    assert inside.mean() > 0.85
+    from bayes_gp.workflow.scoring import column_scales
+
+    scales = column_scales(preds, gp, res.data)
+    assert "at the row's pop" in scales["mean"] and "per unit exposure" in scales[
+        "mean_per_unit_exposure"]  # fmt: skip
+    assert "link scale" in scales["latent_mean"] and scales["pop"].startswith("the row's exposure")
+    assert None not in scales.values()
+
+
+def test_predict_at_new_rows_from_python(counts_fit):
+    """``FitResult.predict(frame)``: the frame's own columns, then the prediction columns at each
+    row's exposure; clear errors for missing columns, text, holes, no rows, a clashing name."""
+    res = counts_fit
+    new = pd.DataFrame({"id": ["a", "b", "c"], "t": [1.0, 1.0, 25.0], "pop": [1.0, 2.0, 10.0]})
+    out = res.predict(new)
+    assert list(out.columns[:3]) == ["id", "t", "pop"] and list(out["id"]) == ["a", "b", "c"]
+    at = res.model.predict(new[["t"]].to_numpy(), res.fit, size=new["pop"].to_numpy())
+    np.testing.assert_allclose(out["mean"], at.mean, rtol=1e-12)
+    rate = out["mean_per_unit_exposure"]
+    assert rate[0] == pytest.approx(rate[1]) and out["mean"][1] == pytest.approx(2 * out["mean"][0])
+    bad = [
+        (new.drop(columns="pop"), r"the new data lacks column\(s\) 'pop' \(the model's input "
+         r"column\(s\) t and its exposure column pop; it has id, t\)"),
+        (new.drop(columns=["t", "pop"]), r"lacks column\(s\) 't', 'pop'"),
+        (new.assign(t=["1", "x", "2"]), "column 't' of the new data is not numeric: row 2 holds 'x'"),
+        (new.assign(pop=[1.0, np.nan, 2.0]), r"1 row\(s\) of the new data have missing values "
+         r"in the columns used \(rows 2\)"),
+        (new.iloc[:0], "the new data has no rows"),
+        (new.assign(mean=1.0), "column\\(s\\) 'mean', the names of prediction columns"),
+    ]  # fmt: skip
+    for frame, match in bad:
+        with pytest.raises(ValueError, match=match):
+            res.predict(frame)
+
+
+def test_fit_predict_option_writes_predictions_new(counts_csv, tmp_path):
+    """``bayes-gp fit ... --predict new.csv``: predictions_new.csv (the file's rows and columns,
+    then the predictions at each row's exposure) written with the other files; fit.json says
+    what each column holds; the reloaded result has them."""
+    new = tmp_path / "new.csv"
+    new.write_text("site,t,pop\nx,2.5,1.5\ny,30,4\n")
+    out = tmp_path / "o"
+    rc, stdout, err = _cli("fit", counts_csv, "--x", "t", "--y", "cases", "--likelihood",
+                           "poisson", "--exposure", "pop", "--method", "map", "--restarts", "1",
+                           "--no-report", "--predict", new, "--out", out)  # fmt: skip
+    assert rc == 0, err
+    assert "predictions_new.csv" in stdout
+    got = pd.read_csv(out / workflow.PREDICTIONS_NEW)
+    assert list(got.columns) == ["site", "t", "pop", "mean", "sd", "lower_94", "upper_94",
+                                 "mean_per_unit_exposure", "latent_mean", "latent_sd"]  # fmt: skip
+    again = workflow.load(out)
+    pd.testing.assert_frame_equal(again.new_predictions, got)
+    expected = again.predict(pd.read_csv(new))
+    pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=1e-12)
+    record = json.loads((out / "fit.json").read_text())
+    scales = record["prediction_columns"]
+    assert set(scales) == {"predictions.csv", "predictions_new.csv"}
+    assert scales["predictions_new.csv"]["site"] == "from the new data (as given)"
+    assert "at the row's pop" in scales["predictions.csv"]["upper_94"]
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("t\n1\n", r"--predict .*new.csv lacks column\(s\) 'pop' \(the model's input column\(s\) t "
+         r"and its exposure column pop; it has t\)"),
+        ("t,pop\n1,2\nx,3\n", r"column 't' of --predict .*new.csv is not numeric: row 2 holds 'x'"),
+        (None, "no such file"),
+    ],
+)  # fmt: skip
+def test_fit_predict_option_bad_file_fails_before_the_fit(counts_csv, tmp_path, monkeypatch,
+                                                          content, match):  # fmt: skip
+    """A --predict file the model cannot read is one line, before anything is fitted, and
+    nothing is written."""
+    from bayes_gp.workflow import fitting
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the --predict file was checked")
+
+    monkeypatch.setattr(fitting.FitResult, "__init__", no_fit)
+    new = tmp_path / "new.csv"
+    if content is not None:
+        new.write_text(content)
+    rc, _, err = _cli("fit", counts_csv, "--x", "t", "--y", "cases", "--likelihood", "poisson",
+                      "--exposure", "pop", "--method", "map", "--predict", new,
+                      "--out", tmp_path / "o")  # fmt: skip
+    assert rc == 1
+    assert re.search(match, _one_line_error(err))
+    assert not (tmp_path / "o").exists()
+
+
+def test_fit_predict_option_for_a_gaussian_csv_model(csv_file, tmp_path):
+    """--predict with a regression CSV model: the model's usual columns at the new rows."""
+    new = tmp_path / "grid.csv"
+    new.write_text("x\n-1\n5\n11\n")
+    out = tmp_path / "o"
+    rc, _, err = _cli("fit", csv_file, "--x", "x", "--y", "y", "--method", "map", "--restarts",
+                      "1", "--no-report", "--predict", new, "--out", out)  # fmt: skip
+    assert rc == 0, err
+    got = pd.read_csv(out / workflow.PREDICTIONS_NEW)
+    assert list(got.columns) == ["x", "mean", "sd_f", "sd_y", "lower_94", "upper_94"]
+    again = workflow.load(out)
+    pred = again.model.predict(got[["x"]].to_numpy(), again.fit)
+    np.testing.assert_allclose(got["mean"], pred.mean, rtol=1e-10)

@@ -19,7 +19,16 @@ A result directory holds
     The posterior (NUTS, an ArviZ DataTree in netCDF) or the point estimate (MAP, Laplace, EP: a
     dataset of the hyperparameters, with the log marginal likelihood in its attributes).
 ``predictions.csv``
-    Predictions at the held-out inputs (with the observed values) and at the new inputs.
+    Predictions at the held-out inputs (with the observed values) and at the new inputs (at
+    the training inputs when the data have neither). Every column is on the scale of the
+    observations: for counts with an exposure (or successes out of trials) ``mean``, ``sd``,
+    ``lower_94`` and ``upper_94`` are those of y at the row's exposure (trials), beside the
+    observed count and the exposure column, and ``mean_per_unit_exposure``
+    (``mean_per_trial``) is the rate (probability); ``latent_*`` are on the link scale.
+    ``fit.json``'s ``prediction_columns`` says what each column holds.
+``predictions_new.csv``
+    With ``bayes-gp fit --predict FILE`` (:meth:`FitResult.predict`): FILE's rows with the
+    same prediction columns.
 ``report.html``
     The diagnostic report (:func:`bayes_gp.report.report`).
 
@@ -49,7 +58,7 @@ from bayes_gp.workflow.fitting import describe as describe
 from bayes_gp.workflow.reporting import make_report, provenance
 from bayes_gp.workflow.spec import CSVModel, FormulaCSVModel
 from bayes_gp.workflow.spec import parse_columns as parse_columns
-from bayes_gp.workflow.store import FIT_JSON, POSTERIOR, PREDICTIONS, load, save
+from bayes_gp.workflow.store import FIT_JSON, POSTERIOR, PREDICTIONS, PREDICTIONS_NEW, load, save
 from bayes_gp.workflow.store import REPORT as REPORT
 
 #: :func:`~bayes_gp.workflow.fitting.default_settings` under its name before the split.
@@ -67,4 +76,5 @@ __all__ = [
     "FIT_JSON",
     "POSTERIOR",
     "PREDICTIONS",
+    "PREDICTIONS_NEW",
 ]

@@ -73,6 +73,9 @@ class FitResult:
         report marks every setting that differs from them.
     created : str
         When the fit was made (ISO 8601, local time with UTC offset).
+    new_predictions : DataFrame or None
+        Predictions at new rows (:meth:`predict`) that :func:`~bayes_gp.workflow.save` writes
+        as ``predictions_new.csv`` (``bayes-gp fit --predict FILE`` sets it).
     """
 
     name: str
@@ -88,6 +91,45 @@ class FitResult:
     seconds: dict = field(default_factory=dict)
     defaults: dict = field(default_factory=dict)
     created: str = ""
+    new_predictions: pd.DataFrame | None = None
+
+    def predict(self, new_data, where: str | None = None) -> pd.DataFrame:
+        """Predictions at new rows, on the scales of ``predictions.csv``.
+
+        Parameters
+        ----------
+        new_data : DataFrame, or path to a CSV file with a header row
+            The model's input columns as in the training data (a formula model: the columns
+            its formula uses, groups included) and, where the model has one, the exposure or
+            trials column by its name in the training data; other columns are kept as they
+            are.
+        where : str, optional
+            How errors name the data (default: the file, or "the new data").
+
+        Returns
+        -------
+        DataFrame
+            ``new_data``'s columns, then the model's prediction columns
+            (:func:`~bayes_gp.workflow.scoring.columns_at`: ``mean``, ``sd`` or ``sd_f`` /
+            ``sd_y``, ``lower_94``, ``upper_94`` of :math:`y_*` at each row's exposure or
+            trials, ``mean_per_unit_exposure`` / ``mean_per_trial``, ``latent_mean``, ... as
+            the model has them). Set :attr:`new_predictions` to it to have
+            :func:`~bayes_gp.workflow.save` write it.
+
+        Raises
+        ------
+        ValueError
+            For a file that is missing or not CSV, missing columns (named), a value that is not
+            a number (column and row named), rows with missing values.
+        """
+        from bayes_gp.workflow.scoring import predict_new
+        from bayes_gp.workflow.spec import _read_csv
+
+        if isinstance(new_data, pd.DataFrame):
+            frame, where = new_data, where or "the new data"
+        else:
+            frame, where = _read_csv(str(new_data)), where or str(new_data)
+        return predict_new(self.model, self.data, self.fit, frame, where)
 
     @property
     def kind(self) -> str:

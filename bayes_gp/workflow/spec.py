@@ -243,6 +243,7 @@ class CSVModel:
             target_name=self.y,
             source=str(self.path),
             size_train=used[size].to_numpy(float) if size else None,
+            size_name=size,
         )
 
     def build(self, data: Dataset, method: str | None = None):
@@ -368,7 +369,8 @@ class FormulaCSVModel:
         :func:`bayes_gp.Model` on the data: missing columns, NaN rows, a response the family
         cannot have) without building the model. ``fast`` is ignored: a CSV file has one
         size."""
-        _, (parsed, design, y, *_), _ = self._arguments()
+        _, (parsed, design, y, *_), kwargs = self._arguments()
+        trials = kwargs.get("trials")
         return Dataset(
             X_train=design.X,
             y_train=y,
@@ -376,6 +378,8 @@ class FormulaCSVModel:
             target_name=parsed.response,
             source=str(self.path),
             notes={"formula": self.formula, "family": self.family},
+            size_train=None if trials is None else np.asarray(trials, float),
+            size_name=parsed.trials if trials is not None else None,
         )
 
     def build(self, data: Dataset, method: str | None = None):

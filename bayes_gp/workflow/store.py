@@ -1,9 +1,10 @@
 """Result directories: :func:`save` writes one atomically, :func:`load` reads it back.
 
 :func:`save` stages every file (``fit.json``, ``posterior.nc``, ``predictions.csv``,
-``report.html``) in a temporary sibling directory, flushes them to disk and swaps the directory
-into place (:func:`_swap_into_place`); :func:`load` rebuilds the model from the saved
-specification and data options and restores the fit into it, with its jitter, so that the
+``predictions_new.csv`` where there are predictions at new rows, ``report.html``) in a
+temporary sibling directory, flushes them to disk and swaps the directory into place
+(:func:`_swap_into_place`); :func:`load` rebuilds the model from the saved specification
+and data options and restores the fit into it, with its jitter, so that the
 reloaded result predicts and reports as the saved one did. ``fit.json`` also records the
 provenance of the fit: versions, settings and their defaults, timings, and the report's
 verdicts (:func:`verdict_records`).
@@ -32,7 +33,7 @@ from bayes_gp.workflow.spec import from_spec
 
 __all__ = [
     "save", "load", "approximation_records", "verdict_records", "FIT_JSON", "POSTERIOR",
-    "PREDICTIONS", "REPORT",
+    "PREDICTIONS", "PREDICTIONS_NEW", "REPORT",
 ]  # fmt: skip
 
 FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
@@ -41,6 +42,8 @@ FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
     "predictions.csv",
     "report.html",
 )
+#: Predictions at new rows (``bayes-gp fit --predict FILE``, :attr:`FitResult.new_predictions`).
+PREDICTIONS_NEW = "predictions_new.csv"
 
 
 def _point_dataset(res: FitResult):
@@ -152,6 +155,7 @@ def _fit_record(res: FitResult, report_ok: bool, checks=None, verdicts=None) -> 
         "features": list(res.data.feature_names),
         "target": res.data.target_name,
         "source": res.data.source,
+        "prediction_columns": _prediction_columns(res),
         "scores": res.scores,
         "approximation_checks": approximation_records(res, checks),
         "seconds": res.seconds,
@@ -172,6 +176,17 @@ def _fit_record(res: FitResult, report_ok: bool, checks=None, verdicts=None) -> 
         record["log_marginal_likelihood"] = float(res.fit.log_marginal_likelihood)
         record["fit"] = _fit_details(res.fit)
     return record
+
+
+def _prediction_columns(res: FitResult) -> dict[str, dict]:
+    """Per predictions file, what each column holds and on which scale
+    (:func:`~bayes_gp.workflow.scoring.column_scales`)."""
+    from bayes_gp.workflow.scoring import column_scales
+
+    out = {PREDICTIONS: column_scales(res.predictions, res.model, res.data)}
+    if res.new_predictions is not None:
+        out[PREDICTIONS_NEW] = column_scales(res.new_predictions, res.model, res.data, new=True)
+    return out
 
 
 #: Attributes of a type-II fit that are rebuilt from the data, not saved in ``fit.json``.
@@ -304,6 +319,8 @@ def save(res: FitResult, out: str | os.PathLike, *, with_report: bool = True) ->
         else:
             _point_dataset(res).to_netcdf(stage / POSTERIOR)
         res.predictions.to_csv(stage / PREDICTIONS, index=False)
+        if res.new_predictions is not None:
+            res.new_predictions.to_csv(stage / PREDICTIONS_NEW, index=False)
         report_ok, checks, verdicts = False, None, None
         if with_report:
             rep = make_report(res)
@@ -414,6 +431,8 @@ def load(out: str | os.PathLike) -> FitResult:
     preds = out / PREDICTIONS
     if preds.exists():
         res.predictions = pd.read_csv(preds)
+    if (out / PREDICTIONS_NEW).exists():
+        res.new_predictions = pd.read_csv(out / PREDICTIONS_NEW)
     return res
 
 
