@@ -243,7 +243,7 @@ _OLD_KEYS = {"mean": "mean", "lower_94": "lower", "upper_94": "upper",
 
 @dataclass(frozen=True)
 class Prediction:
-    """Predictive distribution at new inputs: what every model's ``predict`` returns (the
+    r"""Predictive distribution at new inputs: what every model's ``predict`` returns (the
     Gaussian-likelihood models, :class:`~bayes_gp.LatentGP` and its subclasses, the
     hierarchical models).
 
@@ -259,12 +259,22 @@ class Prediction:
     cov : ndarray (m, m) or None
         Full predictive covariance when ``diag=False`` (MAP fits).
     lower, upper : ndarray (m,) or None
-        Central 94% interval (from posterior-predictive draws for NUTS fits; Gaussian for MAP).
+        Central 94% interval (of :math:`f_*`, or of :math:`y_*` with ``include_noise``: Gaussian
+        for a point estimate, the mixture's quantiles over the draws for NUTS; for a latent GP
+        the 3% and 97% quantiles of :math:`y_*`'s predictive distribution by quadrature,
+        integers for counts: :func:`bayes_gp.latent.predictive.predictive_quantiles`).
     extra : dict
         What the model adds (the jitter it needed, the number of posterior draws mixed, …).
     latent_mean, latent_sd : ndarray (m,) or None
         A latent GP's :math:`f_*` (its mean and sd; mixed over the draws for NUTS); ``None``
         for a Gaussian-likelihood model, whose ``mean`` and ``sd`` are those of :math:`f_*`.
+    prob_mean, prob_lower, prob_upper : ndarray (m,) or None
+        A Bernoulli or binomial latent GP's probability :math:`\pi_* = \sigma(f_*)` (of a 1;
+        of a success per trial): its mean :math:`E[\sigma(f_*)]` (``mean`` divided by the
+        trials) and its central 94% credible band, :math:`\sigma` of the 3% and 97% quantiles
+        of :math:`f_*` (the link is monotone, so these are the quantiles of :math:`\pi_*`
+        exactly) -- the band users plot, where ``lower``/``upper`` of :math:`y_*` are 0 and 1
+        (or 0 and the trials). ``None`` for other models.
 
     ``pred["lower_94"]``-style access (the dict the previous release's ``LatentGP.predict``
     returned) still works for one release, with a ``FutureWarning`` naming the attribute.
@@ -278,6 +288,9 @@ class Prediction:
     extra: dict = field(default_factory=dict)
     latent_mean: np.ndarray | None = None
     latent_sd: np.ndarray | None = None
+    prob_mean: np.ndarray | None = None
+    prob_lower: np.ndarray | None = None
+    prob_upper: np.ndarray | None = None
 
     @property
     def sd(self) -> np.ndarray:

@@ -25,7 +25,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
-from scipy.special import digamma, erfcx, expit, gammaln, log_ndtr, ndtr
+from scipy.special import (
+    betainc,
+    betaincinv,
+    digamma,
+    erfcx,
+    expit,
+    gammaincc,
+    gammaincinv,
+    gammaln,
+    log_ndtr,
+    logit,
+    ndtr,
+    ndtri,
+    polygamma,
+    stdtr,
+    stdtrit,
+)
 
 __all__ = [
     "LatentLikelihood",
@@ -105,6 +121,21 @@ def _check_positive(name: str, x: np.ndarray) -> None:
     if np.any(x <= 0):
         i = int(np.argmax(x <= 0))
         raise ValueError(f"`{name}` must be positive; {name}[{i}] = {x[i]:g}")
+
+
+def _phi_arrays(lik: LatentLikelihood, phi) -> list[np.ndarray]:
+    """The parameters ``phi`` as float arrays (one value, or one per posterior draw, each
+    broadcasting against the latent values)."""
+    if len(phi) != len(lik.param_names):
+        raise ValueError(
+            f"{type(lik).__name__} takes {len(lik.param_names)} parameter(s) "
+            f"{lik.param_names}, got {len(phi)}"
+        )
+    return [np.asarray(p, float) for p in phi]
+
+
+def _size(size) -> np.ndarray | float:
+    return 1.0 if size is None else np.asarray(size, float)
 
 
 def _check_phi(lik: LatentLikelihood, phi) -> np.ndarray:
@@ -188,6 +219,40 @@ class LatentLikelihood:
         or trials ``size``."""
         raise NotImplementedError
 
+    def cdf_values(self, y, f, phi=(), size=None) -> np.ndarray:
+        r""":math:`P(Y \le y \mid f, \phi)` at any values ``y`` (broadcast against the latent
+        values ``f``), exposure or trials ``size`` (default 1): the observation model's CDF that
+        :func:`bayes_gp.latent.predictive.predictive_quantiles` integrates over :math:`f`.
+        Each parameter in ``phi`` may be an array broadcasting against ``f`` (one value per
+        posterior draw)."""
+        raise NotImplementedError
+
+    def ppf_values(self, q: float, f, phi=()) -> np.ndarray:
+        r"""The ``q``-quantile of :math:`y \mid f, \phi` (continuous outcomes only: the bracket
+        of the predictive quantile's root search)."""
+        raise NotImplementedError
+
+    def latent_threshold(self, y, u, phi=(), size=None) -> np.ndarray:
+        r"""The latent value :math:`t` with :math:`P(Y \le y \mid f = t, \phi) = 1 - u`.
+
+        :math:`P(Y \le y \mid f)` decreases in :math:`f` from 1 to 0 (every likelihood here is
+        stochastically increasing in :math:`f`): it is :math:`P(T > f)` for a random threshold
+        :math:`T` whose quantile function this is, so that under :math:`f \sim N(\mu, s^2)`,
+        :math:`P(Y \le y) = E_T[\Phi((T - \mu)/s)]` (the integral
+        :func:`bayes_gp.latent.predictive.predictive_quantiles` takes over :math:`T` where
+        :math:`s` is wider than :math:`T`'s spread, :meth:`threshold_scale`). ``y`` inside the
+        support (``0 <= y < max_value``)."""
+        raise NotImplementedError
+
+    def threshold_scale(self, y, phi=(), size=None) -> np.ndarray:
+        """The spread (standard deviation, or scale) of :meth:`latent_threshold`'s :math:`T`."""
+        raise NotImplementedError
+
+    def max_value(self, size=None) -> np.ndarray | float:
+        """The largest value :math:`y` can take: the trials ``size`` of a binomial, 1 for a
+        binary outcome, ``inf`` otherwise."""
+        return np.inf
+
 
 @dataclass(frozen=True, eq=False)
 class Bernoulli(LatentLikelihood):
@@ -241,6 +306,22 @@ class Bernoulli(LatentLikelihood):
         q0 = 1.0 - self.response_mean(f)  # P(Y = 0)
         at = np.where(self.y == 1, 1.0, q0)
         return np.where(self.y == 1, q0, 0.0), at
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`0` below 0, :math:`1 - \sigma(f)` on :math:`[0, 1)`, 1 from 1."""
+        y = np.asarray(y, float)
+        return np.where(y < 0, 0.0, np.where(y >= 1, 1.0, 1.0 - self.response_mean(f)))
+
+    def max_value(self, size=None):
+        return 1.0
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`\sigma^{-1}(u)` (``logit`` or probit)."""
+        return logit(u) if self.link == "logit" else ndtri(u)
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r"""The logistic distribution's sd :math:`\pi/\sqrt3`, or 1 (probit)."""
+        return np.full(np.shape(y), np.pi / np.sqrt(3.0) if self.link == "logit" else 1.0)
 
     def with_data(self, y, size=None):
         return Bernoulli(y, link=self.link)
@@ -306,6 +387,31 @@ class Binomial(LatentLikelihood):
         return (stats.binom.cdf(self.y - 1, self.trials, pi),
                 stats.binom.cdf(self.y, self.trials, pi))  # fmt: skip
 
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`P(Y \le k) = I_{1-\pi}(N - k, k + 1)` (the regularised incomplete beta
+        function) for :math:`0 \le k < N`, :math:`k = \lfloor y \rfloor`, :math:`\pi = \sigma(f)`;
+        0 below 0 and 1 from :math:`N`."""
+        k = np.floor(np.asarray(y, float))
+        N = _size(size)
+        inside = (k >= 0) & (k < N)
+        with np.errstate(invalid="ignore"):
+            F = betainc(np.where(inside, N - k, 1.0), np.where(inside, k + 1, 1.0), expit(-f))
+        return np.where(k < 0, 0.0, np.where(k >= N, 1.0, F))
+
+    def max_value(self, size=None):
+        return _size(size)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`\mathrm{logit}\, I^{-1}_u(k + 1, N - k)` (the logit of a
+        :math:`\mathrm{Beta}(k + 1, N - k)` quantile)."""
+        k = np.floor(np.asarray(y, float))
+        return logit(betaincinv(k + 1.0, _size(size) - k, u))
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r""":math:`\sqrt{\psi'(k + 1) + \psi'(N - k)}`, the sd of the logit of a Beta."""
+        k = np.floor(np.asarray(y, float))
+        return np.sqrt(polygamma(1, k + 1.0) + polygamma(1, np.maximum(_size(size) - k, 1.0)))
+
     def with_data(self, y, size=None):
         return Binomial(y, trials=1.0 if size is None else size)
 
@@ -368,6 +474,23 @@ class Poisson(_LogLink, LatentLikelihood):
     def cdf(self, f, phi=()):
         mu = self.response_mean(f, phi, self.exposure)
         return stats.poisson.cdf(self.y - 1, mu), stats.poisson.cdf(self.y, mu)
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`P(Y \le k) = Q(k + 1, \mu)` (the regularised upper incomplete gamma
+        function), :math:`k = \lfloor y \rfloor \ge 0`, :math:`\mu = E e^f`; 0 below 0."""
+        k = np.floor(np.asarray(y, float))
+        F = gammaincc(np.maximum(k, 0.0) + 1.0, self.response_mean(f, phi, size))
+        return np.where(k < 0, 0.0, F)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`\log P^{-1}(k + 1, u) - \log E` (the log of a :math:`\mathrm{Gamma}(k + 1)`
+        quantile, less the log exposure)."""
+        k = np.floor(np.asarray(y, float))
+        return np.log(gammaincinv(k + 1.0, u)) - np.log(_size(size))
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r""":math:`\sqrt{\psi'(k + 1)}`, the sd of the log of a Gamma."""
+        return np.sqrt(polygamma(1, np.floor(np.asarray(y, float)) + 1.0))
 
     def with_data(self, y, size=None):
         return Poisson(y, exposure=size)
@@ -449,6 +572,27 @@ class NegativeBinomial(_LogLink, LatentLikelihood):
     def cdf(self, f, phi=()):
         r, _mu, p = self._parts(f, phi)  # failures before r successes of probability 1 - p
         return stats.nbinom.cdf(self.y - 1, r, 1.0 - p), stats.nbinom.cdf(self.y, r, 1.0 - p)
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`P(Y \le k) = I_{r/(r+\mu)}(r, k + 1)` (the regularised incomplete beta
+        function), :math:`k = \lfloor y \rfloor \ge 0`, :math:`\mu = E e^f`; 0 below 0."""
+        (r,) = _phi_arrays(self, phi)
+        k = np.floor(np.asarray(y, float))
+        success = expit(np.log(r) - np.log(_size(size)) - f)  # r / (r + mu)
+        F = betainc(r, np.maximum(k, 0.0) + 1.0, success)
+        return np.where(k < 0, 0.0, F)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`\mathrm{logit}\, I^{-1}_u(k + 1, r) + \log r - \log E` (the logit of a
+        :math:`\mathrm{Beta}(k + 1, r)` quantile is :math:`\log(\mu/r)`)."""
+        (r,) = _phi_arrays(self, phi)
+        k = np.floor(np.asarray(y, float))
+        return logit(betaincinv(k + 1.0, r, u)) + np.log(r) - np.log(_size(size))
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r""":math:`\sqrt{\psi'(k + 1) + \psi'(r)}`."""
+        (r,) = _phi_arrays(self, phi)
+        return np.sqrt(polygamma(1, np.floor(np.asarray(y, float)) + 1.0) + polygamma(1, r))
 
     def with_data(self, y, size=None):
         return NegativeBinomial(y, exposure=size)
@@ -532,6 +676,25 @@ class StudentT(LatentLikelihood):
         F = stats.t.cdf(r / sigma, nu)
         return F, F
 
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`T_\nu((y - f)/\sigma)`."""
+        nu, sigma = _phi_arrays(self, phi)
+        return stdtr(nu, (np.asarray(y, float) - f) / sigma)
+
+    def ppf_values(self, q, f, phi=()):
+        nu, sigma = _phi_arrays(self, phi)
+        return f + sigma * stdtrit(nu, q)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`y + \sigma T_\nu^{-1}(u)`."""
+        nu, sigma = _phi_arrays(self, phi)
+        return np.asarray(y, float) + sigma * stdtrit(nu, u)
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r"""The scale :math:`\sigma`."""
+        _nu, sigma = _phi_arrays(self, phi)
+        return np.broadcast_to(sigma, np.broadcast_shapes(np.shape(y), sigma.shape))
+
     def with_data(self, y, size=None):
         return StudentT(y)
 
@@ -585,6 +748,25 @@ class Gaussian(LatentLikelihood):
     def cdf(self, f, phi=()):
         F = ndtr((self.y - np.asarray(f, float)) / self._parts(phi))
         return F, F
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`\Phi((y - f)/\sigma)`."""
+        (sigma,) = _phi_arrays(self, phi)
+        return ndtr((np.asarray(y, float) - f) / sigma)
+
+    def ppf_values(self, q, f, phi=()):
+        (sigma,) = _phi_arrays(self, phi)
+        return f + sigma * ndtri(q)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`y + \sigma \Phi^{-1}(u)`."""
+        (sigma,) = _phi_arrays(self, phi)
+        return np.asarray(y, float) + sigma * ndtri(u)
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r""":math:`\sigma`."""
+        (sigma,) = _phi_arrays(self, phi)
+        return np.broadcast_to(sigma, np.broadcast_shapes(np.shape(y), sigma.shape))
 
     def with_data(self, y, size=None):
         return Gaussian(y)

@@ -94,11 +94,18 @@ from bayes_gp.latent.predictive import (
     la_loo,
     log_predictive_density,
     predictive_cdf,
+    predictive_quantiles,
     response_moments,
 )
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan, site_precision
 from bayes_gp.linalg import jittered_cholesky, plus_diagonal, single_blas_thread
-from bayes_gp.predictive import CI_QUANTILES, Prediction, held_out_vector
+from bayes_gp.predictive import (
+    CI_QUANTILES,
+    Z_CI,
+    Prediction,
+    gaussian_mixture_quantiles,
+    held_out_vector,
+)
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, PointFit, is_nuts
 
@@ -122,9 +129,6 @@ LINK_SCALE = 2.0
 #: :data:`~bayes_gp.inference.jitter.DEFAULT_LATENT_JITTER`: relative ``1e-6 / s**2`` to the
 #: latent scale, ``2.5e-7`` on a link scale.
 DEFAULT_ABSOLUTE_JITTER = DEFAULT_LATENT_JITTER
-
-#: Draws of f_* per posterior draw for the Monte Carlo predictive intervals of y_*.
-Y_DRAWS_PER_DRAW = 20
 
 #: Warnings point at the first caller outside the package (however many of its frames lie between).
 _PACKAGE = (str(Path(__file__).resolve().parents[1]),)
@@ -829,39 +833,78 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     @single_blas_thread
     def predict(self, X_new, fit, *, size=None, max_draws: int = 200, random_seed: int = 0):
-        """Predictions at ``X_new`` for a type-II fit or NUTS draws (mixed over the draws).
+        r"""Predictions at ``X_new`` for a type-II fit or NUTS draws (mixed over the draws).
 
-        Returns a :class:`~bayes_gp.predictive.Prediction`: ``latent_mean``, ``latent_sd`` (of
-        :math:`f_*`), ``mean`` (the predictive mean of :math:`y_*`: expected count,
-        probability, …, with exposure or trials ``size``, default 1), ``lower`` / ``upper`` (the
-        central 94% predictive interval of :math:`y_*`, Monte Carlo with ``random_seed``), ``var``
-        (the predictive variance of :math:`y_*`, by quadrature:
-        :func:`~bayes_gp.latent.predictive.response_moments`, mixed over the draws by the law of
-        total variance); ``extra["n_draws"]`` the posterior draws mixed (1 for a type-II fit).
+        Returns a :class:`~bayes_gp.predictive.Prediction`:
+
+        * ``latent_mean``, ``latent_sd``: of :math:`f_*` (mixed over the draws by the law of
+          total variance);
+        * ``mean``, ``var``: the predictive mean and variance of :math:`y_*` (expected count,
+          probability, …, with exposure or trials ``size``, default 1), by Gauss–Hermite
+          quadrature (:func:`~bayes_gp.latent.predictive.response_moments`), mixed over the
+          draws;
+        * ``lower``, ``upper``: the central 94% predictive interval of :math:`y_*`, the 3% and
+          97% quantiles of the predictive distribution
+          :math:`F(y) = \frac1S\sum_s \int P(Y \le y \mid f, \phi_s) N(f \mid \mu_s, s_s^2) df`
+          by quadrature (:func:`~bayes_gp.latent.predictive.predictive_quantiles`), not Monte
+          Carlo: deterministic (identical rows give identical bounds) and integers for counts;
+        * for a Bernoulli or binomial likelihood ``prob_mean``, ``prob_lower``, ``prob_upper``:
+          the mean of the probability :math:`\pi_* = \sigma(f_*)` (of a 1, of a success per
+          trial) and its 94% credible band, the link applied to the 3% and 97% quantiles of
+          :math:`f_*` (a monotone map, exact; the mixture's quantiles for NUTS);
+        * ``extra["n_draws"]``: the posterior draws mixed (1 for a type-II fit).
+
+        ``max_draws`` caps the NUTS draws mixed (an evenly spread subset, the same every call).
+        ``random_seed`` is not used: nothing in the prediction is random any more (the interval
+        of :math:`y_*` was Monte Carlo before); it is kept so that calls that pass it still work.
         """
         Xn = self._check_new(X_new)
         size = self._size_at(X_new, size)
         size = None if size is None else _sizes(size, Xn.shape[0])
         moments = self._latent_moments(Xn, fit, max_draws)
-        return self._predictive(*moments, size, np.random.default_rng(random_seed))
+        return self._predictive(*moments, size)
 
-    def _predictive(self, means, variances, phis, size, rng) -> Prediction:
+    @property
+    def _probability_outcome(self) -> bool:
+        r"""Whether :math:`E[y \mid f]` per trial is a probability (Bernoulli, binomial)."""
+        return self.likelihood.outcome == "binary" or self.likelihood.size_name == "trials"
+
+    def _mean_band(self, means, variances, phis):
+        r"""The response mean per unit exposure or trial, :math:`E[g^{-1}(f_*)]`, averaged over
+        the draws, and its central 94% band :math:`g^{-1}(q_{0.03}(f_*))`,
+        :math:`g^{-1}(q_{0.97}(f_*))`: the inverse link :math:`g^{-1}` is increasing, so it maps
+        the quantiles of :math:`f_*` (Gaussian, or the mixture's for several draws:
+        :func:`~bayes_gp.predictive.gaussian_mixture_quantiles`) onto those of the mean."""
+        sds = np.sqrt(variances)
+        if means.shape[0] == 1:
+            qs = [means[0] - Z_CI * sds[0], means[0] + Z_CI * sds[0]]
+        else:
+            qs = gaussian_mixture_quantiles(means, sds, CI_QUANTILES)
+        lik, phi = self.likelihood, phis[0]
+        mean = np.mean([expected_response(lik, p, mu, var)
+                        for mu, var, p in zip(means, variances, phis, strict=True)], axis=0)  # fmt: skip
+        return mean, lik.response_mean(qs[0], phi), lik.response_mean(qs[1], phi)
+
+    def _predictive(self, means, variances, phis, size) -> Prediction:
         """:meth:`predict`'s result from the per-draw latent moments of :meth:`_latent_moments`."""
-        resp, second, ys = [], [], []
+        resp, second = [], []
         for mu, var, phi in zip(means, variances, phis, strict=True):
             m_s, v_s = response_moments(self.likelihood, phi, mu, var, size)
             resp.append(m_s)
             second.append(v_s + m_s * m_s)
-            fs = mu[None] + np.sqrt(var)[None] * rng.standard_normal((Y_DRAWS_PER_DRAW, mu.size))
-            ys.append(self.likelihood.draw(fs, phi, rng, size))
-        lower, upper = np.quantile(np.concatenate(ys, axis=0), CI_QUANTILES, axis=0)
+        lower, upper = predictive_quantiles(self.likelihood, phis, means, variances,
+                                            CI_QUANTILES, size)  # fmt: skip
         y_mean = np.mean(resp, axis=0)
         # law of total variance over the draws (each draw's by quadrature: response_moments)
         y_var = np.maximum(np.mean(second, axis=0) - y_mean * y_mean, 0.0)
         mean = means.mean(axis=0)
         sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
+        prob = (None, None, None)
+        if self._probability_outcome:
+            prob = self._mean_band(means, variances, phis)
         return Prediction(y_mean, y_var, None, lower, upper, {"n_draws": len(means)},
-                          latent_mean=mean, latent_sd=sd)  # fmt: skip
+                          latent_mean=mean, latent_sd=sd, prob_mean=prob[0], prob_lower=prob[1],
+                          prob_upper=prob[2])  # fmt: skip
 
     # ------------------------------------------------------------ model protocol
     #: ``fit(method)``: the method that runs it and the options it fixes.
@@ -970,29 +1013,50 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             out.append(self.likelihood.draw(f, phi, rng, size))
         return np.array(out)
 
-    def bands(self, grid, fit) -> Bands:
-        """The predictive mean of :math:`y_*` per unit exposure or trial, the 94% band of that
-        mean (a monotone map of the latent band) and the 94% predictive interval of :math:`y_*`."""
+    def bands(self, grid, fit, *, along: int | str = 0) -> Bands:
+        """Bands along input ``along`` (its index or name) over ``grid``, the other inputs held
+        at their training medians (any number of inputs; with one, the usual bands).
+
+        For a Bernoulli or binomial likelihood a ``"probability"`` band: the mean probability
+        (of a 1, of a success per trial) and its 94% credible band (:meth:`predict`'s
+        ``prob_mean``, ``prob_lower``, ``prob_upper``) over the observed 0/1 labels or
+        proportions. Otherwise the predictive mean of :math:`y_*` per unit exposure (or as it
+        is), the 94% band of that mean (the inverse link of the latent quantiles) and the 94%
+        predictive interval of :math:`y_*` (quadrature quantiles, exposure 1)."""
         grid = np.asarray(grid, float).ravel()
-        means, variances, phis = self._latent_moments(self._check_new(grid), fit, 200)
-        pred = self._predictive(means, variances, phis, None, np.random.default_rng(0))
-        rng = np.random.default_rng(1)
-        fs = means[:, None] + np.sqrt(variances)[:, None] * rng.standard_normal(
-            (means.shape[0], Y_DRAWS_PER_DRAW, grid.size)
-        )
-        resp = np.concatenate([
-            self.likelihood.response_mean(fs[i], phis[i]) for i in range(len(phis))
-        ])  # fmt: skip
-        lower, upper = np.quantile(resp, CI_QUANTILES, axis=0)
+        j = self._input_index(along)
+        Xn = np.tile(np.median(self.X, axis=0), (grid.size, 1))
+        Xn[:, j] = grid
+        means, variances, phis = self._latent_moments(self._check_new(Xn), fit, 200)
         size = self.likelihood.sizes()
         y = self.y if size is None else self.y / size
+        held = "" if self.X.shape[1] == 1 else " (other inputs at their medians)"
+        if self._probability_outcome:
+            mean, lower, upper = self._mean_band(means, variances, phis)
+            what = "P(y = 1)" if self.likelihood.outcome == "binary" else "the success probability"
+            return Bands("probability", self.X[:, j], y, grid, mean, lower, upper,
+                         band_label=f"94% credible band of {what}{held}")  # fmt: skip
+        pred = self._predictive(means, variances, phis, None)
+        _, lower, upper = self._mean_band(means, variances, phis)
         per = {"exposure": " per unit exposure", "trials": " per trial"}.get(
             self.likelihood.size_name, ""
         )
-        return Bands("regression", self.X[:, 0], y, grid, pred.mean, lower, upper,
+        return Bands("regression", self.X[:, j], y, grid, pred.mean, lower, upper,
                      pred.lower, pred.upper,
-                     band_label=f"94% band of the response mean E[y* | f*]{per}",
-                     y_band_label=f"94% predictive interval of y*{per}")  # fmt: skip
+                     band_label=f"94% band of the response mean E[y* | f*]{per}{held}",
+                     y_band_label=f"94% predictive interval of y*{per}{held}")  # fmt: skip
+
+    def _input_index(self, along: int | str) -> int:
+        """The column of input ``along`` (an index or one of :attr:`feature_names`)."""
+        D = self.X.shape[1]
+        if isinstance(along, str):
+            names = list(self.feature_names)
+            if along not in names:
+                raise ValueError(f"`along` must be one of the inputs {names}, got {along!r}")
+            return names.index(along)
+        if isinstance(along, bool) or not isinstance(along, (int, np.integer)) or not 0 <= along < D:
+            raise ValueError(f"`along` must be an input index in 0..{D - 1} or a name, got {along!r}")
+        return int(along)
 
     @property
     def bands_note(self) -> str:  # type: ignore[override]

@@ -34,11 +34,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.polynomial.hermite import hermgauss
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.special import logsumexp
+from scipy.special import logsumexp, ndtr, ndtri
 
 from bayes_gp.latent.laplace import LaplaceResult, _chol
 from bayes_gp.latent.likelihoods import LatentLikelihood
 from bayes_gp.linalg import NotPSDError, jittered_cholesky
+from bayes_gp.predictive import CI_QUANTILES
 
 __all__ = [
     "response_moments",
@@ -48,6 +49,8 @@ __all__ = [
     "expected_response",
     "log_predictive_density",
     "predictive_cdf",
+    "predictive_quantiles",
+    "QUANTILE_NODES",
     "predict_latent",
     "joint_conditional",
     "la_loo",
@@ -110,6 +113,239 @@ def predictive_cdf(
     below, at = likelihood.cdf(f, phi)
     w = _W / np.sqrt(np.pi)
     return w @ below, w @ at
+
+
+#: Gauss–Hermite nodes of the predictive quantiles (:func:`predictive_quantiles`). The 94%
+#: bounds of a negative-binomial mixture (latent sd 0.3–1.5) are the same integers from 24 nodes
+#: up to 96; of a Student-t mixture they agree to 1e-6 of the scale from 32 nodes.
+QUANTILE_NODES = 48
+_QX, _QW = hermgauss(QUANTILE_NODES)
+_QW = _QW / np.sqrt(np.pi)
+#: Nodes whose weight is below this are left out of the quantile search (total < 1e-13).
+_MIN_WEIGHT = 1e-15
+#: Latent values per block of the quantile search (draws x nodes x inputs).
+_BLOCK = 1 << 20
+
+
+def predictive_quantiles(
+    likelihood: LatentLikelihood,
+    phis,
+    means: np.ndarray,
+    variances: np.ndarray,
+    probs=CI_QUANTILES,
+    size=None,
+) -> list[np.ndarray]:
+    r"""Quantiles of the predictive distribution of :math:`y_*`, deterministic and accurate.
+
+    The predictive distribution of :math:`y_{*i}` is the mixture, over the Gaussian latent
+    :math:`f \sim N(\mu_{si}, s_{si}^2)` of each posterior draw :math:`s = 1 \dots S` (one row
+    for a type-II fit), of the observation model :math:`p(y \mid f, \phi_s)`; its CDF is
+
+    .. math::
+       F_i(y) = \frac1S \sum_{s=1}^S \int G(y \mid f, \phi_s)\, N(f \mid \mu_{si}, s_{si}^2)\, df,
+       \qquad G(y \mid f, \phi) = P(Y \le y \mid f, \phi)
+
+    (:meth:`~bayes_gp.latent.likelihoods.LatentLikelihood.cdf_values`, with the exposure or
+    trials). Each draw's integral is taken by Gauss–Hermite quadrature (:data:`QUANTILE_NODES`
+    nodes :math:`x_j`, weights :math:`w_j/\sqrt\pi`) in whichever variable it is smooth in:
+    over :math:`f`, :math:`\sum_j w_j G(y \mid \mu + \sqrt2 s x_j)/\sqrt\pi`, where the
+    latent sd :math:`s` is at most the spread of :math:`G`'s step in :math:`f`; else (the
+    latent uncertainty dominates: large counts, a narrow Student-t) over the threshold
+    :math:`T` at which :math:`G` steps (:meth:`~bayes_gp.latent.likelihoods.LatentLikelihood.
+    latent_threshold`, :math:`G(y \mid f) = P(T > f)`), by parts
+    :math:`\int G\, dN = E_T[\Phi((T - \mu)/s)] = \sum_j w_j
+    \Phi((t(\Phi(\sqrt2 x_j)) - \mu)/s)/\sqrt\pi`, whose integrand is smooth on the scale of
+    :math:`s`. (Quadrature over :math:`f` alone fails there: at latent sd 1 a Poisson's 97%
+    quantile near 200 came out 183–239 from 16 to 96 nodes.)
+
+    The :math:`q`-quantile is :math:`\min\{y : F_i(y) \ge q\}`: for counts (Poisson, negative
+    binomial, binomial, Bernoulli) the smallest integer :math:`k` with :math:`F_i(k) \ge q`,
+    found by doubling and integer bisection; for a continuous outcome (Student-t, Gaussian) the
+    root of :math:`F_i(y) = q`, by bisection between the smallest and largest component
+    quantile to :math:`10^{-9}` of that bracket. No random numbers: identical inputs give
+    identical quantiles.
+
+    Parameters
+    ----------
+    likelihood : LatentLikelihood
+    phis : sequence of S parameter vectors
+        The likelihood's parameters per draw.
+    means, variances : ndarray (S, m)
+        The latent :math:`f_*` of each draw at each input.
+    probs : sequence of float
+        The probabilities (default: the bounds of the central 94% interval).
+    size : ndarray (m,) or None
+        Exposure or trials at each input (default 1), as the likelihood takes them.
+
+    Returns
+    -------
+    list of ndarray (m,)
+        One array per probability in ``probs``.
+    """
+    means = np.atleast_2d(np.asarray(means, float))
+    sds = np.sqrt(np.maximum(np.atleast_2d(np.asarray(variances, float)), 0.0))
+    S, m = means.shape
+    phi = [np.asarray([p[k] for p in phis], float)[:, None]
+           for k in range(len(likelihood.param_names))]  # fmt: skip
+    size = None if size is None else np.broadcast_to(np.asarray(size, float), (m,))
+    out = [np.empty(m) for _ in probs]
+    step = max(1, _BLOCK // (S * _KX.size))
+    for start in range(0, m, step):
+        cols = slice(start, min(m, start + step))
+        mix = _Mixture(likelihood, phi, means[:, cols], sds[:, cols],
+                       None if size is None else size[cols])  # fmt: skip
+        for q, arr in zip(probs, out, strict=True):
+            arr[cols] = mix.continuous_quantile(q) if mix.continuous else mix.count_quantile(q)
+    return out
+
+
+_KX, _KW = _QX[_QW >= _MIN_WEIGHT], _QW[_QW >= _MIN_WEIGHT] / _QW[_QW >= _MIN_WEIGHT].sum()
+_KU = ndtr(np.sqrt(2.0) * _KX)  # the threshold's probabilities at the nodes
+
+
+class _Mixture:
+    """The predictive CDF of :func:`predictive_quantiles` at a block of inputs, and the search
+    for its quantiles."""
+
+    def __init__(self, likelihood, phi, means, sds, size):
+        self.lik, self.phi, self.means, self.sds, self.size = likelihood, phi, means, sds, size
+        self.continuous = likelihood.outcome == "continuous"
+
+    def cdf(self, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """:math:`F(y)` at the inputs ``idx`` of the block (``y`` of their length)."""
+        lik, phi = self.lik, self.phi
+        mu, sd = self.means[:, idx], self.sds[:, idx]
+        size = None if self.size is None else self.size[idx]
+        F = np.zeros(mu.shape)
+        if self.continuous:
+            inside = np.ones(idx.size, bool)
+        else:
+            top = np.broadcast_to(np.asarray(lik.max_value(size), float), (idx.size,))
+            inside = (y >= 0) & (y < top)
+            F[:, y >= top] = 1.0
+        if not inside.any():
+            return F.mean(axis=0)
+        y_in, size_in = y[inside], None if size is None else size[inside]
+        mu, sd = mu[:, inside], sd[:, inside]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            swap = sd > lik.threshold_scale(y_in[None, :], phi, size_in)
+            Fin = np.empty(mu.shape)
+            s_i, m_i = np.nonzero(~swap)
+            if s_i.size:  # over f
+                f = mu[s_i, m_i][:, None] + np.sqrt(2.0) * sd[s_i, m_i][:, None] * _KX[None, :]
+                n_i = None if size_in is None else size_in[m_i][:, None]
+                G = lik.cdf_values(y_in[m_i][:, None], f, [p[s_i] for p in phi], n_i)
+                Fin[s_i, m_i] = G @ _KW
+            s_i, m_i = np.nonzero(swap)
+            if s_i.size:  # over the threshold T
+                Fin[s_i, m_i] = ndtr((self._thresholds(y_in, size_in, s_i, m_i)
+                                      - mu[s_i, m_i][:, None]) / sd[s_i, m_i][:, None]) @ _KW
+        F[:, inside] = Fin
+        return F.mean(axis=0)
+
+    def _thresholds(self, y, size, s_i, m_i) -> np.ndarray:
+        """The threshold quantiles :math:`t(\\Phi(\\sqrt2 x_j))` of draws ``s_i`` at inputs
+        ``m_i`` (values ``y``, sizes ``size`` of the inputs): computed once per input when the
+        likelihood has no parameters, once per draw for a location family (continuous
+        outcomes: :math:`t = y + t_0`), else per pair."""
+        lik, phi = self.lik, self.phi
+        if not phi:
+            n = None if size is None else size[:, None]
+            t = lik.latent_threshold(y[:, None], _KU[None, :], [], n)
+            return np.broadcast_to(t, (y.size, _KU.size))[m_i]
+        if self.continuous:
+            if getattr(self, "_t0", None) is None:
+                self._t0 = lik.latent_threshold(0.0, _KU[None, :], phi)
+            return y[m_i][:, None] + self._t0[s_i]
+        n = None if size is None else size[m_i][:, None]
+        return lik.latent_threshold(y[m_i][:, None], _KU[None, :], [p[s_i] for p in phi], n)
+
+    def count_quantile(self, q: float) -> np.ndarray:
+        """The smallest integer ``k`` with :math:`F(k) \\ge q` per input: from a guess (the
+        response mean at the latent quantile), halve or double to a bracket ``lo < k <= hi``
+        with :math:`F(lo) < q \\le F(hi)`, then :func:`_bracketed`'s interpolation search on
+        the integers."""
+        m = self.means.shape[1]
+        top = np.broadcast_to(np.asarray(self.lik.max_value(self.size), float), (m,))
+        mean = self.means.mean(axis=0)
+        sd = np.sqrt(np.mean(self.sds**2, axis=0) + self.means.var(axis=0))
+        phi0 = [p[0, 0] for p in self.phi]
+        with np.errstate(over="ignore", invalid="ignore"):
+            guess = self.lik.response_mean(mean + ndtri(q) * sd, phi0, self.size)
+        guess = np.clip(np.ceil(np.nan_to_num(guess, nan=1.0, posinf=2.0**60)), 0.0, top)
+        lo, hi = np.full(m, -1.0), guess.copy()
+        Flo, Fhi = np.zeros(m), self.cdf(hi, np.arange(m))
+        down = Fhi >= q  # halve hi towards 0 while F(hi) >= q
+        todo = np.flatnonzero(down & (hi > 0))
+        while todo.size:
+            mid = np.floor(0.5 * hi[todo])
+            Fm = self.cdf(mid, todo)
+            ok = Fm >= q
+            hi[todo[ok]], Fhi[todo[ok]] = mid[ok], Fm[ok]
+            lo[todo[~ok]], Flo[todo[~ok]] = mid[~ok], Fm[~ok]
+            todo = todo[ok & (mid > 0)]
+        todo = np.flatnonzero(~down)  # double hi (capped at the top, where F = 1)
+        for _ in range(64):
+            if todo.size == 0:
+                break
+            lo[todo], Flo[todo] = hi[todo], Fhi[todo]
+            hi[todo] = np.minimum(2.0 * hi[todo] + 1.0, top[todo])
+            Fhi[todo] = self.cdf(hi[todo], todo)
+            todo = todo[Fhi[todo] < q]
+        hi[todo] = np.inf  # the mean ran away: no finite quantile
+        ok = np.isfinite(hi)
+        return _bracketed(self.cdf, q, lo, hi, Flo, Fhi, ok, integer=True)
+
+    def continuous_quantile(self, q: float) -> np.ndarray:
+        """The root of :math:`F(y) = q` per input, between the smallest and the largest
+        component quantile (every component CDF is below, above :math:`q` there), by
+        :func:`_bracketed`."""
+        f = self.means[:, None, :] + np.sqrt(2.0) * self.sds[:, None, :] * _KX[None, :, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            comp = self.lik.ppf_values(q, f, [p[:, :, None] for p in self.phi])
+        lo, hi = comp.min(axis=(0, 1)), comp.max(axis=(0, 1))
+        m = lo.size
+        Flo, Fhi = self.cdf(lo, np.arange(m)), self.cdf(hi, np.arange(m))
+        return _bracketed(self.cdf, q, lo, hi, Flo, Fhi, np.ones(m, bool), integer=False)
+
+
+def _bracketed(cdf, q, lo, hi, Flo, Fhi, todo_mask, integer: bool) -> np.ndarray:
+    """Shrink brackets ``lo < x <= hi`` with ``F(lo) < q <= F(hi)`` to the quantile: the
+    Illinois variant of regula falsi (interpolate; a step that did not halve the bracket is
+    followed by a bisection), on the integers (down to ``hi - lo = 1``; the answer ``hi``) or
+    the reals (down to ``1e-9`` of the bracket, or :math:`|F - q| < 10^{-12}`)."""
+    tol = 1e-9 * (hi - lo) + 4 * np.finfo(float).eps * np.maximum(np.abs(lo), np.abs(hi))
+    width = hi - lo
+    done = np.zeros(lo.size, bool)
+    todo = np.flatnonzero(todo_mask & ((hi - lo > 1) if integer else (hi - lo > tol)))
+    bisect = np.zeros(lo.size, bool)
+    for _ in range(200):
+        if todo.size == 0:
+            break
+        a, b, fa, fb = lo[todo], hi[todo], Flo[todo], Fhi[todo]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x = a + (q - fa) / (fb - fa) * (b - a)
+        x = np.where(bisect[todo] | ~np.isfinite(x), 0.5 * (a + b), x)
+        if integer:
+            x = np.clip(np.round(x), a + 1, b - 1)
+        else:
+            x = np.clip(x, a + 0.01 * (b - a), b - 0.01 * (b - a))
+        Fx = cdf(x, todo)
+        below = Fx < q
+        lo[todo[below]], Flo[todo[below]] = x[below], Fx[below]
+        hi[todo[~below]], Fhi[todo[~below]] = x[~below], Fx[~below]
+        new_width = hi[todo] - lo[todo]
+        bisect[todo] = new_width > 0.5 * width[todo]
+        width[todo] = new_width
+        if integer:
+            left = new_width > 1
+        else:
+            left = (new_width > tol[todo]) & (np.abs(Fx - q) > 1e-12)
+            done[todo[~left]] = True
+            lo[todo[~left & ~below]] = x[~left & ~below]  # converged at x
+            hi[todo[~left & below]] = x[~left & below]
+        todo = todo[left]
+    return hi if integer else 0.5 * (lo + hi)
 
 
 class SiteFactor:
