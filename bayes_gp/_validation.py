@@ -7,9 +7,11 @@ checked eagerly; random variables get their support from their priors.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant, Variable
 
@@ -30,6 +32,9 @@ __all__ = [
     "as_targets",
     "as_inputs",
     "new_inputs",
+    "is_datetime",
+    "decimal_years",
+    "dates_note",
 ]
 
 
@@ -258,16 +263,60 @@ def as_targets(
     return y
 
 
-def as_inputs(X, name: str = "X") -> tuple[np.ndarray, list[str]]:
+def is_datetime(values) -> bool:
+    """Whether ``values`` (a pandas column or a NumPy array) hold dates (``datetime64``)."""
+    dtype = getattr(values, "dtype", None)
+    return dtype is not None and pd.api.types.is_datetime64_any_dtype(dtype)
+
+
+def decimal_years(s) -> np.ndarray:
+    """A datetime column as fractional years (2020-07-02 00:00 is 2020.5: 2020 has 366 days),
+    the unit in which a GP input's length-scale reads naturally, instead of NumPy's
+    nanoseconds."""
+    t = pd.DatetimeIndex(s)
+    start = pd.to_datetime(t.year.astype(str) + "-01-01")
+    end = pd.to_datetime((t.year + 1).astype(str) + "-01-01")
+    if t.tz is not None:
+        start, end = start.tz_localize(t.tz), end.tz_localize(t.tz)
+    frac = (t - start) / (end - start)
+    return t.year.to_numpy(float) + np.asarray(frac, float)
+
+
+def dates_note(name: str, columns: list[str]) -> str:
+    """What a model says, once, when it reads date columns as fractional years."""
+    return (
+        f"`{name}`: {', '.join(repr(c) for c in columns)} hold dates, used as fractional years "
+        "(2020-07-02 is 2020.5): length-scales and periods on them are in years"
+    )
+
+
+def as_inputs(X, name: str = "X", *, say: bool = True) -> tuple[np.ndarray, list[str]]:
     """``X`` (array, DataFrame or Series) as a finite 2-D float array ``(n, D)`` and its column
-    names (the DataFrame's, the Series' name, or ``x0``, ``x1``, …)."""
+    names (the DataFrame's, the Series' name, or ``x0``, ``x1``, …).
+
+    Date columns (``datetime64``) become fractional years (:func:`decimal_years`), with a
+    ``UserWarning`` that says so when ``say`` (a model's training inputs; not again for the
+    inputs of its predictions)."""
     names = None
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas DataFrame
         names = [str(c) for c in X.columns]
-        X = X.to_numpy()
+        dates = [str(c) for c in X.columns if is_datetime(X[c])]
+        if dates:
+            X = np.column_stack([decimal_years(X[c]) if is_datetime(X[c]) else X[c].to_numpy()
+                                 for c in X.columns])  # fmt: skip
+        else:
+            X = X.to_numpy()
     elif hasattr(X, "to_numpy"):  # pandas Series
         names = [str(getattr(X, "name", None) or "x0")]
-        X = X.to_numpy()
+        dates = names if is_datetime(X) else []
+        X = decimal_years(X) if dates else X.to_numpy()
+    else:
+        dates = ["X"] if is_datetime(np.asarray(X)) else []
+        if dates:
+            flat = np.asarray(X)
+            X = decimal_years(flat.ravel()).reshape(flat.shape)
+    if dates and say:
+        warnings.warn(dates_note(name, dates), UserWarning, stacklevel=3)
     try:
         X = np.asarray(X, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -283,10 +332,26 @@ def as_inputs(X, name: str = "X") -> tuple[np.ndarray, list[str]]:
     return X, names
 
 
-def new_inputs(X_new, n_columns: int) -> np.ndarray:
+def new_inputs(X_new, n_columns: int, names: list[str] | None = None) -> np.ndarray:
     """``X_new`` as :func:`as_inputs` makes it, with the number of columns the model was fitted
-    on."""
-    Xn, _ = as_inputs(X_new, "X_new")
+    on.
+
+    A DataFrame is read **by column name** when the model was fitted on named columns
+    (``names``, the model's ``feature_names``): in the model's order, extra columns ignored, a
+    missing one a ``ValueError`` naming it. Arrays, and DataFrames for a model fitted on an
+    array, are read by position."""
+    if names is not None and hasattr(X_new, "columns") and hasattr(X_new, "to_numpy"):
+        names = [str(c) for c in names]
+        by_text = {str(c): c for c in X_new.columns}
+        if names != [f"x{d}" for d in range(len(names))] or set(names) <= set(by_text):
+            missing = [c for c in names if c not in by_text]
+            if missing:
+                raise ValueError(
+                    f"`X_new` lacks the column(s) {missing} the model was fitted on (columns "
+                    f"are matched by name; `X_new` has {list(by_text)})"
+                )
+            X_new = X_new[[by_text[c] for c in names]]
+    Xn, _ = as_inputs(X_new, "X_new", say=False)
     if Xn.shape[1] != n_columns:
         raise ValueError(
             f"`X_new` has {Xn.shape[1]} column(s) but the model was fitted on {n_columns}"

@@ -163,8 +163,8 @@ class GPClassifier(LatentGP):
     @single_blas_thread
     def latent(self, X_new, fit, max_draws: int = 500) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of the latent :math:`f_*` at ``X_new`` (for NUTS: over posterior draws)."""
-        means, variances, _ = self._latent_moments(new_inputs(X_new, self.X.shape[1]), fit,
-                                                   max_draws)  # fmt: skip
+        Xn = new_inputs(X_new, self.X.shape[1], self.feature_names)
+        means, variances, _ = self._latent_moments(Xn, fit, max_draws)
         mean = means.mean(axis=0)
         return mean, np.sqrt(variances.mean(axis=0) + means.var(axis=0))
 
@@ -176,8 +176,8 @@ class GPClassifier(LatentGP):
         NUTS: the Monte Carlo average over posterior draws of the same integral given each draw's
         latent values (or Laplace mode) and hyperparameters.
         """
-        means, variances, _ = self._latent_moments(new_inputs(X_new, self.X.shape[1]), fit,
-                                                   max_draws)  # fmt: skip
+        Xn = new_inputs(X_new, self.X.shape[1], self.feature_names)
+        means, variances, _ = self._latent_moments(Xn, fit, max_draws)
         return average_probability(self.link, means, variances).mean(axis=0)
 
     def predict(self, X_new, fit) -> np.ndarray:  # type: ignore[override]

@@ -545,7 +545,7 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
     def latent(self, X_new, fit, max_draws: int = 200) -> tuple[np.ndarray, np.ndarray]:
         """Mean ``(m, C)`` and covariance ``(m, C, C)`` of the latent :math:`f_*` (for NUTS:
         the mixture's moments over the posterior draws)."""
-        moments = self._latent_moments(new_inputs(X_new, self.X.shape[1]), fit, max_draws)
+        moments = self._latent_moments(new_inputs(X_new, self.X.shape[1], self.feature_names), fit, max_draws)
         means = np.array([m for m, _ in moments])
         covs = np.array([c for _, c in moments])
         mean = means.mean(axis=0)
@@ -561,7 +561,7 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
         :math:`E[\\mathrm{softmax}(f_*)]` under the Laplace predictive (R&W Algorithm 3.4), or
         averaged over NUTS draws, by Monte Carlo with ``n_samples`` draws in all and
         ``random_seed``."""
-        Xn = new_inputs(X_new, self.X.shape[1])
+        Xn = new_inputs(X_new, self.X.shape[1], self.feature_names)
         moments = self._latent_moments(Xn, fit, max_draws)
         per = max(64, int(n_samples) // len(moments))
         probs = [softmax_average(m, c, per, random_seed + k) for k, (m, c) in enumerate(moments)]

@@ -367,7 +367,7 @@ class DeepKernelRegression(SharedJitter, NUTSSampling, GaussianPredictions, GPMo
 
     # -------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return new_inputs(X_new, self.X.shape[1])
+        return new_inputs(X_new, self.X.shape[1], self.feature_names)
 
     @single_blas_thread
     def features(self, X_new, fit: DKLFit | Mapping) -> np.ndarray:

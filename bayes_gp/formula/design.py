@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from formulae.environment import Environment
 
+from bayes_gp._validation import decimal_years, is_datetime
 from bayes_gp.formula.parse import GPTerm, GroupTerm, ParsedFormula
 
 __all__ = ["Design", "NAMESPACE", "as_frame", "decimal_years"]
@@ -29,23 +30,6 @@ def as_frame(data) -> pd.DataFrame:
 
 def _is_numeric(s: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-
-
-def _is_datetime(s: pd.Series) -> bool:
-    return pd.api.types.is_datetime64_any_dtype(s)
-
-
-def decimal_years(s: pd.Series) -> np.ndarray:
-    """A datetime column as fractional years (2020-07-02 00:00 is 2020.5: 2020 has 366 days),
-    the unit in which a GP input's length-scale reads naturally, instead of NumPy's
-    nanoseconds."""
-    t = pd.DatetimeIndex(s)
-    start = pd.to_datetime(t.year.astype(str) + "-01-01")
-    end = pd.to_datetime((t.year + 1).astype(str) + "-01-01")
-    if t.tz is not None:
-        start, end = start.tz_localize(t.tz), end.tz_localize(t.tz)
-    frac = (t - start) / (end - start)
-    return t.year.to_numpy(float) + np.asarray(frac, float)
 
 
 class Design:
@@ -68,7 +52,7 @@ class Design:
         numeric += [g.expr for g in parsed.group_terms if g.expr]
         self.numeric = list(dict.fromkeys(numeric))
         #: datetime columns, used as fractional years (:func:`decimal_years`)
-        self.in_years = [v for v in self.numeric if _is_datetime(data[v])]
+        self.in_years = [v for v in self.numeric if is_datetime(data[v])]
         for v in self.numeric:
             if not (_is_numeric(data[v]) or v in self.in_years):
                 raise ValueError(
@@ -194,7 +178,7 @@ class Design:
         cols = []
         for v in self.numeric:
             if v in self.in_years:
-                if not _is_datetime(data[v]):
+                if not is_datetime(data[v]):
                     raise ValueError(
                         f"the column {v!r} holds dates in the training data; give dates in the "
                         f"{where} too (got {data[v].dtype})"

@@ -59,6 +59,7 @@ priors and variable names (:mod:`bayes_gp.hierarchical.latent`). Both share
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -72,7 +73,15 @@ import pytensor.tensor as pt
 
 from bayes_gp import kernels as K
 from bayes_gp._arguments import renamed_argument
-from bayes_gp._validation import check_jitter, f64, hyperparameter_values, refuse_constant
+from bayes_gp._validation import (
+    check_jitter,
+    dates_note,
+    decimal_years,
+    f64,
+    hyperparameter_values,
+    is_datetime,
+    refuse_constant,
+)
 from bayes_gp.hierarchical.strategy import HSGPCostWarning, strategy
 from bayes_gp.hierarchical.woodbury import PaddedLayout
 from bayes_gp.inference.degenerate import model_spacing
@@ -144,7 +153,10 @@ def _column(data: pd.DataFrame, name: Any, role: str) -> pd.Series:
 
 
 def _numeric(col: pd.Series, role: str) -> np.ndarray:
-    """A numeric column as floats, with a ``ValueError`` naming it otherwise."""
+    """A numeric column as floats, with a ``ValueError`` naming it otherwise; an input column
+    of dates (``role="x"``) as fractional years (:func:`~bayes_gp._validation.decimal_years`)."""
+    if role == "x" and is_datetime(col):
+        return decimal_years(col)
     if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
         raise ValueError(
             f"`{role}`: column {col.name!r} must be numeric, got dtype {col.dtype} "
@@ -233,6 +245,9 @@ class GroupedSpec:
         ``labels``, ``codes``, ``rows``, ``Xc``, ...) and return the outcome column."""
         self.x_names = _as_names(x, "x")
         X = np.column_stack([_numeric(_column(data, c, "x"), "x") for c in self.x_names])
+        dates = [str(c) for c in self.x_names if is_datetime(data[c])]
+        if dates:
+            warnings.warn(dates_note("x", dates), UserWarning, stacklevel=4)
         yv = _numeric(_column(data, y, "y"), "y")
         gcol = _column(data, group, "group")
         missing = gcol.isna().to_numpy()
@@ -407,9 +422,24 @@ class GroupedSpec:
         Cn = np.column_stack(
             [_numeric(_column(new_data, c, "covariates"), "covariates") for c in self.covariates]
         ) - self.c_mean if self.covariates else np.zeros((len(new_data), 0))  # fmt: skip
-        lookup = {lab: g for g, lab in enumerate(self.labels)}
-        codes = np.array([lookup.get(v, -1) for v in gcol], dtype=np.int64)
+        codes = np.array([self._group_code(v) for v in gcol], dtype=np.int64)
         return Xn, Cn, codes, list(gcol)
+
+    def _group_code(self, label) -> int:
+        """The index of the group ``label`` names, or -1 for a new group. Labels are compared
+        as given and then as text, so ``100`` finds the group ``"100"`` (and ``"7"`` the group
+        ``7``) instead of silently making a new one."""
+        by_label, by_text = self._label_codes
+        try:
+            hit = by_label.get(label)
+        except TypeError:  # an unhashable label
+            hit = None
+        return hit if hit is not None else by_text.get(str(label), -1)
+
+    @functools.cached_property
+    def _label_codes(self) -> tuple[dict, dict]:
+        return ({lab: g for g, lab in enumerate(self.labels)},
+                {str(lab): g for g, lab in enumerate(self.labels)})  # fmt: skip
 
     def _new_group_row(self, values, tg, rng) -> np.ndarray:
         """A new group's hyperparameter row: from the population distribution on the log scale

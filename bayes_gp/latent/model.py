@@ -780,7 +780,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     # ------------------------------------------------------------ prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return new_inputs(self._without_size(X_new), self.X.shape[1])
+        return new_inputs(self._without_size(X_new), self.X.shape[1], self.feature_names)
 
     def _without_size(self, X_new):
         """``X_new`` without the exposure / trials column named at construction, if it has it."""

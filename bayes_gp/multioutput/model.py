@@ -829,7 +829,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         """The predictive CDF of every held-out entry of ``y`` (m, P) (``NaN``: not held out),
         output-major like :attr:`observed`: Gaussian at a point estimate, the mixture over
         (at most 500) posterior draws for NUTS."""
-        Xn = new_inputs(X_new, self.X.shape[1])
+        Xn = new_inputs(X_new, self.X.shape[1], self.feature_names)
         self.check_fit(fit)
         y = self._held_out_matrix(y, Xn.shape[0])
         seen = ~np.isnan(y.T)  # output-major
@@ -850,7 +850,7 @@ class MultiOutputGP(PreflightJitter, NUTSSampling, NutsOrMapFits, GPModel):
         variance by the law of total variance, intervals from predictive draws; no
         cross-covariance.
         """
-        Xn = new_inputs(X_new, self.X.shape[1])
+        Xn = new_inputs(X_new, self.X.shape[1], self.feature_names)
         self.check_fit(fit)
         if not is_nuts(fit):
             mean, cov, added = self._predict_at(self._values(fit.params), Xn, include_noise)

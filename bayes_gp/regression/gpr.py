@@ -450,7 +450,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
 
     # ------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return new_inputs(X_new, self.X.shape[1])
+        return new_inputs(X_new, self.X.shape[1], self.feature_names)
 
     def _predict_at(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
         return self.marginal.predict(values, Xn, diag, include_noise, jitters)

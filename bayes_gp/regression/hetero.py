@@ -317,7 +317,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
 
     # ------------------------------------------------------------- prediction
     def _check_new(self, X_new) -> np.ndarray:
-        return new_inputs(X_new, self.X.shape[1])
+        return new_inputs(X_new, self.X.shape[1], self.feature_names)
 
     def _grams(self, values, Xn):
         """``(K_f + j I, K_f(X, Xn), diag K_f(Xn), m_f(X), m_f(Xn))`` and the same for ``g``, at
