@@ -69,6 +69,7 @@ grow with :math:`G`. Without :math:`f_0` only the group blocks remain.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -268,8 +269,10 @@ def sqrt_spectral_densities(terms, params: list[str], theta, sqrt_eig: np.ndarra
     ----------
     terms : list
         ``(label, unit class)`` pairs.
-    params : list of str
-        The kernel's hyperparameter names, in the columns' order of ``theta``.
+    params : list of str or dict
+        The kernel's hyperparameter names, in the columns' order of ``theta``, or a map from
+        each name to its column (an int) or columns (a slice of ``D``: an ARD length-scale,
+        :math:`S_\theta(\omega) = \eta^2 \prod_d \ell_d\, S_1(\|\ell \odot \omega\|)`).
     theta : tensor (G, P)
         One row of hyperparameters per group (``P >= len(params)``).
     sqrt_eig : ndarray (M, D)
@@ -284,7 +287,7 @@ def sqrt_spectral_densities(terms, params: list[str], theta, sqrt_eig: np.ndarra
     tensor (G, M)
     """
     theta = pt.as_tensor_variable(theta)
-    col = {p: i for i, p in enumerate(params)}
+    col = dict(params) if isinstance(params, Mapping) else {p: i for i, p in enumerate(params)}
     total = 0.0
     G = theta.shape[0]
     for label, cls in terms:
@@ -297,10 +300,15 @@ def sqrt_spectral_densities(terms, params: list[str], theta, sqrt_eig: np.ndarra
         if key("alpha") in col:
             extra["alpha"] = fixed.get(key("alpha"), theta[0, col[key("alpha")]])
         unit = cls(D, ls=1.0, **extra)
-        w = ls[:, None, None] * pt.as_tensor_variable(sqrt_eig)[None]  # (G, M, D): l * omega
+        if ls.ndim == 2:  # ARD: S(w) = eta^2 prod_d l_d S_1(|l * w|)
+            w = ls[:, None, :] * pt.as_tensor_variable(sqrt_eig)[None]  # (G, M, D)
+            volume = pt.prod(ls, axis=1)
+        else:
+            w = ls[:, None, None] * pt.as_tensor_variable(sqrt_eig)[None]  # (G, M, D): l * omega
+            volume = pt.power(ls, D)
         s1 = unit.power_spectral_density(pt.reshape(w, (-1, D)))
         s1 = pt.reshape(s1, (G, sqrt_eig.shape[0]))
-        total = total + (pt.square(eta) * pt.power(ls, D))[:, None] * s1
+        total = total + (pt.square(eta) * volume)[:, None] * s1
     return pt.sqrt(pt.maximum(total, PSD_FLOOR))
 
 

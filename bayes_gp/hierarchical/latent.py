@@ -56,6 +56,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import graph_replace
 
 from bayes_gp._validation import f64, new_inputs
+from bayes_gp.hierarchical.columns import ParameterColumns
 from bayes_gp.hierarchical.model import (
     _BATCHED,
     GROUP_DIM,
@@ -64,7 +65,7 @@ from bayes_gp.hierarchical.model import (
     _numeric,
     register_latent_model,
 )
-from bayes_gp.kernels.catalogue import kernel_formula, kernel_spec
+from bayes_gp.kernels.catalogue import check_kernel_ard, kernel_formula, kernel_spec
 from bayes_gp.latent.model import (
     DEFAULT_ABSOLUTE_JITTER,
     LatentFit,
@@ -104,9 +105,12 @@ class HierarchicalCovariance(pm.gp.cov.Covariance):
     """
 
     def __init__(self, spec, D: int, n_cols: int, tg, ts, *, shared: bool,
-                 random_intercept: bool, population: dict | None = None):  # fmt: skip
+                 random_intercept: bool, population: dict | None = None,
+                 columns: ParameterColumns | None = None):  # fmt: skip
         super().__init__(n_cols)
         self.spec, self.D, self.tg, self.ts = spec, int(D), tg, ts
+        self.columns = columns or ParameterColumns.of(spec.params, (), (), D, shared=shared,
+                                                      random_intercept=random_intercept)  # fmt: skip
         self.n_groups = int(tg.type.shape[0]) if tg.type.shape[0] is not None else None
         self.shared, self.random_intercept = bool(shared), bool(random_intercept)
         self.population = population or {}
@@ -114,16 +118,25 @@ class HierarchicalCovariance(pm.gp.cov.Covariance):
 
     # -------------------------------------------------------------- pieces
     def _params(self, row) -> dict:
-        return {p: row[j] for j, p in enumerate(self.spec.params)}
+        return self.columns.kernel_args(row, self.spec.params)
 
     def _tau2(self):
         if not self.random_intercept:
             return 0.0
-        return pt.square(self.ts[len(self.spec.params) if self.shared else 0])
+        return pt.square(self.ts[self.columns.tau_b])
 
     def _population(self, x, xs=None, diag: bool = False):
-        cov = self.spec.build(self.D, {p: self.ts[j] for j, p in enumerate(self.spec.params)})
+        cov = self.spec.build(self.D,
+                              self.columns.kernel_args(self.ts, self.spec.params, population=True))  # fmt: skip
         return cov(x, diag=True) if diag else cov(x, xs)
+
+    def _scaled_d2(self, x, xs, ls):
+        r""":math:`\sum_d (x_d - x'_d)^2 / \ell_d^2` with each row's own length-scale(s)
+        ``ls`` ((n,) isotropic, (n, D) under ARD)."""
+        if ls.ndim == 2:
+            return pt.sum(pt.square((x[:, None, :] - xs[None, :, :]) / ls[:, None, :]), axis=-1)
+        d2 = pt.sum(pt.square(x[:, None, :] - xs[None, :, :]), axis=-1)
+        return d2 / pt.square(ls[:, None])
 
     def _split(self, X):
         X = pt.as_tensor_variable(X)
@@ -132,13 +145,12 @@ class HierarchicalCovariance(pm.gp.cov.Covariance):
     def _deviation(self, x, xs, c, cs):
         """:math:`[g = g' \\ge 0]\\, k_{\\theta_g}(x, x')` (without the intercept)."""
         if self._unit is not None:
-            j = {p: i for i, p in enumerate(self.spec.params)}
+            j = self.columns.group
             rows = self.tg[pt.cast(pt.maximum(c, 0.0), "int64")]  # the row's own group
-            ls, eta = rows[:, j["ls"]][:, None], rows[:, j["eta"]][:, None]
+            ls, eta = rows[:, j["ls"]], rows[:, j["eta"]][:, None]
             extra = {"alpha": self.tg[0, j["alpha"]]} if "alpha" in j else {}
             k1 = self._unit(self.D, ls=1.0, **extra)
-            d2 = pt.sum(pt.square(x[:, None, :] - xs[None, :, :]), axis=-1)
-            return pt.square(eta) * k1.full_from_distance(d2 / pt.square(ls), squared=True)
+            return pt.square(eta) * k1.full_from_distance(self._scaled_d2(x, xs, ls), squared=True)
         K = 0.0
         for g in range(self.n_groups):
             cov = self.spec.build(self.D, self._params(self.tg[g]))
@@ -160,7 +172,7 @@ class HierarchicalCovariance(pm.gp.cov.Covariance):
         x, c = self._split(X)
         known = pt.ge(c, 0.0)
         if self._unit is not None:
-            j = {p: i for i, p in enumerate(self.spec.params)}
+            j = self.columns.group
             rows = self.tg[pt.cast(pt.maximum(c, 0.0), "int64")]
             extra = {"alpha": self.tg[0, j["alpha"]]} if "alpha" in j else {}
             k1 = self._unit(self.D, ls=1.0, **extra)
@@ -231,6 +243,9 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         an absolute ``1e-6``).
     approx, approx_options
         Must be ``None``: refused with a ``ValueError`` (module docstring).
+    ard : bool
+        A length-scale per input dimension, pooled per dimension, as
+        :class:`~bayes_gp.HierarchicalGP`'s ``ard``.
 
     Raises
     ------
@@ -263,6 +278,7 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         exposure: str | Any = None,
         trials: str | Any = None,
         link: str | None = None,
+        ard: bool = False,
     ):
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"`data` must be a pandas DataFrame, got {type(data).__name__}")
@@ -303,9 +319,11 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         self.exposure_name, self.trials_name = (v if isinstance(v, str) else None
                                                 for v in (exposure, trials))  # fmt: skip
         self.kernel, self.spec = kernel, kernel_spec(kernel)
-        self.ard, self.mean = False, None
+        check_kernel_ard(self.spec, ard)
+        self.ard, self.mean = bool(ard), None
         self.y = lik.y
         self.shared, self.random_intercept = bool(shared), bool(random_intercept)
+        self._set_columns()
         self.pooling = self._pooling(pooling)
         self.scale = self._latent_scale()
         self.priors = dict(priors or {})
@@ -343,12 +361,13 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
             model.add_coord("covariate", [str(c) for c in self.covariates])
         h = self._declare_hierarchy()
         tg = pt.stack([pt.cast(c, "float64") for c in h.columns], axis=1)
-        ts = (pt.stack([pt.cast(pt.as_tensor_variable(v), "float64") for v in h.shared])
+        ts = (pt.concatenate([pt.atleast_1d(pt.cast(pt.as_tensor_variable(v), "float64"))
+                              for v in h.shared])
               if h.shared else pt.zeros(0))  # fmt: skip
         D = self.X.shape[1]
         cov = HierarchicalCovariance(self.spec, D, self._augmented.shape[1], tg, ts,
                                      shared=self.shared, random_intercept=self.random_intercept,
-                                     population=h.population)  # fmt: skip
+                                     population=h.population, columns=self.columns)  # fmt: skip
         cov.n_groups = len(self.labels)  # the static shape of tg may be unknown
         mean = HierarchicalMean(self.scale.y_mean, h.beta, D + 1)
         return cov, mean, self._likelihood_priors()
@@ -456,7 +475,7 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         params = ", ".join(lik.param_names) or "none"
         rows = [
             ("model", repr(self)),
-            ("kernel", self.spec.name),
+            ("kernel", self.spec.name + (" (ARD: a length-scale per input)" if self.ard else "")),
             ("kernel formula", kernel_formula(self.spec)),
             ("equation", self.spec.equation or "–"),
             ("structure", "f = m + f0 + f_g (Hensman et al. 2013)" if self.shared
@@ -481,5 +500,5 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
     def __repr__(self) -> str:
         return (f"HierarchicalGP(n={self.X.shape[0]}, groups={len(self.labels)}, "
                 f"kernel={self.spec.name!r}, shared={self.shared}, "
-                f"likelihood={self.likelihood_name!r})")  # fmt: skip
+                f"{'ard=True, ' if self.ard else ''}likelihood={self.likelihood_name!r})")  # fmt: skip
 

@@ -70,6 +70,8 @@ import pandas as pd
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+from pymc.distributions.shape_utils import change_dist_size
+from pytensor.tensor.random.type import RandomType
 
 from bayes_gp import kernels as K
 from bayes_gp._arguments import renamed_argument
@@ -82,7 +84,8 @@ from bayes_gp._validation import (
     is_datetime,
     refuse_constant,
 )
-from bayes_gp.hierarchical.strategy import HSGPCostWarning, strategy
+from bayes_gp.hierarchical.columns import ParameterColumns
+from bayes_gp.hierarchical.strategy import POPULATION, HSGPCostWarning, strategy
 from bayes_gp.hierarchical.woodbury import PaddedLayout
 from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
@@ -99,7 +102,13 @@ from bayes_gp.inference.typeii import (
     observed_logp_and_grad,
     optimize,
 )
-from bayes_gp.kernels.catalogue import DataScale, default_prior, kernel_formula, kernel_spec
+from bayes_gp.kernels.catalogue import (
+    DataScale,
+    check_kernel_ard,
+    default_prior,
+    kernel_formula,
+    kernel_spec,
+)
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
     PRIOR_PREDICTIVE_MAX_N,
@@ -203,8 +212,10 @@ def _as_names(value, role: str) -> list:
 class Hierarchy:
     """The hierarchy's variables in a PyMC model (:meth:`GroupedSpec._declare_hierarchy`):
     ``columns`` the group hyperparameters (each (G,), in the order of ``spec.params`` and the
-    noise parameters), ``population`` each one's (location, scale) on the log scale (``None``
-    without pooling), ``fixed_kernel`` the shared kernel parameters given as numbers,
+    noise parameters; an ARD length-scale one per input dimension, as
+    :class:`~bayes_gp.hierarchical.columns.ParameterColumns` lays them out), ``population``
+    each one's (location, scale) on the log scale (``None`` without pooling; vectors under
+    ARD), ``fixed_kernel`` the shared kernel parameters given as numbers,
     ``shared`` :math:`f_0`'s hyperparameters and :math:`\\tau_b` (as present), ``beta`` the fixed
     effects (or ``None``)."""
 
@@ -228,10 +239,12 @@ class GroupedSpec:
     def _check_arguments(kernel, shared, random_intercept, jitter, data) -> None:
         """The checks both hierarchical models make of these arguments (``data`` a DataFrame,
         checked first in the constructors)."""
-        if not isinstance(kernel, str):
+        if not isinstance(kernel, str | pm.gp.cov.BaseCovariance):
             raise ValueError(
                 "`kernel` must be a catalogue name or expression (e.g. 'expquad', "
-                "'matern32 + expquad'): the group hyperparameters are pooled by name"
+                "'matern32 + expquad') or a kernel object with unnamed priors "
+                "(K.Matern52(1, ls=pm.Gamma.dist(2, 2))): the group hyperparameters are pooled "
+                f"by name, which a callable does not give; got {type(kernel).__name__}"
             )
         if shared not in (True, False) or random_intercept not in (True, False):
             raise TypeError("`shared` and `random_intercept` must be True or False")
@@ -321,47 +334,111 @@ class GroupedSpec:
             names.append("beta")
         return names
 
-    def _default(self, base: str, name: str, dims=None):
-        """The data-scaled default prior of a parameter of kind ``base``, over ``dims``."""
+    def _is_ard(self, p: str) -> bool:
+        """Whether ``p`` has one value per input dimension (``ard=True``, a length-scale)."""
+        return bool(getattr(self, "ard", False)) and p in self.spec.ard_params
+
+    def _set_columns(self) -> None:
+        """:attr:`columns`: where each hyperparameter sits in ``tg`` and ``ts``
+        (:class:`~bayes_gp.hierarchical.columns.ParameterColumns`)."""
+        ard = self.spec.ard_params if getattr(self, "ard", False) else ()
+        self.columns = ParameterColumns.of(self.spec.params, self.noise_params, ard,
+                                           self.X.shape[1], shared=self.shared,
+                                           random_intercept=self.random_intercept)  # fmt: skip
+
+    def _object_prior(self, p: str, name: str, dims=None):
+        """The kernel object's own prior of ``p`` (an unnamed ``pm.X.dist``) as the variable
+        ``name`` over ``dims`` (``(group_label,)``: one value per group, i.i.d.); ``None`` for
+        a catalogue kernel."""
+        dist = self.spec.priors.get(p)
+        if dist is None:
+            return None
+        if dims:
+            dist = change_dist_size(dist, [len(self.labels)])
+        # a copy with its own random generator: copies of one prior (the shared ``ls`` and
+        # ``f0_ls``) must not be merged into one node by PyTensor's rewrites
+        inputs = [pytensor.shared(np.random.default_rng()) if isinstance(i.type, RandomType)
+                  else i for i in dist.owner.inputs]  # fmt: skip
+        node = dist.owner.clone_with_new_inputs(inputs)
+        rv = node.outputs[dist.owner.outputs.index(dist)]
+        return pm.modelcontext(None).register_rv(rv, name, dims=dims)
+
+    def _own_or(self, p: str, name: str, default):
+        """The kernel object's prior of ``p`` as ``name`` (:meth:`_object_prior`), else
+        ``default()``."""
+        own = self._object_prior(p, name)
+        return default() if own is None else own
+
+    def _object_location(self, p: str) -> float | None:
+        """Log of the median of the kernel object's prior of ``p`` (from 4001 draws, seed 0):
+        the centre of its population location's prior under partial pooling; ``None`` for a
+        catalogue kernel."""
+        dist = self.spec.priors.get(p)
+        if dist is None:
+            return None
+        return float(np.log(np.median(pm.draw(dist, 4001, random_seed=0))))
+
+    def _default(self, base: str, name: str, dims=None, ard: bool = False, param: str = ""):
+        """The data-scaled default prior of a parameter of kind ``base``, over ``dims``
+        (``ard``: a length-scale's location per input dimension, the last of ``dims``); a kernel
+        object's own prior of ``param`` where it has one."""
+        own = self._object_prior(param, name, dims) if param else None
+        if own is not None:
+            return own
         s = self.scale
         if base == "ls":
-            mu = f64(np.log(np.mean(s.x_range) / 3.0))
+            mu = f64(np.log((s.x_range if ard else np.mean(s.x_range)) / 3.0))
             return pm.LogNormal(name, mu=mu, sigma=f64(1.0), dims=dims)
         return pm.HalfNormal(name, sigma=f64(s.y_sd), dims=dims)
 
-    def _location(self, base: str) -> float:
-        """Log of the default prior's median: the centre of a population location's prior."""
+    def _location(self, base: str, ard: bool = False):
+        """Log of the default prior's median: the centre of a population location's prior
+        (``ard``: one per input dimension)."""
         if base == "ls":
+            if ard:
+                return np.log(np.asarray(self.scale.x_range, float) / 3.0)
             return float(np.log(np.mean(self.scale.x_range) / 3.0))
         return float(np.log(0.6744897501960817 * self.scale.y_sd))  # HalfNormal median
 
     def _group_param(self, p: str):
-        """``(values (G,) tensor, population (loc, scale) on the log scale or None)``."""
+        """``(values (G,) tensor, population (loc, scale) on the log scale or None)``; under
+        ARD (:meth:`_is_ard`) values (G, D) and a location and scale per input dimension, each
+        dimension's length-scale pooled on its own."""
         G = len(self.labels)
         mode = self.pooling[p]
         base = _base(p)
+        ard = self._is_ard(p)
+        feature = ("feature",) if ard else ()
+        ones = pt.ones((G, 1)) if ard else pt.ones(G)
         if mode == "shared":
-            v = resolve_prior(self.priors, p, lambda n: self._default(base, n))
+            v = resolve_prior(self.priors, p,
+                              lambda n: self._default(base, n, feature or None, ard, p), ard=ard)  # fmt: skip
             v = pt.as_tensor_variable(v)
-            return pt.ones(G) * v, (pt.log(v), pt.as_tensor_variable(f64(0.0)))
+            zero = pt.zeros_like(v) if ard else pt.as_tensor_variable(f64(0.0))
+            return ones * v, (pt.log(v), zero)
         if mode == "none":
-            v = pt.as_tensor_variable(
-                resolve_prior(self.priors, f"{p}_group", lambda n: self._default(base, n, GROUP_DIM))
-            )
-            if v.type.ndim != 1 and not isinstance(v, pt.TensorConstant):
+            dims = (GROUP_DIM, *feature)
+            v = pt.as_tensor_variable(resolve_prior(
+                self.priors, f"{p}_group", lambda n: self._default(base, n, dims, ard, p)))
+            if v.type.ndim != len(dims) and not isinstance(v, pt.TensorConstant):
+                shape = f"({G}, {self.X.shape[1]})" if ard else f"{G}"
                 raise ValueError(
-                    f"`priors[{p + '_group'!r}]` must give one value per group ({G}): a callable "
-                    f"creating a variable with dims={GROUP_DIM!r}, or a distribution with shape="
-                    f"{G}"
+                    f"`priors[{p + '_group'!r}]` must give one value per group ({G})"
+                    + (" and input dimension" if ard else "")
+                    + f": a callable creating a variable with dims={dims!r}, or a distribution "
+                    f"with shape={shape}"
                 )
-            return pt.ones(G) * v, None
-        loc = self._location(base)
+            return ones * v, None
+        own = self._object_location(p)
+        loc = self._location(base, ard) if own is None else own
         mu = resolve_prior(self.priors, f"{p}_mu",
-                           lambda n: pm.Normal(n, mu=f64(loc), sigma=f64(1.0)))  # fmt: skip
+                           lambda n: pm.Normal(n, mu=f64(loc), sigma=f64(1.0),
+                                               dims=feature or None), ard=ard)  # fmt: skip
         tau = resolve_prior(self.priors, f"{p}_tau",
-                            lambda n: pm.HalfNormal(n, sigma=f64(TAU_SCALE)))  # fmt: skip
-        z = pm.Normal(f"{p}_z", mu=f64(0.0), sigma=f64(1.0), dims=GROUP_DIM)
-        v = pm.Deterministic(f"{p}_group", pt.exp(mu + tau * z), dims=GROUP_DIM)
+                            lambda n: pm.HalfNormal(n, sigma=f64(TAU_SCALE),
+                                                    dims=feature or None), ard=ard)  # fmt: skip
+        z = pm.Normal(f"{p}_z", mu=f64(0.0), sigma=f64(1.0), dims=(GROUP_DIM, *feature))
+        v = pm.Deterministic(f"{p}_group", pt.exp(mu + tau * z), dims=(GROUP_DIM, *feature))
         return v, (pt.as_tensor_variable(mu), pt.as_tensor_variable(tau))
 
     def _declare_hierarchy(self) -> Hierarchy:
@@ -373,10 +450,21 @@ class GroupedSpec:
         for p in [*self.spec.params, *self.noise_params]:
             if p in self.pooling:
                 v, pop = self._group_param(p)
-            else:  # alpha, period: shared by every group
+                if self._is_ard(p):  # one column per input dimension
+                    columns += [v[:, d] for d in range(self.X.shape[1])]
+                    population[p] = pop
+                    continue
+            elif self._is_ard(p):  # a shared kernel parameter with one value per input
                 v = pt.as_tensor_variable(
-                    resolve_prior(self.priors, p, lambda n: default_prior(n, s, False))
+                    resolve_prior(self.priors, p, lambda n: default_prior(n, s, True), ard=True)
                 )
+                columns += [pt.ones(len(self.labels)) * v[d] for d in range(self.X.shape[1])]
+                population[p] = (pt.log(v), pt.zeros_like(v))
+                continue
+            else:  # alpha, period: shared by every group
+                v = pt.as_tensor_variable(resolve_prior(
+                    self.priors, p,
+                    lambda n, p=p: self._own_or(p, n, lambda: default_prior(n, s, False))))
                 pop = (pt.log(v), pt.as_tensor_variable(f64(0.0)))
                 if isinstance(v, pt.TensorConstant) and v.data.size == 1:
                     fixed[p] = float(v.data)
@@ -385,9 +473,12 @@ class GroupedSpec:
             population[p] = pop
         shared = []
         if self.shared:
-            shared += [pt.as_tensor_variable(
-                resolve_prior(self.priors, f"f0_{p}",
-                              lambda n: default_prior(n, s, False))) for p in self.spec.params]  # fmt: skip
+            for p in self.spec.params:
+                ard = self._is_ard(p)
+                shared.append(pt.as_tensor_variable(resolve_prior(
+                    self.priors, f"f0_{p}",
+                    lambda n, p=p, ard=ard: self._own_or(p, n, lambda: default_prior(n, s, ard)),
+                    ard=ard)))
         if self.random_intercept:
             shared.append(pt.as_tensor_variable(resolve_prior(
                 self.priors, "intercept_sd",
@@ -452,12 +543,18 @@ class GroupedSpec:
                 "pooling='none'; use pooling 'partial' or 'shared' for them"
             )
 
+        def entry(t, d):
+            t = pt.cast(t, "float64")
+            return t if d is None else t[d]
+
         def build():
-            outs = [pt.stack([pt.cast(t, "float64") for p in names for t in self._population[p]])]
+            slots = self.columns.slots
+            outs = [pt.stack([entry(self._population[p][k], d) for p, d in slots])
+                    for k in (0, 1)]  # fmt: skip
             return function_of_values(self.model.free_RVs, lambda _: outs)
 
-        pop = np.asarray(self._fn("population", build)(*values, np.zeros((0, 1)))[0], float)
-        loc, scale = pop[0::2], pop[1::2]
+        out = self._fn("population", build)(*values, np.zeros((0, 1)))
+        loc, scale = (np.asarray(v, float) for v in out[:2])
         z = np.zeros(loc.shape) if rng is None else rng.standard_normal(loc.shape)
         return np.exp(loc + scale * z)
 
@@ -475,12 +572,17 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         The outcome column (numeric).
     group : str
         The group column; every row needs a label.
-    kernel : str
+    kernel : str or kernel object
         A catalogue kernel name or a sum of products of them
-        (:func:`~bayes_gp.regression.kernel_spec`): the kernel of the deviations :math:`f_g`
-        and of the population function :math:`f_0`, each with its own hyperparameters
-        (:math:`f_0`'s are prefixed ``f0_``: ``f0_ls``, ``f0_eta``). Isotropic (one
-        length-scale for all inputs).
+        (:func:`~bayes_gp.kernels.catalogue.kernel_spec`), or a kernel object
+        (:mod:`bayes_gp.kernels` or PyMC's, with ``+``, ``*`` and scale factors) whose numbers
+        are fixed and whose unnamed priors ``pm.X.dist(...)`` are its hyperparameters, pooled by
+        name as a catalogue kernel's with the object's priors (``"shared"``: the common value's
+        prior; ``"none"``: each group's, i.i.d.; ``"partial"``: the population location's prior
+        is centred on the log of its median); the object carries its own amplitude. The kernel
+        of the deviations :math:`f_g` and of the population function :math:`f_0`, each with
+        its own hyperparameters (:math:`f_0`'s are prefixed ``f0_``: ``f0_ls``, ``f0_eta``).
+        Isotropic (one length-scale for all inputs) unless ``ard``.
     shared : bool
         Include the population function :math:`f_0` (default ``True``); ``False``: the groups
         are independent GPs tied only by their pooled hyperparameters.
@@ -537,6 +639,11 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         one gradient costs :math:`O(Np + Gp^3 + m^3)` instead of :math:`O(G n_{\\max}^3)`.
         Kernels: ``expquad``, ``matern12``/``exponential``, ``matern32``, ``matern52``,
         ``ratquad`` (fixed ``alpha``) and sums of them; one or two input columns.
+    ard : bool
+        One length-scale per input dimension (R&W §5.1, PRML §6.4.4) for the group deviations
+        and :math:`f_0`, each dimension's pooled on its own: ``ls_mu``, ``ls_tau`` (dimension
+        ``feature``), ``ls_z`` and ``ls_group`` (``group_label`` x ``feature``) under partial
+        pooling; ``ls`` (``feature``) shared; ``f0_ls`` (``feature``). Catalogue kernels.
     approx_options : dict, optional
         As :class:`~bayes_gp.GPRegression`'s: ``m`` (basis functions per input dimension) and
         ``c`` (boundary factor > 1); omitted ones by the Riutort-Mayol et al. (2022) rule
@@ -587,6 +694,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         exposure: str | Any = None,
         trials: str | Any = None,
         link: str | None = None,
+        ard: bool = False,
     ):
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"`data` must be a pandas DataFrame, got {type(data).__name__}")
@@ -611,9 +719,12 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         self.layout = PaddedLayout.of(self.rows, self.u_index)
         self.kernel = kernel
         self.spec = kernel_spec(kernel)
+        check_kernel_ard(self.spec, ard)
+        self.ard = bool(ard)
         self.approx = approx_spec(approx, approx_options, X)
         self.shared = bool(shared)
         self.random_intercept = bool(random_intercept)
+        self._set_columns()
         self.likelihood = likelihood
         self.pooling = self._pooling(pooling)
         self.scale = DataScale.of(X, yv)
@@ -647,7 +758,8 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
             if self.covariates:
                 mu = mu + pt.dot(f64(self.Xc - self.c_mean), self._beta_t)
             theta_group = pt.stack([pt.cast(c, "float64") for c in columns], axis=1)
-            theta_shared = pt.stack([pt.cast(pt.as_tensor_variable(v), "float64") for v in shared])
+            theta_shared = pt.concatenate([pt.atleast_1d(pt.cast(pt.as_tensor_variable(v), "float64"))
+                                           for v in shared])  # fmt: skip
             self.marginal.setup(theta_group, theta_shared)
             pm.CustomDist("y", mu, theta_group, theta_shared, logp=self.marginal.logp,
                           signature="(n),(g,p),(q)->(n)", observed=self.y, dims="obs")  # fmt: skip
@@ -657,14 +769,15 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
     # ---------------------------------------------------------------- kernels
     def _group_kernel(self, row, ts, Xa, Xb=None, diag: bool = False):
         """:math:`k_g(X_a, X_b) + \\tau_b^2` with the group's hyperparameter row."""
-        cov = self.spec.build(self.X.shape[1], {p: row[j] for j, p in enumerate(self.spec.params)})
+        cov = self.spec.build(self.X.shape[1], self.columns.kernel_args(row, self.spec.params))
         K = cov(Xa, diag=True) if diag else cov(Xa, Xb)
         if self.random_intercept:
-            K = K + pt.square(ts[len(self.spec.params) if self.shared else 0])
+            K = K + pt.square(ts[self.columns.tau_b])
         return K
 
     def _population_kernel(self, ts, Xa, Xb=None, diag: bool = False):
-        cov = self.spec.build(self.X.shape[1], {p: ts[j] for j, p in enumerate(self.spec.params)})
+        cov = self.spec.build(self.X.shape[1],
+                              self.columns.kernel_args(ts, self.spec.params, population=True))  # fmt: skip
         return cov(Xa, diag=True) if diag else cov(Xa, Xb)
 
     def _blocks(self, tg, ts):
@@ -676,14 +789,19 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         Xpad = self.X[lay.index]  # (G, n_max, D); padding repeats row 0, masked out
         unit = _BATCHED.get(self.spec.name) if self.spec.catalogue else None
         if unit is not None:  # one batched kernel evaluation: k(r), r^2 = |x - x'|^2 / ls_g^2
-            j = {p: i for i, p in enumerate(self.spec.params)}
-            d2 = np.sum((Xpad[:, :, None, :] - Xpad[:, None, :, :]) ** 2, axis=-1)
+            j = self.columns.group
             extra = {"alpha": tg[0, j["alpha"]]} if "alpha" in j else {}
-            ls, eta = tg[:, j["ls"]][:, None, None], tg[:, j["eta"]][:, None, None]
+            eta = tg[:, j["eta"]][:, None, None]
             k1 = unit(self.X.shape[1], ls=1.0, **extra)
-            K = pt.square(eta) * k1.full_from_distance(d2 / pt.square(ls), squared=True)
+            if self._is_ard("ls"):  # r^2 = sum_d (x_d - x'_d)^2 / ls_gd^2
+                diff2 = (Xpad[:, :, None, :] - Xpad[:, None, :, :]) ** 2
+                r2 = pt.sum(diff2 / pt.square(tg[:, j["ls"]])[:, None, None, :], axis=-1)
+            else:
+                d2 = np.sum((Xpad[:, :, None, :] - Xpad[:, None, :, :]) ** 2, axis=-1)
+                r2 = d2 / pt.square(tg[:, j["ls"]][:, None, None])
+            K = pt.square(eta) * k1.full_from_distance(r2, squared=True)
             if self.random_intercept:
-                K = K + pt.square(ts[len(self.spec.params) if self.shared else 0])
+                K = K + pt.square(ts[self.columns.tau_b])
         else:  # any catalogue expression: one kernel graph per group, stacked
             K = pt.stack([self._group_kernel(tg[g], ts, pt.as_tensor_variable(Xpad[g]),
                                              pt.as_tensor_variable(Xpad[g]))
@@ -865,7 +983,14 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
     @single_blas_thread
     @renamed_argument("seed", "random_seed")
     def predict(
-        self, new_data, fit, include_noise: bool = False, *, max_draws: int = 500, random_seed: int = 0
+        self,
+        new_data,
+        fit,
+        include_noise: bool = False,
+        *,
+        population: bool = False,
+        max_draws: int = 500,
+        random_seed: int = 0,
     ) -> Prediction:
         r"""Predictive distribution at the rows of ``new_data`` (the ``x`` columns, the group
         column and any covariates).
@@ -884,11 +1009,28 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         new group's :math:`\log \ell = \mu_\ell + \tau_\ell z` per posterior draw; for a MAP fit
         the population location :math:`\exp(\mu_\ell)` (``extra["new_group"]`` says so).
 
+        With ``population=True``, the **population curve** :math:`m(x_*) + f_0(x_*)` at every
+        row, whatever its group (the group column may be absent): :math:`f_0`'s posterior,
+        :math:`\mu_* = m(x_*) + k_{0*}^\top C^{-1}(y - m)`, :math:`v_* = k_0(x_*, x_*) -
+        k_{0*}^\top C^{-1} k_{0*}` with :math:`k_{0*,i} = k_0(x_i, x_*)`: the curve of the
+        population without any group's deviation or intercept (brms's ``re_formula=NA``). It
+        needs :math:`f_0` (``shared=True``) and is a curve, not an observation
+        (``include_noise`` is refused).
+
         ``include_noise`` adds :math:`\sigma_g^2`. A MAP fit gives Gaussian bands; a NUTS fit
         the mixture over up to ``max_draws`` draws (mean and variance by the laws of total
         expectation and variance, the 94% band from the mixture's quantiles).
         """
         self.check_fit(fit)
+        if population:
+            Xn, Cn, codes = self._population_rows(new_data, include_noise)
+            means, variances, jit = self._components(Xn, Cn, codes, fit, False, max_draws,
+                                                     random_seed)  # fmt: skip
+            extra = {"population": "m + f0: the population curve, no group deviation"}
+            if isinstance(fit, MapFit):
+                return mixture_prediction(means[:1], variances[:1], {"jitter": jit, **extra})
+            extra.update(n_draws=len(means), jitter=jit)
+            return mixture_prediction(means, variances, extra)
         Xn, Cn, codes, _ = self._new_rows(new_data)
         extra: dict[str, Any] = {}
         if (codes < 0).any():
@@ -903,6 +1045,32 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
             return mixture_prediction(means[:1], variances[:1], {"jitter": jit, **extra})
         extra.update(n_draws=len(means), jitter=jit)
         return mixture_prediction(means, variances, extra)
+
+    def _population_rows(self, new_data, include_noise: bool):
+        """``(X_new, covariates centred, codes)`` of the population curve's rows (codes all
+        :data:`~bayes_gp.hierarchical.strategy.POPULATION`); the group column is not needed."""
+        if not self.shared:
+            raise ValueError(
+                "`population=True`: this model has no population function f0 (shared=False); "
+                "its groups are independent GPs tied only by their hyperparameters"
+            )
+        if include_noise:
+            raise ValueError(
+                "`population=True` gives the population curve m + f0, not an observation: "
+                "include_noise applies to a group's rows (use a new group label for a new "
+                "group's observations)"
+            )
+        if not isinstance(new_data, pd.DataFrame):
+            raise ValueError(
+                f"`new_data` must be a DataFrame with the columns {self.x_names}"
+                + (f" and {self.covariates}" if self.covariates else "")
+                + f", got {type(new_data).__name__}"
+            )
+        frame = new_data
+        if self.group_name not in frame.columns:
+            frame = frame.assign(**{self.group_name: self.labels[0]})
+        Xn, Cn, _, _ = self._new_rows(frame)
+        return Xn, Cn, np.full(Xn.shape[0], POPULATION, dtype=np.int64)
 
     @single_blas_thread
     @renamed_argument("seed", "random_seed")
@@ -1049,7 +1217,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
         pooling = ", ".join(f"{p}: {m}" for p, m in self.pooling.items())
         return [
             ("model", repr(self)),
-            ("kernel", self.spec.name),
+            ("kernel", self.spec.name + (" (ARD: a length-scale per input)" if self.ard else "")),
             ("kernel formula", kernel_formula(self.spec)),
             ("equation", self.spec.equation or "–"),
             ("structure", "y = m + f0 + f_g + ε (Hensman et al. 2013)" if self.shared
@@ -1136,7 +1304,7 @@ class HierarchicalGP(GroupedSpec, PreflightJitter, NUTSSampling, NutsOrMapFits, 
 
     def __repr__(self) -> str:
         return (f"HierarchicalGP(n={self.X.shape[0]}, groups={len(self.labels)}, "
-                f"kernel={self.spec.name!r}, shared={self.shared}"
+                f"kernel={self.spec.name!r}, shared={self.shared}{', ard=True' if self.ard else ''}"
                 f"{'' if self.approx is None else ', approx=' + repr(self.approx.name)})")  # fmt: skip
 
 

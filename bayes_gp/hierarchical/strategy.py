@@ -49,7 +49,18 @@ from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.solvers.approx_options import ApproxSpec
 from bayes_gp.solvers.hsgp import HSGP_MAX_DEFAULT_BASIS, hsgp_m_c
 
-__all__ = ["HSGPCostWarning", "GroupedLikelihood", "StructuredExact", "StructuredHSGP", "strategy"]
+__all__ = [
+    "HSGPCostWarning",
+    "GroupedLikelihood",
+    "StructuredExact",
+    "StructuredHSGP",
+    "strategy",
+    "POPULATION",
+]
+
+#: The group code of a row that asks for the population curve :math:`m + f_0` alone (no group
+#: deviation, no intercept): ``HierarchicalGP.predict(..., population=True)``. A new group is -1.
+POPULATION = -2
 
 
 class HSGPCostWarning(UserWarning):
@@ -95,7 +106,8 @@ class GroupedLikelihood:
         raise NotImplementedError  # abstract
 
     def predict_at(self, values, Xn, Cn, codes, include_noise, rng):
-        """``(mean, var, jitter)`` of :math:`f_*` (or :math:`y_*`) at one hyperparameter value."""
+        """``(mean, var, jitter)`` of :math:`f_*` (or :math:`y_*`) at one hyperparameter value;
+        rows with code :data:`POPULATION` get the population curve :math:`m + f_0`."""
         raise NotImplementedError  # abstract
 
     def description(self) -> str:
@@ -173,6 +185,12 @@ class StructuredExact(GroupedLikelihood):
         for g in np.unique(codes):
             at = np.flatnonzero(codes == g)
             Xs = Xn[at]
+            if g == POPULATION:  # f0's posterior alone
+                _, _, K0us, k0_diag = kern(tg[0], ts, gp.U, Xs)
+                Kx = K0us[gp.u_index]
+                mean[at] += Kx.T @ alpha
+                var[at] = np.maximum(k0_diag - np.sum(Kx * fac.solve(Kx), axis=0), 0.0)
+                continue
             if g >= 0:
                 row = tg[g]
             else:
@@ -227,9 +245,10 @@ class StructuredHSGP(GroupedLikelihood):
         if spec.m is not None and spec.c is not None:
             m, c = spec.m, spec.c
         else:  # the rule over the group kernel (first group: exchangeable) and f0's
-            covs = [gp.spec.build(D, {p: tg[0, j] for j, p in enumerate(gp.spec.params)})]
+            cols = gp.columns
+            covs = [gp.spec.build(D, cols.kernel_args(tg[0], gp.spec.params))]
             if gp.shared:
-                covs.append(gp.spec.build(D, {p: ts[j] for j, p in enumerate(gp.spec.params)}))
+                covs.append(gp.spec.build(D, cols.kernel_args(ts, gp.spec.params, population=True)))
             rules = [hsgp_m_c(cov, gp.X, c=spec.c) for cov in covs]
             c = np.max([rc for _, rc in rules], axis=0)  # one box for every function
             m_rule = np.max([rm if np.array_equal(rc, c) else hsgp_m_c(cov, gp.X, c=c)[0]
@@ -278,18 +297,17 @@ class StructuredHSGP(GroupedLikelihood):
         densities at each group's (and :math:`f_0`'s) hyperparameters, :math:`\tau_b` for the
         intercept column, and :math:`s_g = \sigma_g^2 + \epsilon`."""
         gp = self.gp
-        P, D = len(gp.spec.params), gp.X.shape[1]
+        D, cols = gp.X.shape[1], gp.columns
         sq = self.basis.sqrt_eig
-        Dg = sqrt_spectral_densities(self.terms, list(gp.spec.params), tg[:, :P], sq, D,
-                                     gp._fixed_kernel)  # fmt: skip
+        Dg = sqrt_spectral_densities(self.terms, cols.group, tg, sq, D, gp._fixed_kernel)
         if gp.random_intercept:
-            tau = ts[P if gp.shared else 0]
+            tau = ts[cols.tau_b]
             Dg = pt.concatenate([Dg, pt.ones((tg.shape[0], 1)) * tau], axis=1)
         s = pt.square(tg[:, -1]) + ts[-1]
         D0 = None
         if gp.shared:
-            D0 = sqrt_spectral_densities(self.terms, list(gp.spec.params),
-                                         ts[None, :P], sq, D, gp._fixed_kernel)[0]  # fmt: skip
+            D0 = sqrt_spectral_densities(self.terms, cols.shared, ts[None, :], sq, D,
+                                         gp._fixed_kernel)[0]  # fmt: skip
         return Dg, s, D0
 
     def psi(self, Xs: np.ndarray) -> np.ndarray:
@@ -383,6 +401,11 @@ class StructuredHSGP(GroupedLikelihood):
         for g in np.unique(codes):
             at = np.flatnonzero(codes == g)
             Psi = self.psi(Xn[at])
+            if g == POPULATION:  # f0's posterior alone
+                m_, v_ = fac.predict(None, Psi)
+                mean[at] += m_
+                var[at] = np.maximum(v_, 0.0)
+                continue
             if g >= 0:
                 row = tg[g]
                 m_, v_ = fac.predict(int(g), Psi)

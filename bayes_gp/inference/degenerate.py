@@ -87,8 +87,9 @@ def _index(label: str) -> int | None:
 
 
 def _spacing_at(spacing: Mapping[str, Any], label: str) -> float:
-    """The input spacing of the coordinate ``label`` (a vector's entry for an ARD label); a
-    per-class name ``"class_a::ls"`` takes the plain name's spacing."""
+    """The input spacing of the coordinate ``label`` (a vector's entry for an ARD label, the
+    last axis of a per-group matrix ``ls_group`` (G, D) raveled in C order); a per-class name
+    ``"class_a::ls"`` takes the plain name's spacing."""
     name = _rv_name(label)
     value = spacing.get(name, spacing.get(name.rsplit("::", 1)[-1]))
     if value is None:
@@ -97,7 +98,7 @@ def _spacing_at(spacing: Mapping[str, Any], label: str) -> float:
     i = _index(label)
     if arr.size == 1 or i is None:  # a shared length-scale: the smallest over its columns
         return float(np.min(arr))
-    return float(arr[i]) if i < arr.size else float("nan")
+    return float(arr[i % arr.size])
 
 
 def degenerate(

@@ -285,6 +285,11 @@ def test_map_fit_on_a_panel_predicts_as_the_exact_path():
     a, b = h.predict(new, fit), exact.predict(new, fit)
     assert np.max(np.abs(a.mean - b.mean)) < 1e-4 * np.std(df["y"])
     np.testing.assert_allclose(a.sd, b.sd, rtol=1e-4)
+    # the population curve m + f0 alone (predict(population=True)), on both paths
+    pop = pd.DataFrame({"t": grid})
+    a, b = h.predict(pop, fit, population=True), exact.predict(pop, fit, population=True)
+    assert np.max(np.abs(a.mean - b.mean)) < 1e-4 * np.std(df["y"])
+    np.testing.assert_allclose(a.sd, b.sd, rtol=1e-4)
     lml_h, lml_e = h.log_marginal_likelihood(fit.params), exact.log_marginal_likelihood(fit.params)
     assert abs(lml_h - lml_e) < 5e-3
 

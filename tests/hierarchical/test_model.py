@@ -149,6 +149,40 @@ def test_predictions_equal_the_dense_conditional_for_known_and_new_groups():
     np.testing.assert_allclose(pred.upper - pred.mean, 1.880793608151251 * pred.sd)
 
 
+def test_population_curve_is_f0s_posterior():
+    """predict(population=True): m + f0 given all the data, no group's deviation or intercept
+    (brms's re_formula=NA), against the dense conditional; the HSGP path's equals it as the
+    basis grows; refusals named."""
+    df = _frame(2)
+    hgp = HierarchicalGP(df, "t", "y", "subject", random_intercept=True)
+    params = {"ls_mu": 0.2, "ls_tau": 0.5, "ls_z": np.array([0.3, -1.0, 0.8]), "eta_mu": -0.5,
+              "eta_tau": 0.2, "eta_z": np.array([1.0, 0.0, -0.5]), "sigma": 0.3, "f0_ls": 1.2,
+              "f0_eta": 1.1, "intercept_sd": 0.4}  # fmt: skip
+    new = pd.DataFrame({"t": [0.5, 3.3, 9.0]})  # no group column needed
+    pred = hgp.predict(new, _fit(params), population=True)
+    ls = np.exp(0.2 + 0.5 * params["ls_z"])
+    eta = np.exp(-0.5 + 0.2 * params["eta_z"])
+    t, y = df["t"].to_numpy(), df["y"].to_numpy()
+    g = df["subject"].map({"s0": 0, "s1": 1, "s2": 2}).to_numpy()
+    eps = JIT * y.var()
+    C = _se(t, t, 1.2, 1.1) + eps * (t[:, None] == t[None, :])
+    C += (g[:, None] == g[None, :]) * (_se(t, t, ls[g][:, None], eta[g][:, None]) + 0.16)
+    C += np.diag(np.full(t.size, 0.09 + eps))
+    k = _se(t, new["t"].to_numpy(), 1.2, 1.1)
+    np.testing.assert_allclose(pred.mean, y.mean() + k.T @ np.linalg.solve(C, y - y.mean()),
+                               atol=1e-9)  # fmt: skip
+    np.testing.assert_allclose(pred.var, 1.1**2 - np.sum(k * np.linalg.solve(C, k), axis=0),
+                               atol=1e-9)  # fmt: skip
+    # a group column, when given, does not change the population curve
+    same = hgp.predict(new.assign(subject="s1"), _fit(params), population=True)
+    np.testing.assert_array_equal(same.mean, pred.mean)
+    with pytest.raises(ValueError, match="not an observation"):
+        hgp.predict(new, _fit(params), include_noise=True, population=True)
+    alone = HierarchicalGP(df, "t", "y", "subject", shared=False)
+    with pytest.raises(ValueError, match="no population function f0"):
+        alone.predict(new, _fit(params), population=True)
+
+
 def test_batched_kernel_equals_the_per_group_kernels(monkeypatch):
     """The batched evaluation from scaled distances (catalogue stationary kernels) and the
     per-group kernel graphs (any catalogue expression) give the same likelihood and gradient."""
