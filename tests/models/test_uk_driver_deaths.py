@@ -66,7 +66,10 @@ def test_map_fit_finds_the_drop_and_beats_poisson(decl, data):
     assert float(pfit.params["matern32_ls"]) < 0.25  # measured 0.12 years
     assert loo_nb > loo_pois + 15  # measured -1118.3 against -1147.8
     assert held_nb["mean_log_predictive_density"] > held_pois["mean_log_predictive_density"] + 0.5
-    assert held_nb["coverage_94"] >= 11 / 12 > 0.5 >= held_pois["coverage_94"]
+    # the 94% predictive intervals by quadrature (issue 37): the Poisson model's are too narrow
+    # for these overdispersed counts, the negative binomial's not (measured 8/12 against 12/12;
+    # the former 20-draw Monte Carlo intervals gave the Poisson 6/12)
+    assert held_nb["coverage_94"] >= 11 / 12 > 9 / 12 > held_pois["coverage_94"]
     assert held_nb["rmse"] < 0.6 * held_pois["rmse"]  # measured 124 against 292
     with pytest.raises(ValueError, match="fits by `method` 'nuts', 'nuts_joint', 'map', 'vi'"):
         decl.build(data, "ep")
