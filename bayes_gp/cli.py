@@ -555,9 +555,9 @@ def _read_new_rows(path: str | None, model, data):
     if path is None:
         return None
     from bayes_gp.workflow.scoring import check_new_data
-    from bayes_gp.workflow.spec import _read_csv
+    from bayes_gp.workflow.spec import read_csv
 
-    frame = _read_csv(path)
+    frame = read_csv(path)
     check_new_data(model, data, frame, f"--predict {path}")
     return frame
 

@@ -167,7 +167,7 @@ def _object_spacing(kernel, cols: np.ndarray) -> dict[str, Any]:
     over their ``active_dims``), by the names the model gives their priors."""
     import pymc as pm
 
-    from bayes_gp.kernels.parameters import _random_variables, kernel_parameters
+    from bayes_gp.kernels.parameters import kernel_parameters, random_variables
 
     try:
         names = {rv: n for n, rv in kernel_parameters(kernel).items()}
@@ -187,7 +187,7 @@ def _object_spacing(kernel, cols: np.ndarray) -> dict[str, Any]:
         dims = np.atleast_1d(np.asarray(getattr(k, "active_dims", ()), int))
         if ls is None or dims.size == 0 or dims.max(initial=-1) >= cols.size:
             return
-        for rv in _random_variables(ls):
+        for rv in random_variables(ls):
             name = names.get(rv)
             if name is None:
                 continue

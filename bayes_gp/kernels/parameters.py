@@ -25,10 +25,10 @@ import pytensor.tensor as pt
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
-__all__ = ["kernel_parameters", "describe_kernel"]
+__all__ = ["kernel_parameters", "describe_kernel", "random_variables"]
 
 
-def _random_variables(value) -> list[pt.TensorVariable]:
+def random_variables(value) -> list[pt.TensorVariable]:
     """The random variables among the ancestors of a tensor, in graph order."""
     if not isinstance(value, pt.TensorVariable):
         return []
@@ -49,7 +49,7 @@ def _attributes(kernel, out: list[tuple[str, str, pt.TensorVariable]]) -> None:
             if isinstance(f, pm.gp.cov.Covariance):
                 _attributes(f, out)
             else:
-                for rv in _random_variables(f):
+                for rv in random_variables(f):
                     out.append(("eta", "scale", rv))
         return
     for attr, value in vars(kernel).items():
@@ -58,7 +58,7 @@ def _attributes(kernel, out: list[tuple[str, str, pt.TensorVariable]]) -> None:
         if isinstance(value, pm.gp.cov.Covariance):  # a construction's base kernel
             _attributes(value, out)
             continue
-        for rv in _random_variables(value):
+        for rv in random_variables(value):
             out.append((attr.lstrip("_"), type(kernel).__name__.lower(), rv))
 
 
@@ -79,7 +79,7 @@ def kernel_parameters(kernel: pm.gp.cov.Covariance) -> dict[str, pt.TensorVariab
         graph = kernel(pt.dmatrix("X"))
     except (TypeError, ValueError, NotImplementedError):  # a kernel on other inputs (strings)
         graph = None
-    for rv in _random_variables(graph):  # reached only through a function, e.g. a closure
+    for rv in random_variables(graph):  # reached only through a function, e.g. a closure
         found.append(("theta", "", rv))
     seen: dict[pt.TensorVariable, tuple[str, str]] = {}
     for attr, cls, rv in found:

@@ -123,12 +123,12 @@ class FitResult:
             a number (column and row named), rows with missing values.
         """
         from bayes_gp.workflow.scoring import predict_new
-        from bayes_gp.workflow.spec import _read_csv
+        from bayes_gp.workflow.spec import read_csv
 
         if isinstance(new_data, pd.DataFrame):
             frame, where = new_data, where or "the new data"
         else:
-            frame, where = _read_csv(str(new_data)), where or str(new_data)
+            frame, where = read_csv(str(new_data)), where or str(new_data)
         return predict_new(self.model, self.data, self.fit, frame, where)
 
     @property

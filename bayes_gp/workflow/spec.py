@@ -29,6 +29,7 @@ __all__ = [
     "resolve",
     "spec_of",
     "from_spec",
+    "read_csv",
 ]
 
 #: The inference settings of a model that declares none (CSV models), fast and full.
@@ -270,7 +271,9 @@ class CSVModel:
         return GPClassifier(X, data.y_train, self.kernel, link=link, ard=self.ard)
 
 
-def _read_csv(path: str) -> pd.DataFrame:
+def read_csv(path: str) -> pd.DataFrame:
+    """The CSV file at ``path`` as a DataFrame; a missing or unreadable file is a ``ValueError``
+    that names it."""
     try:
         return pd.read_csv(path)
     except FileNotFoundError:
@@ -362,7 +365,7 @@ class FormulaCSVModel:
     def _arguments(self):
         from bayes_gp.formula.model import engine_arguments
 
-        return engine_arguments(self.formula, _read_csv(self.path), self.family, link=self.link)
+        return engine_arguments(self.formula, read_csv(self.path), self.family, link=self.link)
 
     def load_data(self, fast: bool = False) -> Dataset:
         """Read the CSV file and build the model's design matrix (every check of
