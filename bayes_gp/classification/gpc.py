@@ -230,7 +230,8 @@ class GPClassifier(LatentGP):
         if is_nuts(fit):
             lower, upper = np.quantile(per_draw, CI_QUANTILES, axis=0)
         return Bands("probability", self.X[:, 0], self.t, grid, per_draw.mean(axis=0), lower,
-                     upper, positive=str(self.classes_[1]))  # fmt: skip
+                     upper, positive=str(self.classes_[1]),
+                     band_label="94% band over posterior draws")  # fmt: skip
 
     @property
     def bands_note(self) -> str:  # type: ignore[override]

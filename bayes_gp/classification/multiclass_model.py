@@ -666,7 +666,8 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
             lower, upper = np.quantile(last, CI_QUANTILES, axis=0)
         return Bands("probability", self.X[:, 0], (self.t == self.n_classes - 1).astype(int),
                      grid, last.mean(axis=0), lower, upper,
-                     positive=str(self.classes_[-1]))  # fmt: skip
+                     positive=str(self.classes_[-1]),
+                     band_label="94% band over posterior draws")  # fmt: skip
 
     def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
         """``p_<label>`` for every class of ``classes_`` and the ``predicted`` label."""

@@ -231,13 +231,15 @@ def classifier_bands_figure(
     title: str,
     xlabel: str = "x",
     positive: str = "1",
+    band_label: str = "94% band over posterior draws",
 ) -> str:
-    """Predictive probability of the positive class, a 94% band over posterior draws (NUTS),
-    and the labels at 0 and 1."""
+    """Predictive probability of the positive class, its 94% band (``band_label`` says which:
+    over posterior draws for a classifier's NUTS fit, the credible band of the probability for
+    a latent GP's), and the labels at 0 and 1."""
     fig, ax = _bands_axes()
     if band is not None:
         ax.fill_between(grid, band[0], band[1], color="C1", alpha=0.25, lw=0,
-                        label="94% band over posterior draws")  # fmt: skip
+                        label=band_label)  # fmt: skip
     ax.plot(grid, proba, color="C1", lw=1.5, label="predictive probability")
     jitter = np.random.default_rng(0).uniform(-0.02, 0.02, size=np.shape(t))
     ax.plot(x, np.asarray(t, float) + jitter, "k|", ms=8, label="labels (0/1)")

@@ -90,11 +90,13 @@ def ppc_tree(model, fit):
 
 
 def band_grid(model, X_new) -> np.ndarray:
-    """:data:`GRID_POINTS` points over the training inputs and ``X_new`` (1-D), padded by 5%."""
+    """:data:`GRID_POINTS` points over the first input column of the training inputs and of
+    ``X_new``, padded by 5%."""
     x = model.X[:, 0]
     lo, hi = float(x.min()), float(x.max())
     if X_new is not None:
-        xn = np.asarray(X_new, float).ravel()
+        xn = np.asarray(X_new, float)
+        xn = xn[:, 0] if xn.ndim == 2 else xn.ravel()
         lo, hi = min(lo, float(xn.min())), max(hi, float(xn.max()))
     pad = 0.05 * (hi - lo if hi > lo else 1.0)
     return np.linspace(lo - pad, hi + pad, GRID_POINTS)

@@ -6,6 +6,7 @@ for a NUTS fit and a type-II fit.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import traceback
@@ -109,7 +110,8 @@ class Part:
 
 def _bands(part: Part, model, fit, nuts: bool, X_new) -> None:
     name = part.entry.name
-    if model.X.shape[1] != 1:
+    along = "along" in inspect.signature(model.bands).parameters
+    if model.X.shape[1] != 1 and not along:
         if X_new is None:
             part.body.append(
                 H.paragraph(
@@ -123,12 +125,12 @@ def _bands(part: Part, model, fit, nuts: bool, X_new) -> None:
     xlabel = model.feature_names[0]
 
     def make():
-        b = model.bands(grid, fit)
+        b = model.bands(grid, fit, along=0) if along else model.bands(grid, fit)
         if b.kind == "probability":
             band = None if b.lower is None else (b.lower, b.upper)
             return figures.classifier_bands_figure(
                 b.x, b.y, b.grid, b.mean, band, f"{name}: predictive probability", xlabel,
-                b.positive,
+                b.positive, b.band_label,
             )  # fmt: skip
         pred_f = BandLine(b.mean, b.lower, b.upper)
         pred_y = BandLine(b.mean, b.y_lower, b.y_upper)
@@ -145,6 +147,8 @@ def _bands(part: Part, model, fit, nuts: bool, X_new) -> None:
     caption = "Predictive mean and 94% bands" + (
         " (mixture over posterior draws)" if nuts else " (at the point estimate)"
     )
+    if model.X.shape[1] != 1:
+        caption += f"; along {xlabel}, the other inputs at their training medians"
     if model.bands_note:
         caption += "; " + model.bands_note
     part.add_figures("Predictive bands", ("bands", caption, make))

@@ -92,3 +92,21 @@ def test_report_sections_with_held_out_data():
     # wrong lengths are the model's error, shown as a problem of that section
     broken = report(fit, model=gp, held_out=(Xt, yt[:-1]), figures=False)
     assert broken.problems and "40 rows but held-out `y` has 39" in broken.problems[0]
+
+
+def test_bands_of_a_latent_gp_with_two_inputs_along_the_first():
+    """A model whose bands() takes ``along`` gets its bands figure for D = 2 (along the first
+    input, the other at its median, said in the caption); a Bernoulli model's legend is the
+    credible band of the probability, not a band over posterior draws of a MAP fit."""
+    rng = np.random.default_rng(7)
+    X2 = np.column_stack([np.linspace(0.0, 10.0, 30), rng.uniform(0.0, 1.0, 30)])
+    counts = rng.poisson(np.exp(0.5 + 0.5 * np.sin(X2[:, 0])))
+    gp = bayes_gp.LatentGP(X2, counts, likelihood="poisson")
+    fit = gp.fit("map", random_seed=0)
+    html = report(fit, model=gp).html
+    assert "along x0, the other inputs at their training medians" in html
+    assert "drawn for one input dimension" not in html
+    labels = (np.sin(X) > 0).astype(int)
+    binary = bayes_gp.LatentGP(X, labels, likelihood="bernoulli")
+    b = binary.bands(np.linspace(0.0, 10.0, 5), binary.fit("map", random_seed=0))
+    assert b.kind == "probability" and b.band_label.startswith("94% credible band of P(y = 1)")
