@@ -73,3 +73,13 @@ def workflow_round_trip(tmp_path, monkeypatch, name: str, source: str, method: s
         for key in [k for k in sys.modules if k.startswith("bayes_gp_models.")]:
             if name in key:
                 del sys.modules[key]
+
+
+def assert_same_marginal(a, b, params, atol: float = 1e-10) -> None:
+    """Two models' log marginal likelihoods at ``params`` within ``atol``, and their gradients
+    (dicts by variable name) to 1e-9 relative."""
+    va, ga = a.log_marginal_likelihood(params, eval_gradient=True)
+    vb, gb = b.log_marginal_likelihood(params, eval_gradient=True)
+    assert abs(va - vb) < atol, (va, vb)
+    for n in ga:
+        np.testing.assert_allclose(ga[n], gb[n], rtol=1e-9, atol=1e-12, err_msg=n)

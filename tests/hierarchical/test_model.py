@@ -14,6 +14,7 @@ from bayes_gp.hierarchical import HierarchicalGP, HierarchicalLatentGP
 from bayes_gp.inference.compiled import nutpie_backend
 from bayes_gp.inference.typeii import ConvergenceWarning, MapFit
 from bayes_gp.linalg import EAGER_MODE
+from tests.helpers import assert_same_marginal
 
 JIT = 1e-10  # the models' default relative jitter
 
@@ -110,23 +111,34 @@ def test_model_likelihood_equals_dense_mvn_with_intercepts_and_covariates():
     np.testing.assert_allclose(hgp.point_loo(_fit(params))[1], loo, rtol=1e-9)
 
 
-def test_predictions_equal_the_dense_conditional_for_known_and_new_groups():
-    df = _frame(2)
-    hgp = HierarchicalGP(df, "t", "y", "subject", random_intercept=True)
-    params = {"ls_mu": 0.2, "ls_tau": 0.5, "ls_z": np.array([0.3, -1.0, 0.8]), "eta_mu": -0.5,
-              "eta_tau": 0.2, "eta_z": np.array([1.0, 0.0, -0.5]), "sigma": 0.3, "f0_ls": 1.2,
-              "f0_eta": 1.1, "intercept_sd": 0.4}  # fmt: skip
-    new = pd.DataFrame({"t": [0.5, 3.3, 9.0, 3.3], "subject": ["s1", "s1", "s2", "new"]})
-    pred = hgp.predict(new, _fit(params))
-    predy = hgp.predict(new, _fit(params), include_noise=True)
-    ls = np.exp(0.2 + 0.5 * params["ls_z"])
-    eta = np.exp(-0.5 + 0.2 * params["eta_z"])
+#: Hyperparameters of the prediction tests (f0: ls 1.2, eta 1.1; intercepts 0.4; sigma 0.3).
+PREDICTION_PARAMS = {"ls_mu": 0.2, "ls_tau": 0.5, "ls_z": np.array([0.3, -1.0, 0.8]), "eta_mu": -0.5,
+                     "eta_tau": 0.2, "eta_z": np.array([1.0, 0.0, -0.5]), "sigma": 0.3,
+                     "f0_ls": 1.2, "f0_eta": 1.1, "intercept_sd": 0.4}  # fmt: skip
+
+
+def _dense(df, params):
+    """``(t, y, group codes, ls_g, eta_g, C)``: the dense covariance of the model with random
+    intercepts at ``params`` (PREDICTION_PARAMS' f0, intercept and noise values), built here."""
+    ls = np.exp(params["ls_mu"] + params["ls_tau"] * params["ls_z"])
+    eta = np.exp(params["eta_mu"] + params["eta_tau"] * params["eta_z"])
     t, y = df["t"].to_numpy(), df["y"].to_numpy()
     g = df["subject"].map({"s0": 0, "s1": 1, "s2": 2}).to_numpy()
     eps = JIT * y.var()
     C = _se(t, t, 1.2, 1.1) + eps * (t[:, None] == t[None, :])
     C += (g[:, None] == g[None, :]) * (_se(t, t, ls[g][:, None], eta[g][:, None]) + 0.16)
     C += np.diag(np.full(t.size, 0.09 + eps))
+    return t, y, g, ls, eta, C
+
+
+def test_predictions_equal_the_dense_conditional_for_known_and_new_groups():
+    df = _frame(2)
+    hgp = HierarchicalGP(df, "t", "y", "subject", random_intercept=True)
+    params = PREDICTION_PARAMS
+    new = pd.DataFrame({"t": [0.5, 3.3, 9.0, 3.3], "subject": ["s1", "s1", "s2", "new"]})
+    pred = hgp.predict(new, _fit(params))
+    predy = hgp.predict(new, _fit(params), include_noise=True)
+    t, y, g, ls, eta, C = _dense(df, params)
     alpha = np.linalg.solve(C, y - y.mean())
     ts_ = new["t"].to_numpy()
     gn = [1, 1, 2, None]
@@ -155,19 +167,10 @@ def test_population_curve_is_f0s_posterior():
     basis grows; refusals named."""
     df = _frame(2)
     hgp = HierarchicalGP(df, "t", "y", "subject", random_intercept=True)
-    params = {"ls_mu": 0.2, "ls_tau": 0.5, "ls_z": np.array([0.3, -1.0, 0.8]), "eta_mu": -0.5,
-              "eta_tau": 0.2, "eta_z": np.array([1.0, 0.0, -0.5]), "sigma": 0.3, "f0_ls": 1.2,
-              "f0_eta": 1.1, "intercept_sd": 0.4}  # fmt: skip
+    params = PREDICTION_PARAMS
     new = pd.DataFrame({"t": [0.5, 3.3, 9.0]})  # no group column needed
     pred = hgp.predict(new, _fit(params), population=True)
-    ls = np.exp(0.2 + 0.5 * params["ls_z"])
-    eta = np.exp(-0.5 + 0.2 * params["eta_z"])
-    t, y = df["t"].to_numpy(), df["y"].to_numpy()
-    g = df["subject"].map({"s0": 0, "s1": 1, "s2": 2}).to_numpy()
-    eps = JIT * y.var()
-    C = _se(t, t, 1.2, 1.1) + eps * (t[:, None] == t[None, :])
-    C += (g[:, None] == g[None, :]) * (_se(t, t, ls[g][:, None], eta[g][:, None]) + 0.16)
-    C += np.diag(np.full(t.size, 0.09 + eps))
+    t, y, *_, C = _dense(df, params)
     k = _se(t, new["t"].to_numpy(), 1.2, 1.1)
     np.testing.assert_allclose(pred.mean, y.mean() + k.T @ np.linalg.solve(C, y - y.mean()),
                                atol=1e-9)  # fmt: skip
@@ -195,11 +198,7 @@ def test_batched_kernel_equals_the_per_group_kernels(monkeypatch):
     batched = HierarchicalGP(df, "t", "y", "subject", kernel="matern32")
     monkeypatch.setattr(hm, "_BATCHED", {})
     looped = HierarchicalGP(df, "t", "y", "subject", kernel="matern32")
-    a, ga = batched.log_marginal_likelihood(params, eval_gradient=True)
-    b, gb = looped.log_marginal_likelihood(params, eval_gradient=True)
-    assert abs(a - b) < 1e-10
-    for n in ga:
-        np.testing.assert_allclose(ga[n], gb[n], rtol=1e-9, atol=1e-12)
+    assert_same_marginal(batched, looped, params)
     # a kernel expression: length-scales and amplitudes pooled by name, the period shared
     expr = HierarchicalGP(df, "t", "y", "subject", kernel="expquad * periodic", shared=False)
     assert {"expquad_ls_mu", "expquad_eta_z", "periodic_ls_tau", "periodic_period"} <= set(
