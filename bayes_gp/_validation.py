@@ -26,6 +26,7 @@ __all__ = [
     "check_per_dim",
     "fixed_scalar",
     "positive_float",
+    "noise_sds",
     "check_aligned",
     "check_jitter",
     "hyperparameter_values",
@@ -150,6 +151,32 @@ def positive_float(name: str, value: Any) -> float:
     if not (np.isfinite(v) and v > 0):
         raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
     return v
+
+
+def noise_sds(name: str, value: Any, n: int) -> np.ndarray:
+    """``value`` as ``n`` known noise standard deviations (float64): a number (the same for
+    every row) or an array of ``n`` finite, non-negative numbers; else ``ValueError`` naming
+    ``name``."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"`{name}` must be a number or an array of {n} standard deviations, got {value!r}"
+        ) from None
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(
+            f"`{name}` must have one standard deviation per row ({n}), got shape {arr.shape}"
+        )
+    bad = ~np.isfinite(arr) | (arr < 0)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"`{name}` must hold finite, non-negative standard deviations; entry {i} is "
+            f"{arr[i]!r} ({int(bad.sum())} bad entries)"
+        )
+    return arr
 
 
 def check_aligned(X: Any, y: Any, names: tuple[str, str] = ("X", "y")) -> None:

@@ -7,7 +7,10 @@ The model (PRML eqs. 6.58–6.62):
    f \sim GP(m, k_\theta), \qquad t_n = f(x_n) + \epsilon_n,\ \epsilon_n \sim N(0, \sigma^2),
    \qquad p(t \mid \theta) = N(t \mid m, C), \quad C = K_\theta + \sigma^2 I,
 
-with :math:`f` integrated out. :meth:`GPRegression.sample` draws the hyperparameters
+with :math:`f` integrated out; with known per-observation measurement errors :math:`s_n`
+(``noise=`` an array) :math:`\epsilon_n \sim N(0, s_n^2)` and
+:math:`C = K_\theta + \operatorname{diag}(s^2)`, plus :math:`\sigma^2 I` with
+``learn_noise=True``. :meth:`GPRegression.sample` draws the hyperparameters
 :math:`(\theta, \sigma)` by NUTS; :meth:`GPRegression.fit_map` maximises the log marginal
 likelihood (type-II ML, ``prior=False``) or the log posterior (MAP, ``prior=True``).
 """
@@ -30,6 +33,7 @@ from bayes_gp._validation import (
     check_jitter,
     hyperparameter_values,
     new_inputs,
+    noise_sds,
     positive_float,
     refuse_constant,
 )
@@ -121,8 +125,23 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         Overrides of the default hyperpriors, by name: a callable ``f(name)``, an unnamed
         ``pm.X.dist(...)``, or a number that fixes the hyperparameter (the forms of
         :mod:`bayes_gp.priors`).
-    noise : float, optional
+    noise : float or array_like (n,), optional
         A fixed noise standard deviation :math:`\\sigma`; by default :math:`\\sigma` is learned.
+        An array: ``n`` known per-observation standard deviations :math:`s_i` (measurement
+        errors; scikit-learn's ``alpha`` array holds their squares), finite and non-negative,
+        in the order of ``y``; the likelihood is then
+
+        .. math::
+           y \\sim N\\left(m(X),\\ K + \\operatorname{diag}(s_1^2, \\dots, s_n^2)\\right)
+
+        (plus the jitter), and the leave-one-out terms (R&W eqs. 5.10–5.12) use each row's own
+        :math:`s_i^2`. With ``approx=`` or ``sparse=True`` an array is refused (``ValueError``);
+        a compactly supported kernel then uses the dense (or quasiseparable) exact likelihood.
+    learn_noise : bool
+        With an array (or number) ``noise``: also learn a noise :math:`\\sigma` shared by every
+        observation, with its default prior (or ``priors["sigma"]``),
+        :math:`C = K + \\operatorname{diag}(s^2) + \\sigma^2 I`. Without ``noise`` the noise is
+        learned anyway.
     jitter : float
         Added to the diagonal of :math:`C` (numerical safety), relative to the model's prior
         scale :math:`s^2 = \\operatorname{var}(y)`: the absolute jitter is
@@ -180,7 +199,8 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         ard: bool = False,
         mean=None,
         priors: Mapping[str, Any] | None = None,
-        noise: float | None = None,
+        noise=None,
+        learn_noise: bool = False,
         jitter: float = DEFAULT_JITTER,
         approx: str | None = None,
         approx_options: Mapping[str, Any] | None = None,
@@ -193,7 +213,16 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         y = as_targets(y, X.shape[0], learned_noise=False)
         self.spec = kernel_spec(kernel)
         check_kernel_ard(self.spec, ard)
-        if noise is not None:
+        if learn_noise not in (True, False):
+            raise TypeError(f"`learn_noise` must be True or False, got {learn_noise!r}")
+        #: known per-observation noise variances s_i^2 ((n,) array), or None (see `noise`)
+        self.known_noise_var = None
+        #: a shared noise sigma is learned (no `noise`, or `learn_noise=True`)
+        self.learn_noise = noise is None or bool(learn_noise)
+        if noise is not None and (np.ndim(noise) > 0 or learn_noise):
+            noise = noise_sds("noise", noise, X.shape[0])
+            self.known_noise_var = noise**2
+        elif noise is not None:
             noise = positive_float("noise", noise)
         check_jitter(jitter)
         priors = dict(priors or {})
@@ -222,6 +251,16 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             )
         if sparse and self.approx is not None:
             raise ValueError("`sparse=True` is the exact GP: it cannot be combined with `approx`")
+        if self.known_noise_var is not None:
+            for option, used in (("approx", self.approx is not None), ("sparse=True", sparse)):
+                if used:
+                    raise ValueError(
+                        f"known per-observation noise (an array `noise`, or `learn_noise=True`) "
+                        f"is supported by the exact dense and quasiseparable likelihoods only, "
+                        f"not with `{option}`: leave `{option.split('=')[0]}` out"
+                    )
+            if pp_q is not None and sparse is None:  # a compact kernel: the dense path
+                sparse = False
         self._structure = check_structure(structure, self.approx, sparse)
         #: the compact-support kernel's sparse exact likelihood is used (see `sparse`)
         self.sparse = (
@@ -245,7 +284,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         NotPSDError
             When even a jitter of 1e-4 times the mean diagonal fails, with advice.
         """
-        what = "observation noise" if self.noise is None else "a larger noise level"
+        what = "observation noise" if self.learn_noise else "a larger noise level"
         if self.quasiseparable:  # the O(n) factorisation's own check, at every prior draw
             points = check_points(self.model, self.model.free_RVs, random_seed=random_seed)
             choice = self.marginal.preflight(
@@ -280,7 +319,11 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             }
             cov = self.spec.build(D, hyper)
             mean_func = self._mean_function(D)
-            sigma = self.noise if self.noise is not None else self._prior("sigma")
+            if self.known_noise_var is not None:  # K + diag(s^2) [+ sigma^2 I]
+                sigma = self._prior("sigma") if self.learn_noise else np.float64(0.0)
+            else:
+                sigma = self.noise if self.noise is not None else self._prior("sigma")
+            known = {} if self.known_noise_var is None else {"known_var": self.known_noise_var}
             #: the exact likelihood is the O(n) quasiseparable one (see `structure`)
             self.quasiseparable = choose_structure(
                 self._structure,
@@ -295,7 +338,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             if self.quasiseparable:  # 1-D state-space kernel: bayes_gp.solvers.structured
                 self.marginal = QuasisepLikelihood(
                     "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs",
-                    absolute_jitter=True,
+                    absolute_jitter=True, **known,
                 )
             elif self.sparse:  # compact support: bayes_gp.solvers.compact
                 self.marginal = CompactLikelihood(
@@ -309,7 +352,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
                 )
             else:  # y ~ N(m(X), K + (sigma^2 + jitter) I), as pm.gp.Marginal declares it
                 self.marginal = ExactLikelihood(
-                    "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs"
+                    "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs", **known
                 )
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
         return model
@@ -442,7 +485,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
 
     def _check_fittable(self) -> None:
         """A constant ``y`` cannot be fitted with a learned noise (:func:`refuse_constant`)."""
-        if self.noise is None:
+        if self.learn_noise:
             refuse_constant(self.y)
 
     def _pointwise_loo(self, values: list[np.ndarray]) -> np.ndarray:
@@ -452,12 +495,63 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
     def _check_new(self, X_new) -> np.ndarray:
         return new_inputs(X_new, self.X.shape[1], self.feature_names)
 
-    def _predict_at(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
-        return self.marginal.predict(values, Xn, diag, include_noise, jitters)
+    def _predict_at(self, values, Xn, diag: bool, include_noise: bool, jitters=None,
+                    noise_var=None):  # fmt: skip
+        """The marginal's ``(mean, var, cov)`` at ``Xn``, plus the known noise variances
+        ``noise_var`` of the new rows (``(m,)`` or None) on the diagonal."""
+        mean, var, cov = self.marginal.predict(values, Xn, diag, include_noise, jitters)
+        if noise_var is not None:
+            var = var + noise_var
+            if cov is not None:
+                cov = cov + np.diag(noise_var)
+        return mean, var, cov
+
+    def _noise_at(self, Xn, include_noise: bool, noise_new=None):
+        """The known noise variances of :math:`y_*` at the rows of ``Xn`` to add to the
+        marginal's (which adds the shared :math:`\\sigma^2` only), or None (:meth:`predict`)."""
+        if noise_new is not None:
+            if not include_noise:
+                raise ValueError(
+                    "`noise_new` is the measurement error of new observations y_*: it needs "
+                    "`include_noise=True` (the latent f_* has no noise)"
+                )
+            return noise_sds("noise_new", noise_new, Xn.shape[0]) ** 2
+        if not include_noise or self.known_noise_var is None:
+            return None
+        if Xn.shape == self.X.shape and np.array_equal(Xn, self.X):
+            return self.known_noise_var  # the training rows: their own known errors
+        if self.learn_noise:
+            return None  # sigma^2 only: the new rows' own errors taken as 0
+        raise ValueError(
+            "this model's noise is known per observation (an array `noise`) and no noise is "
+            "learned, so the noise of new observations is unknown: pass their standard "
+            "deviations as `noise_new=` (one per row of X_new), or predict f_* "
+            "(include_noise=False)"
+        )
 
     @single_blas_thread
-    def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False) -> Prediction:
-        """Predictive distribution of :math:`f_*` (or :math:`t_*` with ``include_noise``).
+    def predict(
+        self, X_new, fit, diag: bool = True, include_noise: bool = False, *, noise_new=None
+    ) -> Prediction:
+        r"""Predictive distribution of :math:`f_*` (or :math:`t_*` with ``include_noise``).
+
+        With known per-observation noise (an array ``noise``), R&W eqs. 2.25–2.26 with the
+        training diagonal:
+
+        .. math::
+           \bar f_* = m_* + K_*^\top (K + \operatorname{diag}(s^2) + \sigma^2 I)^{-1}(y - m),
+           \qquad
+           \mathbb V[f_*] = k_{**} - K_*^\top (K + \operatorname{diag}(s^2) +
+           \sigma^2 I)^{-1} K_*,
+
+        and :math:`\mathbb V[y_*] = \mathbb V[f_*] + \sigma^2 + s_*^2` with ``include_noise``,
+        where :math:`s_*` is ``noise_new`` (an array of one standard deviation per row of
+        ``X_new``, or a number for all). Without ``noise_new``: at the training inputs
+        themselves (``X_new`` equal to ``X``, same rows in the same order) :math:`s_*` is the
+        training rows' ``noise``; elsewhere it is taken as 0 when a shared :math:`\sigma` is
+        learned (``learn_noise=True``), and ``include_noise=True`` raises ``ValueError`` when
+        none is (the noise of a new observation is then unknown). ``noise_new`` without
+        ``include_noise`` raises ``ValueError``.
 
         For a :class:`MapFit`: the closed form of PRML eqs. (6.66)–(6.67) at the fitted
         hyperparameters. For NUTS output (a DataTree with a ``posterior`` group): the mixture over
@@ -470,24 +564,26 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         """
         Xn = self._check_new(X_new)
         _check_fit(fit)
+        noise_var = self._noise_at(Xn, include_noise, noise_new)
         if isinstance(fit, MapFit):
             jitters: list[float] = []
             values = self._values(fit.params)
-            mean, var, cov = self._predict_at(values, Xn, diag, include_noise, jitters)
+            mean, var, cov = self._predict_at(values, Xn, diag, include_noise, jitters, noise_var)
             sd = np.sqrt(var)
             lo, hi = mean - Z_CI * sd, mean + Z_CI * sd
             return Prediction(mean, var, cov, lo, hi, {"jitter": jitters[0]})
         if not diag:
             raise ValueError("`diag=False` is only available for MAP fits")
-        return self._predict_mixture(Xn, fit, include_noise)
+        return self._predict_mixture(Xn, fit, include_noise, noise_var=noise_var)
 
-    def _components(self, Xn, fit, include_noise, jitters, max_draws: int = 500, seed: int = 0):
+    def _components(self, Xn, fit, include_noise, jitters, max_draws: int = 500, seed: int = 0,
+                    noise_var=None):  # fmt: skip
         """Per posterior draw (or at the point estimate: one row), the predictive means and
         variances at ``Xn``, ``(S, m)`` each."""
         draws = [self._values(fit.params)] if isinstance(fit, MapFit) else None
         means, variances = [], []
         for values in draws or self._draws(fit, max_draws, seed):
-            mu, var, _ = self._predict_at(values, Xn, True, include_noise, jitters)
+            mu, var, _ = self._predict_at(values, Xn, True, include_noise, jitters, noise_var)
             means.append(mu)
             variances.append(var)
         return np.array(means), np.array(variances)
@@ -496,12 +592,14 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
     def _predictive_components(self, Xn, fit):
         """Means and variances of :math:`y_*` (with noise) per draw, for the predictive CDF."""
         _check_fit(fit)
-        return self._components(Xn, fit, True, [])
+        return self._components(Xn, fit, True, [], noise_var=self._noise_at(Xn, True))
 
-    def _predict_mixture(self, Xn, idata, include_noise, max_draws: int = 500, seed: int = 0):
+    def _predict_mixture(self, Xn, idata, include_noise, max_draws: int = 500, seed: int = 0,
+                         noise_var=None):  # fmt: skip
         rng = np.random.default_rng(seed)
         jitters: list[float] = []
-        means, variances = self._components(Xn, idata, include_noise, jitters, max_draws, seed)
+        means, variances = self._components(Xn, idata, include_noise, jitters, max_draws, seed,
+                                            noise_var)  # fmt: skip
         samples = [
             mu + np.sqrt(var) * rng.standard_normal((4, mu.shape[0]))
             for mu, var in zip(means, variances, strict=True)
@@ -539,7 +637,10 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         out = np.empty((n_draws, n))
         for i in range(n_draws):
             m, K, sigma = fn(*[np.asarray(d[i], float) for d in draws], self.X)
-            L, _ = jittered_cholesky(K + float(sigma) ** 2 * np.eye(n))
+            C = K + float(sigma) ** 2 * np.eye(n)
+            if self.known_noise_var is not None:
+                C += np.diag(self.known_noise_var)
+            L, _ = jittered_cholesky(C)
             out[i] = m + L @ rng.standard_normal(n)
         return out
 
@@ -629,11 +730,21 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         rows += [("kernel formula", kernel_formula(self.spec)),
                  ("equation", self.spec.equation or "–")]  # fmt: skip
         mean = self.mean if self.mean is not None else "constant at the sample mean"
-        noise = f"fixed σ = {self.noise:g}" if self.noise is not None else "learned (σ)"
+        if self.known_noise_var is not None:
+            s = np.sqrt(self.known_noise_var)
+            noise = f"known per observation (s_i from {s.min():g} to {s.max():g})" + (
+                " plus a learned σ" if self.learn_noise else ""
+            )
+        else:
+            noise = f"fixed σ = {self.noise:g}" if self.noise is not None else "learned (σ)"
         rows += [
             (
                 "likelihood",
-                "Gaussian, f integrated out: y ~ N(m, K + σ²I)"
+                "Gaussian, f integrated out: y ~ N(m, K + "
+                + ("diag(s²)" if self.known_noise_var is not None else "")
+                + (" + " if self.known_noise_var is not None and self.learn_noise else "")
+                + ("σ²I" if self.learn_noise or self.known_noise_var is None else "")
+                + ")"
                 + (" (quasiseparable: O(n) state-space recursion)" if self.quasiseparable else ""),
             ),
             ("mean function", str(mean)),
@@ -673,7 +784,8 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         joint = self.X.shape[0] <= self.PPC_JOINT_MAX
         for values in values_list:
             k = 1 if nuts else n_draws
-            mean, var, cov = self._predict_at(values, self.X, not joint, True)
+            mean, var, cov = self._predict_at(values, self.X, not joint, True,
+                                              noise_var=self.known_noise_var)  # fmt: skip
             if joint:
                 L, _ = jittered_cholesky(cov)
                 reps.append(mean + (L @ rng.standard_normal((mean.shape[0], k))).T)

@@ -141,10 +141,12 @@ class ExactLikelihood:
     exact = True
     dense = True
 
-    def __init__(self, name: str, X, y, cov, mean_func, sigma, jitter, dims):
+    def __init__(self, name: str, X, y, cov, mean_func, sigma, jitter, dims, *, known_var=None):
         self.X, self.y = X, y
         self.cov, self.mean_func = cov, mean_func
         self.sigma, self.jitter = pt.as_tensor_variable(sigma), jitter
+        #: known per-observation noise variances (measurement errors squared), ``(n,)``, or None
+        self.known_var = None if known_var is None else np.asarray(known_var, dtype=np.float64)
         check_dense_memory(X.shape[0])  # before any n x n graph is built or folded
         Xt = pt.as_tensor_variable(X)
         marginal_normal(name, self._mean(Xt), self._C(X), observed=y, dims=dims)
@@ -161,8 +163,14 @@ class ExactLikelihood:
         (no identity matrix: ``(sigma^2 + eps) * eye(n)`` would be an ``n x n`` constant held
         by the compiled function). ``K`` of inputs on a grid is gathered from the kernel's values
         at their lags (:func:`~bayes_gp.kernels.lags.gram`: the same matrix, with a
-        fraction of the kernel evaluations)."""
-        return plus_diagonal(gram(self.cov, X), pt.square(self.sigma) + self.jitter)
+        fraction of the kernel evaluations). With known per-observation noise variances
+        :math:`s_i^2` (``known_var``) the increment is the vector
+        :math:`s_i^2 + \\sigma^2 + \\epsilon`: :math:`C = K + \\operatorname{diag}(s^2) +
+        (\\sigma^2 + \\epsilon) I`."""
+        d = pt.square(self.sigma) + self.jitter
+        if self.known_var is not None:
+            d = d + pt.as_tensor_variable(self.known_var)
+        return plus_diagonal(gram(self.cov, X), d)
 
     def _fn(self, key: str, build):
         if key not in self._fns:
@@ -170,7 +178,8 @@ class ExactLikelihood:
         return self._fns[key]
 
     def train(self, values) -> tuple[np.ndarray, np.ndarray]:
-        """Prior mean ``m`` and observation covariance ``C = K + (sigma^2 + jitter) I``."""
+        """Prior mean ``m`` and observation covariance ``C = K + diag(known_var) + (sigma^2 +
+        jitter) I``."""
         X = pt.as_tensor_variable(self.X)
         fn = self._fn("train", lambda _: [self._mean(X), self._C(self.X)])
         return tuple(fn(*values, np.zeros((0, self.X.shape[1]))))
@@ -193,7 +202,8 @@ class ExactLikelihood:
         return hit
 
     def _cross(self, values, Xn):
-        """``(K(X, Xn), diag K(Xn), m(Xn), sigma^2)``."""
+        """``(K(X, Xn), diag K(Xn), m(Xn), sigma^2)`` (``sigma^2``: the noise shared by every
+        observation, without the known per-observation part)."""
         X = pt.as_tensor_variable(self.X)
 
         def build(Xv):
@@ -214,8 +224,9 @@ class ExactLikelihood:
         """Nothing to check: the likelihood is exact."""
 
     def predict(self, values, Xn, diag: bool, include_noise: bool, jitters=None):
-        """``(mean, var, cov)`` of :math:`f_*` (of :math:`y_*` with ``include_noise``) at
-        ``Xn``; ``cov`` is ``None`` when ``diag``. The extra jitter the factorisation of
+        """``(mean, var, cov)`` of :math:`f_*` (of :math:`y_*` with ``include_noise``: plus
+        :math:`\\sigma^2`, not the training rows' known variances) at ``Xn``; ``cov`` is ``None``
+        when ``diag``. The extra jitter the factorisation of
         :math:`C` needed (0: none) is appended to ``jitters``."""
         _, fac = self.factor(values)
         Ks, kss_diag, ms, s2 = self._cross(values, Xn)

@@ -801,13 +801,18 @@ class QuasisepLikelihood(ObservedLikelihood):
 
     ``jitter`` is relative to :math:`\operatorname{var}(y)` (the package's convention,
     :mod:`bayes_gp.inference.jitter`), or with ``absolute_jitter=True`` the absolute value (a
-    model's shared jitter, which its pre-flight raises)."""
+    model's shared jitter, which its pre-flight raises).
+
+    ``known_var``, optional: known per-observation noise variances :math:`s_i^2` (``(n,)``),
+    added to the diagonal, :math:`d_i = h^\top P_\infty h + s_i^2 + \sigma^2 + \epsilon`;
+    ``predict(include_noise=True)`` adds :math:`\sigma^2` only (the new rows' own errors are
+    the caller's)."""
 
     exact = True  # the exact GP, in structured form
     dense = False  # no dense C: the jitter pre-flight is :meth:`preflight`
 
     def __init__(self, name, x, y, kernel, mean_func, sigma, jitter: float, dims, *,
-                 absolute_jitter: bool = False):  # fmt: skip
+                 absolute_jitter: bool = False, known_var=None):  # fmt: skip
         self._jitter_is_absolute = bool(absolute_jitter)
         self.term = to_term(kernel)
         self.column = kernel_column(kernel)
@@ -818,6 +823,14 @@ class QuasisepLikelihood(ObservedLikelihood):
         self.mean_func = mean_func if mean_func is not None else _zero_mean
         self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
         self.s2 = self.sigma2 + self._absolute_jitter(jitter)
+        if known_var is not None:  # known per-observation variances: the diagonal d_i grows
+            known_var = np.asarray(known_var, dtype=np.float64)
+            if known_var.shape != (X.shape[0],):
+                raise ValueError(
+                    f"`known_var` must have one entry per observation ({X.shape[0]}), got shape "
+                    f"{known_var.shape}"
+                )
+            self.s2 = self.s2 + pt.as_tensor_variable(known_var)
         self._register(name, dims)
 
     def _absolute_jitter(self, jitter):
