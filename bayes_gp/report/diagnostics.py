@@ -448,32 +448,30 @@ def _pareto_advice(idata) -> str:
 OPTIMUM_TOL = 1e-3
 
 
-def _runaway_advice(best) -> str:
-    """What the verdict says of the hyperparameters that ran away (``Restart.runaway``)."""
-    ran_away = tuple(getattr(best, "runaway", ()))
-    if not ran_away:
-        return ""
-    return (
-        f"{', '.join(ran_away)}: the objective keeps rising (or stays flat) towards that "
-        "boundary, so there is no finite optimum and the reported values are where the "
-        "optimiser stopped. Give the hyperparameter a prior that keeps it finite (MAP), "
-        "fix it, or sample by NUTS."
-    )
+#: What the verdict says of a restart's end point, by the attribute that names what went wrong
+#: (``Restart.runaway``, ``Restart.degenerate``): a joiner for the names and the text after them.
+_END_POINT_ADVICE = (
+    ("runaway", ", ", "{}: the objective keeps rising (or stays flat) towards that boundary, so "
+     "there is no finite optimum and the reported values are where the optimiser stopped. Give "
+     "the hyperparameter a prior that keeps it finite (MAP), fix it, or sample by NUTS."),
+    ("degenerate", "; ", "Degenerate fit: {}. A scale at zero removes its term (no noise, no GP, "
+     "no group spread: no uncertainty from it in the predictions); a length-scale below the "
+     "inputs' spacing makes the GP white noise that interpolates the data. Under a half-normal "
+     "prior that is where the MAP mode lies. Sample by NUTS, give a prior that avoids the "
+     "boundary (a log-normal or gamma scale, an inverse-gamma length-scale), or fix the "
+     "parameter."),
+)  # fmt: skip
 
 
-def _degenerate_advice(best) -> str:
-    """What the verdict says of a degenerate end point (``Restart.degenerate``)."""
-    found = tuple(getattr(best, "degenerate", ()))
-    if not found:
-        return ""
-    return (
-        f"Degenerate fit: {'; '.join(found)}. A scale at zero removes its term (no noise, no "
-        "GP, no group spread: no uncertainty from it in the predictions); a length-scale below "
-        "the inputs' spacing makes the GP white noise that interpolates the data. Under a "
-        "half-normal prior that is where the MAP mode lies. Sample by NUTS, give a prior that "
-        "avoids the boundary (a log-normal or gamma scale, an inverse-gamma length-scale), or "
-        "fix the parameter."
-    )
+def _end_point_advice(best) -> str:
+    """What the verdict says of the hyperparameters that ran away and of a degenerate end point
+    (:data:`_END_POINT_ADVICE`); empty for an interior optimum."""
+    texts = []
+    for attr, joiner, text in _END_POINT_ADVICE:
+        names = tuple(getattr(best, attr, ()))
+        if names:
+            texts.append(text.format(joiner.join(names)))
+    return " ".join(texts)
 
 
 def optimizer_verdicts(fit) -> list[Verdict]:
@@ -483,7 +481,7 @@ def optimizer_verdicts(fit) -> list[Verdict]:
     if not restarts:
         return [Verdict("optimiser", None, "–", "n/a", "", "hyperparameters given, not optimised")]
     best = restarts[0]
-    advice = " ".join(a for a in (_runaway_advice(best), _degenerate_advice(best)) if a)
+    advice = _end_point_advice(best)
     if not advice and not best.converged:
         advice = (
             f"The optimiser stopped before converging after {best.n_iter} iterations: raise "
