@@ -169,3 +169,18 @@ def test_fit_map_and_describe():
     assert "plus a learned σ" in dict(ml.describe())["noise"]
     reps = m.replicate(fit, 3, random_seed=0)
     assert reps.shape == (3, N)
+
+
+def test_nuts_log_likelihood_is_the_per_observation_loo():
+    """sample()'s log_likelihood group (PSIS-LOO's input) holds R&W eqs. 5.10-5.12 with the
+    known diagonal, per draw; the mixture prediction takes noise_new."""
+    m = model()
+    idata = m.sample(draws=60, tune=100, chains=1, random_seed=1, progressbar=False)
+    post, ll = idata["posterior"], np.asarray(idata["log_likelihood"]["y"])
+    for i in (0, 59):
+        params = {k: float(post[k][0, i]) for k in PARAMS}
+        Ci = np.linalg.inv(dense_parts(m, params)[3])
+        mu, sd = Y - (Ci @ Y) / np.diag(Ci), np.sqrt(1.0 / np.diag(Ci))
+        np.testing.assert_allclose(ll[0, i], norm(mu, sd).logpdf(Y), rtol=1e-8)
+    f, y = m.predict(XN, idata), m.predict(XN, idata, include_noise=True, noise_new=0.2)
+    np.testing.assert_allclose(y.var, f.var + 0.04, rtol=1e-9)
