@@ -57,7 +57,7 @@ class FormulaRegression(FormulaTerms, GPRegression):
     _family_params = ("sigma",)
 
     def __init__(self, parsed, design, y, *, priors=None, kernels=None, jitter=None,
-                 structure=None):  # fmt: skip
+                 structure=None, noise=None, learn_noise=False):  # fmt: skip
         priors = dict(priors or {})
         loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
         self._setup_terms(parsed, design, "gaussian", priors, kernels, loc, s)
@@ -77,7 +77,7 @@ class FormulaRegression(FormulaTerms, GPRegression):
         super().__init__(
             design.frame(), y, self._term_kernel, mean=self._fixed_mean,
             priors={k: v for k, v in priors.items() if k == "sigma"}, structure=structure,
-            **options,
+            noise=noise, learn_noise=learn_noise, **options,
         )  # fmt: skip
 
     # ------------------------------------------------------------ grouped engine
@@ -184,7 +184,11 @@ class FormulaRegression(FormulaTerms, GPRegression):
         with pm.Model(coords=coords) as model:
             cov = self.spec.build(D, {})
             mean_func = self._mean_function(D)
-            sigma = self.noise if self.noise is not None else self._prior("sigma")
+            if self.known_noise_var is not None:  # K + diag(s^2) [+ sigma^2 I]
+                sigma = self._prior("sigma") if self.learn_noise else np.float64(0.0)
+            else:
+                sigma = self.noise if self.noise is not None else self._prior("sigma")
+            known = {} if self.known_noise_var is None else {"known_var": self.known_noise_var}
             covs = self._term_covs[id(model)]
             self.quasiseparable = False
             # bases wider than the data: one dense factor is cheaper (built again below)
@@ -195,8 +199,9 @@ class FormulaRegression(FormulaTerms, GPRegression):
                 feats = self._term_features[id(model)]
                 F = pt.concatenate([feats[t] for t in covs], axis=1)
                 self.marginal = LowRankLikelihood(
-                    "y", self.X, self.y, F, cov, mean_func, sigma, self.jitter_tensor, "obs"
-                )
+                    "y", self.X, self.y, F, cov, mean_func, sigma, self.jitter_tensor, "obs",
+                    **known,
+                )  # fmt: skip
             elif not self._lowrank:
                 factor, names, cols = self._grouping
                 block = _sum([covs[t] for t in names])
@@ -204,6 +209,7 @@ class FormulaRegression(FormulaTerms, GPRegression):
                 self.marginal = GroupedLikelihood(
                     "y", self.X, self.y, block, glob, cov, mean_func, sigma, self.jitter_tensor,
                     "obs", group_column=self.design.factor_column(factor), global_columns=cols,
+                    **known,
                 )  # fmt: skip
         if wide:  # outside the discarded model's context
             self._lowrank = False
@@ -233,23 +239,38 @@ class FormulaRegression(FormulaTerms, GPRegression):
         def build(_):
             Xt = pt.as_tensor_variable(self.X)
             noise = pt.square(self._sigma) + self.jitter_tensor
+            if self.known_noise_var is not None:
+                noise = noise + pt.as_tensor_variable(self.known_noise_var)
             return [self._mean(Xt), plus_diagonal(self._cov(Xt), noise)]
 
         m, C = self._compiled("dense_train", build)(*values, np.zeros((0, self.X.shape[1])))
         return factorize(C, self.y - m)
 
     def predict(self, X_new, fit, diag: bool = True, include_noise: bool = False,
-                terms=None, max_draws: int = 500) -> Prediction | dict[str, Prediction]:  # fmt: skip
+                terms=None, max_draws: int = 500, *,
+                noise_new=None) -> Prediction | dict[str, Prediction]:  # fmt: skip
         """Predictions at new data (a DataFrame with the formula's columns, or a design matrix):
         of the whole latent function (of :math:`y_*` with ``include_noise``), or with
         ``terms=`` of each named term (:meth:`predict_terms`); NUTS fits mix up to
-        ``max_draws`` posterior draws (the same draws for the whole and for the terms)."""
+        ``max_draws`` posterior draws (the same draws for the whole and for the terms). With
+        known per-observation noise (``noise=``), ``include_noise`` and ``noise_new`` follow
+        :meth:`GPRegression.predict <bayes_gp.GPRegression.predict>`: ``noise_new`` the new
+        rows' standard deviations (a number, an array, or a column name of ``X_new``)."""
         if terms is not None:
+            if noise_new is not None:
+                raise ValueError("`noise_new` applies to y_*, not to the terms' predictions")
             return self.predict_terms(X_new, fit, terms, max_draws=max_draws)
+        if isinstance(noise_new, str):
+            if not hasattr(X_new, "columns") or noise_new not in X_new.columns:
+                raise ValueError(f"`noise_new` names the column {noise_new!r}, which the new "
+                                 "data does not have")  # fmt: skip
+            noise_new = np.asarray(X_new[noise_new], dtype=float)
         Xn = self._design_of(X_new)
         if is_nuts(fit) and diag:
-            return self._predict_mixture(self._check_new(Xn), fit, include_noise, max_draws)
-        return super().predict(Xn, fit, diag, include_noise)
+            Xc = self._check_new(Xn)
+            noise_var = self._noise_at(Xc, include_noise, noise_new)
+            return self._predict_mixture(Xc, fit, include_noise, max_draws, noise_var=noise_var)
+        return super().predict(Xn, fit, diag, include_noise, noise_new=noise_new)
 
     def approximation_checks(self, fit) -> list:
         """Post-fit checks of each HSGP term (``gp(..., approx="hsgp")``) at ``fit``: the

@@ -6,7 +6,8 @@ When every term that couples rows only within a group — ``gp(t, by=g)``, ``(1 
 
 .. math::
    C = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top, \qquad
-   A_g = \sum_{j\ \text{grouped}} K_j(X_g, X_g) + (\sigma^2 + \epsilon) I,
+   A_g = \sum_{j\ \text{grouped}} K_j(X_g, X_g) + (\sigma^2 + \epsilon) I
+   \;[+ \operatorname{diag}(s_g^2)],
 
 where :math:`K_0 = \sum_{j\ \text{global}} K_j(U, U) + \epsilon I` is the covariance of the other
 terms (shared GP terms, common effects, the intercept) at the :math:`m` distinct rows
@@ -63,8 +64,10 @@ class GroupedLikelihood(FactoredLikelihood):
     :class:`~bayes_gp.formula.factored.FactoredLikelihood`)."""
 
     def __init__(self, name, X, y, block_cov, global_cov, cov, mean_func, sigma, jitter, dims,
-                 *, group_column: int, global_columns: list[int]):  # fmt: skip
+                 *, group_column: int, global_columns: list[int], known_var=None):  # fmt: skip
         self.X, self.y = np.asarray(X, float), np.asarray(y, float)
+        #: known per-observation noise variances s_i^2 ((n,)), joining each block's diagonal
+        self.known_var = None if known_var is None else np.asarray(known_var, dtype=np.float64)
         self.block_cov, self.global_cov, self.cov = block_cov, global_cov, cov
         self.mean_func = mean_func
         self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
@@ -88,6 +91,8 @@ class GroupedLikelihood(FactoredLikelihood):
         Xpad = self.X[self.layout.index]  # (G, n_max, D); padding repeats row 0, masked
         K = vectorize_graph(self.block_cov(x), {x: pt.as_tensor_variable(Xpad)})
         noise = (self.sigma2 + self.jitter) * pt.ones(self.layout.mask.shape)
+        if self.known_var is not None:  # each row's own s_i^2 (padding: masked)
+            noise = noise + pt.as_tensor_variable(self.known_var[self.layout.index])
         A = self.layout.pad_blocks(K, noise)
         K0 = None
         if self.global_cov is not None:

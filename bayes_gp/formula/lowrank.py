@@ -21,6 +21,18 @@ that Bambi's ``hsgp()`` and its group offsets make NUTS sample are integrated ou
 :math:`C^{-1} R = (R - F A^{-1} F^\top R) / d` serves predictions and
 :math:`\operatorname{diag} C^{-1} = (1 - \operatorname{rowsum}(F \circ F A^{-1})) / d` the
 exact leave-one-out terms (R&W eqs. 5.10–5.12).
+
+With known per-observation noise standard deviations :math:`s_i` (``noise=``) the diagonal is
+the vector :math:`D = \operatorname{diag}(s^2) + (\sigma^2 + \epsilon) I`, and with
+:math:`A = I_r + F^\top D^{-1} F = L L^\top`
+
+.. math::
+   r^\top C^{-1} r = r^\top D^{-1} r - \lVert L^{-1} F^\top D^{-1} r \rVert^2, \qquad
+   \log|C| = \textstyle\sum_i \log D_i + \log|A|,
+
+:math:`C^{-1} R = D^{-1} R - D^{-1} F A^{-1} F^\top D^{-1} R` and
+:math:`\operatorname{diag} C^{-1} = 1/D - \operatorname{rowsum}(D^{-1} F \circ D^{-1} F
+A^{-1})`.
 """
 
 from __future__ import annotations
@@ -58,23 +70,54 @@ class _Factor:
         return (1.0 - np.sum(self.F * G, axis=1)) / self.d
 
 
+class _VectorFactor:
+    """:math:`C = \\operatorname{diag}(D) + F F^\\top` in NumPy (``D`` a vector)."""
+
+    def __init__(self, F: np.ndarray, D: np.ndarray):
+        self.F, self.D = F, np.asarray(D, float)
+        self.G = F / self.D[:, None]  # D^{-1} F
+        A = np.eye(F.shape[1]) + F.T @ self.G
+        self.cho = cho_factor(A, lower=True)
+        self.jitter = 0.0
+
+    def solve(self, R: np.ndarray) -> np.ndarray:
+        DR = R / (self.D[:, None] if R.ndim == 2 else self.D)
+        return DR - self.G @ cho_solve(self.cho, self.F.T @ DR)
+
+    def inverse_diagonal(self) -> np.ndarray:
+        H = cho_solve(self.cho, self.G.T).T  # D^{-1} F A^{-1}
+        return 1.0 / self.D - np.sum(self.G * H, axis=1)
+
+
 class LowRankLikelihood(FactoredLikelihood):
     """The exact marginal likelihood of the model whose terms are all finite bases (module
     docstring), registered as the observed variable ``name``, with the interface of
     :class:`~bayes_gp.formula.grouped.GroupedLikelihood` (predictions, per-term solver and
     LOO from :class:`~bayes_gp.formula.factored.FactoredLikelihood`)."""
 
-    def __init__(self, name, X, y, F, cov, mean_func, sigma, jitter, dims):
+    def __init__(self, name, X, y, F, cov, mean_func, sigma, jitter, dims, *, known_var=None):
         self.X, self.y = np.asarray(X, float), np.asarray(y, float)
         self.F, self.cov, self.mean_func = F, cov, mean_func
         self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
         self.d = self.sigma2 + jitter
+        #: known per-observation noise variances s_i^2 ((n,)) or None (module docstring)
+        self.known_var = None if known_var is None else np.asarray(known_var, dtype=np.float64)
         self._register(name, dims)
 
     def _loglik(self, value):
         n = self.y.shape[0]
         r = value - broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
         F = self.F
+        if self.known_var is not None:  # D = diag(s^2) + (sigma^2 + eps) I, a vector
+            D = self.d + pt.as_tensor_variable(self.known_var)
+            G = F / D[:, None]
+            A = pt.eye(F.shape[1]) + pt.dot(F.T, G)
+            L = pt.linalg.cholesky(A)
+            v = pt.linalg.solve_triangular(L, pt.dot(G.T, r), lower=True)
+            quad = pt.sum(r * r / D) - pt.dot(v, v)
+            logdet = pt.sum(pt.log(D)) + 2.0 * pt.sum(pt.log(pt.diagonal(L)))
+            logp = -0.5 * quad - 0.5 * logdet - 0.5 * n * LOG_2PI
+            return pt.switch(pt.isnan(logp), -np.inf, logp)
         A = self.d * pt.eye(F.shape[1]) + pt.dot(F.T, F)
         L = pt.linalg.cholesky(A)
         v = pt.linalg.solve_triangular(L, pt.dot(F.T, r), lower=True)
@@ -91,4 +134,6 @@ class LowRankLikelihood(FactoredLikelihood):
             return [self.F, self.d * pt.ones(()), broadcast_mean(self.mean_func, Xt)]
 
         F, d, mu = self._fn("parts", build)(*values, np.zeros((0, self.X.shape[1])))
+        if self.known_var is not None:
+            return mu, _VectorFactor(F, float(d) + self.known_var)
         return mu, _Factor(F, float(d))

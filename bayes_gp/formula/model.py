@@ -112,7 +112,8 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
 
 def Model(formula: str, data, family: str = "gaussian", *, link: str | None = None,
           priors: Mapping[str, Any] | None = None, kernels: Mapping[str, Any] | None = None,
-          jitter: float | None = None, structure: str | None = None):  # fmt: skip
+          jitter: float | None = None, structure: str | None = None, noise=None,
+          learn_noise: bool = False):  # fmt: skip
     r"""A GP model written as a formula, with the engine chosen for it.
 
     Parameters
@@ -148,6 +149,15 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         (default): grouped from :data:`GROUPED_MIN_N` rows when it costs under a quarter of
         the dense factor, quasiseparable for a long 1-D series
         (:class:`~bayes_gp.GPRegression`'s rule), dense otherwise.
+    noise : str, array or float, optional
+        The gaussian family's known per-observation noise: a column name of ``data`` (or an
+        array of n values) holding each row's measurement standard deviation :math:`s_i`, so
+        :math:`C = K + \operatorname{diag}(s^2)` on every engine (dense, grouped, low-rank,
+        quasiseparable); a number fixes :math:`\sigma` (:class:`~bayes_gp.GPRegression`'s
+        ``noise``).
+    learn_noise : bool
+        With an array ``noise``: learn a shared :math:`\sigma` as well,
+        :math:`C = K + \operatorname{diag}(s^2) + \sigma^2 I`.
 
     Returns
     -------
@@ -156,12 +166,14 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         the report, ``fit_many``), plus ``predict(..., terms=[...])`` and ``terms_table()``.
     """
     cls, args, kwargs = engine_arguments(formula, data, family, link=link, priors=priors,
-                                          kernels=kernels, jitter=jitter, structure=structure)  # fmt: skip
+                                          kernels=kernels, jitter=jitter, structure=structure,
+                                          noise=noise, learn_noise=learn_noise)  # fmt: skip
     return cls(*args, **kwargs)
 
 
 def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=None,
-                      jitter=None, structure=None) -> tuple[type, tuple, dict]:  # fmt: skip
+                      jitter=None, structure=None, noise=None,
+                      learn_noise=False) -> tuple[type, tuple, dict]:  # fmt: skip
     """The engine class of :func:`Model` and its arguments, every check made."""
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {list(FAMILIES)}, got {family!r}")
@@ -181,10 +193,29 @@ def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=N
     if family == "gaussian":
         if link not in (None, "identity"):
             raise ValueError(f"the gaussian family has the identity link, not {link!r}")
+        if isinstance(noise, str):
+            if noise not in frame.columns:
+                raise ValueError(
+                    f"`noise` names the column {noise!r} of known standard deviations, which "
+                    f"the data does not have (columns: {list(frame.columns)})"
+                )
+            noise = frame[noise].to_numpy(float)
         return (
             FormulaRegression,
             (parsed, design, y),
-            dict(priors=priors, kernels=kernels, jitter=jitter, structure=structure),
+            dict(
+                priors=priors,
+                kernels=kernels,
+                jitter=jitter,
+                structure=structure,
+                noise=noise,
+                learn_noise=learn_noise,
+            ),
+        )
+    if noise is not None or learn_noise:
+        raise ValueError(
+            f"`noise` and `learn_noise` apply to the gaussian family (known measurement "
+            f"errors), not to the {family!r} family"
         )
     if structure is not None:
         raise ValueError("`structure` applies to the gaussian family's exact likelihood")
