@@ -135,8 +135,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
            y \\sim N\\left(m(X),\\ K + \\operatorname{diag}(s_1^2, \\dots, s_n^2)\\right)
 
         (plus the jitter), and the leave-one-out terms (R&W eqs. 5.10–5.12) use each row's own
-        :math:`s_i^2`. With ``approx=`` or ``sparse=True`` an array is refused (``ValueError``);
-        a compactly supported kernel then uses the dense (or quasiseparable) exact likelihood.
+        :math:`s_i^2`. With ``approx=`` an array is refused (``ValueError``); a compactly
+        supported kernel's sparse likelihood (``sparse``) puts the :math:`s_i^2` on its band
+        factor's diagonal.
     learn_noise : bool
         With an array (or number) ``noise``: also learn a noise :math:`\\sigma` shared by every
         observation, with its default prior (or ``priors["sigma"]``),
@@ -251,16 +252,12 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             )
         if sparse and self.approx is not None:
             raise ValueError("`sparse=True` is the exact GP: it cannot be combined with `approx`")
-        if self.known_noise_var is not None:
-            for option, used in (("approx", self.approx is not None), ("sparse=True", sparse)):
-                if used:
-                    raise ValueError(
-                        f"known per-observation noise (an array `noise`, or `learn_noise=True`) "
-                        f"is supported by the exact dense and quasiseparable likelihoods only, "
-                        f"not with `{option}`: leave `{option.split('=')[0]}` out"
-                    )
-            if pp_q is not None and sparse is None:  # a compact kernel: the dense path
-                sparse = False
+        if self.known_noise_var is not None and self.approx is not None:
+            raise ValueError(
+                "known per-observation noise (an array `noise`, or `learn_noise=True`) is "
+                "supported by the exact likelihoods (dense, quasiseparable, sparse compact "
+                "support) only, not with `approx`: leave `approx` out"
+            )
         self._structure = check_structure(structure, self.approx, sparse)
         #: the compact-support kernel's sparse exact likelihood is used (see `sparse`)
         self.sparse = (
@@ -343,7 +340,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             elif self.sparse:  # compact support: bayes_gp.solvers.compact
                 self.marginal = CompactLikelihood(
                     "y", self.X, self.y, hyper["ls"], hyper["eta"], self._pp_q, mean_func,
-                    sigma, self.jitter_tensor, "obs",
+                    sigma, self.jitter_tensor, "obs", **known,
                 )  # fmt: skip
             elif self.approx is not None:  # large N: bayes_gp.solvers.approx
                 self.marginal = build_likelihood(

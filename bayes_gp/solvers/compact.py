@@ -200,7 +200,8 @@ class CompactFactor:
     ``ok`` is False when :math:`C` is not numerically positive definite.
     """
 
-    def __init__(self, X: np.ndarray, ls, eta: float, s2: float, q: int, j: int):
+    def __init__(self, X: np.ndarray, ls, eta: float, s2: float, q: int, j: int,
+                 known_var=None):  # fmt: skip
         self.n = X.shape[0]
         self.q, self.j = q, j
         self.ls = np.broadcast_to(np.asarray(ls, dtype=float).reshape(-1), (X.shape[1],))
@@ -208,6 +209,8 @@ class CompactFactor:
         self.pairs = p = neighbour_pairs(X, self.ls)
         self.k, self.dk = pp_profile(p.r, j, q)
         diag = self.eta2 + float(s2)
+        if known_var is not None:  # + diag(s_i^2), in the band ordering
+            diag = diag + np.asarray(known_var, dtype=float)[p.perm]
         n = self.n
         # the factor (band or dense) plus the selected inverse, 8 bytes an entry; a wide band is
         # faster dense, unless only the band fits in memory
@@ -274,9 +277,11 @@ class CompactFactor:
         return self.from_p(self.selected_inverse_p()[0])
 
 
-def compact_logp_grad(X, ls, eta, s2, r, q: int, j: int):
+def compact_logp_grad(X, ls, eta, s2, r, q: int, j: int, known_var=None):
     r"""Log density :math:`\log N(r \mid 0, C)` and its gradients with respect to
     ``(ls, eta, s2, r)`` (module docstring). ``ls`` has one entry or one per column of ``X``.
+    ``known_var`` (``(n,)``, optional): known per-observation noise variances added to the
+    diagonal, :math:`C + \operatorname{diag}(s^2)` (data: no gradient).
 
     A :math:`C` that is not positive definite gives :math:`-\infty` and NaN gradients.
     """
@@ -286,7 +291,7 @@ def compact_logp_grad(X, ls, eta, s2, r, q: int, j: int):
     nan = np.full(ls.shape, np.nan), np.nan, np.nan, np.full(n, np.nan)
     if not (np.all(np.isfinite(ls)) and np.all(ls > 0) and np.isfinite(eta) and np.isfinite(s2)):
         return (-np.inf, *nan)
-    f = CompactFactor(X, ls, eta, s2, q, j)
+    f = CompactFactor(X, ls, eta, s2, q, j, known_var)
     if not f.ok:
         return (-np.inf, *nan)
     r_p = f.to_p(r)
@@ -322,7 +327,7 @@ class CompactGPLogp(Op):
     def __init__(self, q: int, j: int):
         self.q, self.j = int(q), int(j)
 
-    def make_node(self, X, ls, eta, s2, r):
+    def make_node(self, X, ls, eta, s2, r, known_var=None):
         ensure_available()
         X = pt.as_tensor_variable(X).astype("float64")
         ls = pt.as_tensor_variable(ls).astype("float64")
@@ -333,11 +338,17 @@ class CompactGPLogp(Op):
         if r.type.ndim != 1:
             raise TypeError("CompactGPLogp needs a residual vector r")
         outs = [pt.dscalar(), pt.dvector(), pt.dscalar(), pt.dscalar(), pt.dvector()]
-        return Apply(self, [X, ls, eta, s2, r], outs)
+        ins = [X, ls, eta, s2, r]
+        if known_var is not None:  # known per-observation variances: a sixth (data) input
+            ins.append(pt.as_tensor_variable(known_var).astype("float64"))
+            if ins[-1].type.ndim != 1:
+                raise TypeError("CompactGPLogp needs known_var as a vector (n,)")
+        return Apply(self, ins, outs)
 
     def perform(self, node, inputs, outputs):
-        X, ls, eta, s2, r = inputs
-        res = compact_logp_grad(np.asarray(X), ls, float(eta), float(s2), r, self.q, self.j)
+        X, ls, eta, s2, r = inputs[:5]
+        kv = inputs[5] if len(inputs) > 5 else None
+        res = compact_logp_grad(np.asarray(X), ls, float(eta), float(s2), r, self.q, self.j, kv)
         for out, v in zip(outputs, res, strict=True):
             out[0] = np.asarray(v, dtype=float)
 
@@ -353,13 +364,19 @@ class CompactGPLogp(Op):
                 )
         _, g_ls, g_eta, g_s2, g_r = outputs
         dX = grad_not_implemented(self, 0, inputs[0], "the inputs X are data")
-        return [dX, g * g_ls, g * g_eta, g * g_s2, g * g_r]
+        extra = [
+            grad_not_implemented(self, 5, kv, "the known variances are data") for kv in inputs[5:]
+        ]
+        return [dX, g * g_ls, g * g_eta, g * g_s2, g * g_r, *extra]
 
 
-def compact_gp_logp(X, ls, eta, s2, r, q: int, j: int):
-    """:math:`\\log N(r \\mid 0, \\eta^2 K_{pp} + s_2 I)` as a PyTensor scalar."""
+def compact_gp_logp(X, ls, eta, s2, r, q: int, j: int, known_var=None):
+    """:math:`\\log N(r \\mid 0, \\eta^2 K_{pp} + s_2 I [+ \\operatorname{diag}(s^2)])` as a
+    PyTensor scalar (``known_var``: the known per-observation variances, or None)."""
     ls = pt.reshape(pt.as_tensor_variable(ls), (-1,))
-    return CompactGPLogp(q, j)(X, ls, eta, s2, r)[0]
+    if known_var is None:
+        return CompactGPLogp(q, j)(X, ls, eta, s2, r)[0]
+    return CompactGPLogp(q, j)(X, ls, eta, s2, r, np.asarray(known_var, dtype=float))[0]
 
 
 # -------------------------------------------------------------------- GPRegression
@@ -387,8 +404,11 @@ class CompactLikelihood(ObservedLikelihood):
     _BLOCK = 256  # test points per block of triangular solves
     exact = True  # sparse, not approximate
 
-    def __init__(self, name, X, y, ls, eta, q: int, mean_func, sigma, jitter, dims):
+    def __init__(self, name, X, y, ls, eta, q: int, mean_func, sigma, jitter, dims, *,
+                 known_var=None):  # fmt: skip
         self.X, self.y = X, y
+        #: known per-observation noise variances s_i^2 ((n,)) on the diagonal, or None
+        self.known_var = None if known_var is None else np.asarray(known_var, dtype=np.float64)
         self.q, self.j = int(q), X.shape[1] // 2 + int(q) + 1
         self.ls = pt.reshape(pt.as_tensor_variable(ls), (-1,))
         self.eta = pt.as_tensor_variable(eta)
@@ -399,7 +419,8 @@ class CompactLikelihood(ObservedLikelihood):
 
     def _loglik(self, value):
         r = value - broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
-        return compact_gp_logp(self.X, self.ls, self.eta, self.s2, r, self.q, self.j)
+        return compact_gp_logp(self.X, self.ls, self.eta, self.s2, r, self.q, self.j,
+                               self.known_var)  # fmt: skip
 
     def check(self, draws) -> None:
         """Nothing to check: the likelihood is exact (the interface of
@@ -419,7 +440,7 @@ class CompactLikelihood(ObservedLikelihood):
             ]
 
         ls, eta, s2, sigma2, mean_x, mean_n = self._fn("numbers", build)(*values, Xn)
-        f = CompactFactor(self.X, ls, float(eta), float(s2), self.q, self.j)
+        f = CompactFactor(self.X, ls, float(eta), float(s2), self.q, self.j, self.known_var)
         if not f.ok:
             raise NotPSDError(
                 f"the Cholesky factorisation of K + s2 I failed at ls={ls}, eta={float(eta):.4g}, "
@@ -476,6 +497,16 @@ def _register_numba() -> None:
         s0, v1 = numba.types.Array(f64, 0, "C"), numba.types.Array(f64, 1, "C")
         ret_sig = numba.types.Tuple([s0, v1, s0, s0, v1])
         q, j = op.q, op.j
+
+        if node is not None and len(node.inputs) > 5:  # with known variances
+
+            @numba_njit
+            def compact_numba_known(X, ls, eta, s2, r, kv):
+                with numba.objmode(ret=ret_sig):
+                    ret = _arrays(compact_logp_grad(X, ls, float(eta), float(s2), r, q, j, kv))
+                return ret
+
+            return compact_numba_known
 
         @numba_njit
         def compact_numba(X, ls, eta, s2, r):

@@ -137,9 +137,7 @@ def test_refusals():
             GPRegression(X, Y, "matern32", noise=bad)
     with pytest.raises(ValueError, match="approx"):
         GPRegression(X, Y, "matern32", noise=S, approx="vfe")
-    with pytest.raises(ValueError, match="sparse=True"):
-        GPRegression(X, Y, "pp2", noise=S, sparse=True)
-    assert not GPRegression(X, Y, "pp2", noise=S).sparse  # a compact kernel: the dense path
+    assert GPRegression(X, Y, "pp2", noise=S).sparse  # the sparse path takes it (test_compact)
     m = model()
     fit = MapFit(PARAMS, 0.0, False)
     with pytest.raises(ValueError, match="noise_new"):

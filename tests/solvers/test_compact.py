@@ -17,6 +17,7 @@ from scipy.spatial.distance import cdist
 import bayes_gp.solvers.compact as compact
 from bayes_gp import GPRegression, op_backends
 from bayes_gp import kernels as K
+from bayes_gp.inference.typeii import MapFit
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.solvers.compact import (
     CompactFactor,
@@ -319,3 +320,59 @@ def test_a_factorisation_too_large_for_memory_is_refused_with_advice(monkeypatch
         neighbour_pairs(np.linspace(0, 10, 3000)[:, None], np.array([20.0]))
     with pytest.raises(MemoryError, match="length-scale prior"):
         neighbour_pairs(np.random.default_rng(0).uniform(0, 1, (3000, 2)), np.array([5.0]))
+
+
+# ------------------------------------------------------- known per-observation noise (issue 40)
+@pytest.mark.parametrize("path", ["band", "dense"])
+def test_known_variances_join_the_diagonal(path, monkeypatch):
+    """compact_logp_grad(..., known_var=s^2) is log N(r | 0, C + diag(s^2)) (scipy), with the
+    s2 gradient unchanged in form (central differences), in the band and the dense factor."""
+    if path == "dense":
+        monkeypatch.setattr(compact, "BAND_MAX_FRACTION", 0.0)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 20, (80, 1))
+    r = rng.standard_normal(80)
+    kv = rng.uniform(0.01, 0.3, 80)
+    ls, eta, s2 = np.array([1.5]), 0.9, 0.05
+    assert CompactFactor(X, ls, eta, s2, 2, 3, kv).banded is (path == "band")
+    lp, g_ls, g_eta, g_s2, _ = compact_logp_grad(X, ls, eta, s2, r, 2, 3, kv)
+    C = _dense_C(X, ls, eta, s2, 2) + np.diag(kv)
+    np.testing.assert_allclose(lp, stats.multivariate_normal(np.zeros(80), C).logpdf(r),
+                               rtol=1e-11)  # fmt: skip
+    h = 1e-6
+    for k, g in ((3, g_s2), (2, g_eta)):
+        up, dn = [X, ls, eta, s2, r, 2, 3, kv], [X, ls, eta, s2, r, 2, 3, kv]
+        up[k], dn[k] = up[k] + h, dn[k] - h
+        fd = (compact_logp_grad(*up)[0] - compact_logp_grad(*dn)[0]) / (2 * h)
+        np.testing.assert_allclose(g, fd, rtol=1e-5)
+    # the Op with a sixth input, in the numba backend (nutpie's)
+    lsv, sv = pt.dvector("ls"), pt.dscalar("s")
+    lpv = compact_gp_logp(X, lsv, eta, sv**2, r, 2, 3, kv)
+    f = pytensor.function([lsv, sv], [lpv, *pt.grad(lpv, [lsv, sv])], mode="NUMBA")
+    out = f(ls, np.sqrt(s2))
+    np.testing.assert_allclose(out[0], lp, rtol=1e-13)
+    np.testing.assert_allclose(out[1], g_ls, rtol=1e-12)
+    np.testing.assert_allclose(out[2], g_s2 * 2 * np.sqrt(s2), rtol=1e-12)
+
+
+@pytest.mark.parametrize("learn", [False, True])
+def test_sparse_model_with_known_noise_equals_dense_model(learn):
+    X, y = _data(n=120)
+    S = np.random.default_rng(2).uniform(0.05, 0.4, 120)
+    sp = GPRegression(X, y, "pp2", noise=S, learn_noise=learn)
+    de = GPRegression(X, y, "pp2", noise=S, learn_noise=learn, sparse=False)
+    assert sp.sparse and not de.sparse
+    p = {"ls": 2.0, "eta": 0.8, **({"sigma": 0.2} if learn else {})}
+    la, ga = sp.log_marginal_likelihood(p, eval_gradient=True)
+    lb, gb = de.log_marginal_likelihood(p, eval_gradient=True)
+    np.testing.assert_allclose(la, lb, rtol=1e-11)
+    for k in p:
+        np.testing.assert_allclose(ga[k], gb[k], rtol=1e-8, atol=1e-10)
+    values = sp._values(p)
+    np.testing.assert_allclose(sp._pointwise_loo(values), de._pointwise_loo(values), rtol=1e-10)
+    fit = MapFit(p, 0.0, False)
+    Xn = np.linspace(-2, 102, 15)
+    for kw in ({}, {"include_noise": True, "noise_new": np.full(15, 0.3)}):
+        a, b = sp.predict(Xn, fit, **kw), de.predict(Xn, fit, **kw)
+        np.testing.assert_allclose(a.mean, b.mean, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(a.var, b.var, rtol=1e-8, atol=1e-12)
