@@ -141,3 +141,20 @@ def test_refusals():
         m.predict(pd.DataFrame({"t": [1.0]}), fit, noise_new=[0.1])
     with pytest.raises(ValueError, match="does not have"):
         m.predict(pd.DataFrame({"t": [1.0]}), fit, include_noise=True, noise_new="e")
+
+
+def test_the_nuts_mixture_takes_noise_new():
+    """A posterior of two equal draws: the mixture prediction of y_* with ``noise_new`` equals
+    the point prediction (the NUTS branch of FormulaRegression.predict)."""
+    import xarray as xr
+
+    m = Model(GROUPED, NDATA, structure="grouped", noise="err")
+    post = xr.Dataset({k: (("chain", "draw"), np.full((1, 2), v)) for k, v in GROUP_PARAMS.items()})
+    idata = xr.DataTree.from_dict({"posterior": post})
+    new = pd.DataFrame({"t": [1.0, 5.5], "site": ["a", "new"], "x1": [0.0, 1.0], "e": [0.1, 0.2]})
+    a = m.predict(new, idata, include_noise=True, noise_new="e")
+    b = m.predict(new, MapFit(GROUP_PARAMS, 0.0, False), include_noise=True, noise_new="e")
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-10)
+    np.testing.assert_allclose(a.var, b.var, rtol=1e-10)
+    with pytest.raises(ValueError, match="noise_new"):
+        m.predict(new, idata, include_noise=True)
