@@ -24,9 +24,11 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
+from pytensor.tensor.random.type import RandomType
 
-__all__ = ["resolve_prior", "POSITIVE_SUFFIXES"]
+__all__ = ["resolve_prior", "register_copy", "POSITIVE_SUFFIXES"]
 
 #: Hyperparameters whose values must be positive, by the last part of their name.
 POSITIVE_SUFFIXES = ("ls", "eta", "sigma", "period", "alpha", "theta0", "theta1", "theta2",
@@ -43,6 +45,23 @@ def _fixed(name: str, value: Any, ard: bool) -> pt.TensorConstant:
         what = "a number or one value per input (ARD)" if ard else "a number"
         raise ValueError(f"`priors[{name!r}]`: a fixed value must be {what}, got shape {arr.shape}")
     return pt.constant(arr, name=name)
+
+
+def register_copy(dist: pt.TensorVariable, name: str, dims=None) -> pt.TensorVariable:
+    """Register a copy of the unnamed prior ``dist`` (``pm.X.dist(...)``) as the variable
+    ``name`` (over ``dims``) in the current model, with its own random generator.
+
+    The user's variable stays unnamed, so the same prior can build the model again or another
+    model (LatentGP builds the evidence model and the joint latent model from one ``priors``),
+    and serve several variables of one model (a kernel object's prior of ``ls`` is also that of
+    a hierarchical model's ``f0_ls``): copies sharing the generator would be identical nodes,
+    which PyTensor's rewrites merge into one.
+    """
+    inputs = [pytensor.shared(np.random.default_rng()) if isinstance(i.type, RandomType) else i
+              for i in dist.owner.inputs]  # fmt: skip
+    node = dist.owner.clone_with_new_inputs(inputs)
+    rv = node.outputs[dist.owner.outputs.index(dist)]
+    return pm.modelcontext(None).register_rv(rv, name, dims=dims)
 
 
 def resolve_prior(
@@ -62,13 +81,8 @@ def resolve_prior(
                 f"`priors[{name!r}]` must be an unnamed pm.X.dist(...), a callable f(name) or a "
                 f"fixed number, got the variable {p.name or p}"
             )
-        # register a copy: the user's variable stays unnamed, so the same `priors` can build
-        # the model again or another model (LatentGP builds the evidence model and the joint
-        # latent model from one `priors`)
-        node = p.owner.clone()
-        rv = node.outputs[p.owner.outputs.index(p)]
         # dims as a tuple: PyMC 6 reads a plain string as a sequence of one-letter dimensions
-        return pm.modelcontext(None).register_rv(rv, name, dims=("feature",) if ard else None)
+        return register_copy(p, name, dims=("feature",) if ard else None)
     if isinstance(p, Number | np.ndarray | list | tuple) and not isinstance(p, bool):
         return _fixed(name, p, ard)
     if callable(p):

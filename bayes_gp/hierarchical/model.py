@@ -71,7 +71,6 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.shape_utils import change_dist_size
-from pytensor.tensor.random.type import RandomType
 
 from bayes_gp import kernels as K
 from bayes_gp._arguments import renamed_argument
@@ -119,7 +118,7 @@ from bayes_gp.predictive import (
     held_out_vector,
     mixture_prediction,
 )
-from bayes_gp.priors import resolve_prior
+from bayes_gp.priors import register_copy, resolve_prior
 from bayes_gp.protocol import Bands, GPModel, HeldOutPredictive, is_nuts
 from bayes_gp.solvers.approx_options import approx_spec
 
@@ -355,13 +354,7 @@ class GroupedSpec:
             return None
         if dims:
             dist = change_dist_size(dist, [len(self.labels)])
-        # a copy with its own random generator: copies of one prior (the shared ``ls`` and
-        # ``f0_ls``) must not be merged into one node by PyTensor's rewrites
-        inputs = [pytensor.shared(np.random.default_rng()) if isinstance(i.type, RandomType)
-                  else i for i in dist.owner.inputs]  # fmt: skip
-        node = dist.owner.clone_with_new_inputs(inputs)
-        rv = node.outputs[dist.owner.outputs.index(dist)]
-        return pm.modelcontext(None).register_rv(rv, name, dims=dims)
+        return register_copy(dist, name, dims=dims)
 
     def _own_or(self, p: str, name: str, default):
         """The kernel object's prior of ``p`` as ``name`` (:meth:`_object_prior`), else
