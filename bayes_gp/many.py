@@ -27,6 +27,7 @@ and numpyro sequentially on one CPU device, both of which work in a worker.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -37,6 +38,7 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,13 @@ import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from bayes_gp.inference.methods import canonical_method
+from bayes_gp.many_store import (
+    ManyStore,
+    StoredFits,
+    StoredGroup,
+    data_digest,
+    label_bytes,
+)
 from bayes_gp.protocol import GPModel
 from bayes_gp.regression import GPRegression
 
@@ -66,13 +75,6 @@ class FitManyError(RuntimeError):
 
 
 # ----------------------------------------------------------------------------------- seeds
-def _label_key(label: Hashable) -> bytes:
-    """A stable byte string for a group label (NumPy scalars count as the Python value)."""
-    if isinstance(label, np.generic):
-        label = label.item()
-    return f"{type(label).__name__}:{label!r}".encode()
-
-
 def _root_sequence(random_seed: int | None) -> np.random.SeedSequence:
     if random_seed is not None and not (
         isinstance(random_seed, int | np.integer) and not isinstance(random_seed, bool)
@@ -93,7 +95,7 @@ def group_seed(random_seed: int | np.random.SeedSequence | None, label: Hashable
     root = random_seed
     if not isinstance(root, np.random.SeedSequence):
         root = _root_sequence(root)
-    digest = hashlib.blake2b(_label_key(label), digest_size=16).digest()
+    digest = hashlib.blake2b(label_bytes(label), digest_size=16).digest()
     words = tuple(int(w) for w in np.frombuffer(digest, dtype=np.uint32))
     child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *words))
     return int(child.generate_state(1, dtype=np.uint32)[0])
@@ -111,17 +113,24 @@ class _Task:
     fit_kwargs: dict
     seed: int
     model: type = GPRegression
+    #: Whether the result goes to an output store: then the worker returns it ready to write
+    #: (a type-II fit as its point dataset, built with the group's model) instead of the fit.
+    to_store: bool = False
 
 
 @dataclass(frozen=True)
 class _Outcome:
     label: Hashable
-    fit: Any  # DataTree (NUTS) or MapFit, None on failure
+    fit: Any  # DataTree (NUTS) or MapFit; with a store, what is written; None on failure
     error: str | None
     seconds: float
     worker: str
     feature_names: tuple = ()
     warnings: tuple = ()
+    #: The fit's columns of the summary table (hyperparameters or NUTS diagnostics).
+    row: dict = field(default_factory=dict)
+    #: Read from the output store (finished by an earlier run), not fitted by this one.
+    resumed: bool = False
 
 
 def _fit_group(task: _Task) -> _Outcome:
@@ -137,6 +146,11 @@ def _fit_group(task: _Task) -> _Outcome:
             warnings.simplefilter("always")
             gp = task.model(_own(task.X), _own(task.y), kernel=task.kernel, **task.model_kwargs)
             fit = gp.fit(task.method, random_seed=task.seed, **task.fit_kwargs)
+            sampling = task.method in task.model.sampling_methods
+            features = tuple(gp.feature_names)
+            row = _fit_columns(fit, sampling, features)
+            if task.to_store and not sampling:
+                fit = _point_payload(fit, gp, task.method, features)
     except Exception as exc:
         last = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" (at {os.path.basename(last.filename)}:{last.lineno})"
@@ -149,14 +163,34 @@ def _fit_group(task: _Task) -> _Outcome:
             warnings=_messages(caught),
         )
     return _Outcome(
-        task.label,
-        fit,
-        None,
-        time.perf_counter() - t0,
-        worker,
-        tuple(gp.feature_names),
-        _messages(caught),
+        task.label, fit, None, time.perf_counter() - t0, worker, features, _messages(caught), row
     )
+
+
+def _fit_columns(fit, sampling: bool, features: tuple) -> dict:
+    """A fit's columns of :attr:`ManyFit.table`."""
+    if sampling:
+        return _nuts_diagnostics(fit)
+    return {
+        **_scalar_columns(fit.params, features),
+        "objective": fit.objective,
+        "log_marginal_likelihood": fit.log_marginal_likelihood,
+        "converged": getattr(fit, "converged", None),
+        "grad_norm": fit.grad_norm,
+    }
+
+
+def _point_payload(fit, gp, method: str, features: tuple):
+    """A type-II fit as the output store keeps it: its point dataset, with the optimiser's
+    record (restarts, convergence) as an attribute."""
+    import json
+
+    from bayes_gp.many_store import DETAILS
+    from bayes_gp.workflow.store import fit_details, point_dataset
+
+    ds = point_dataset(fit, gp, method, features)
+    ds.attrs[DETAILS] = json.dumps(fit_details(fit))
+    return ds
 
 
 def _own(a):
@@ -209,6 +243,10 @@ class ManyFit:
     random_seed : int
         The root entropy of the seeds (drawn fresh when ``random_seed=None``; pass it back to
         reproduce the run).
+    store : Path or None
+        The output store the results were written to (``fit_many(..., store=)``); then
+        ``fits`` reads each group's fit from it when asked for, and ``table`` has a column
+        ``resumed`` (read from the store, finished by an earlier run).
     """
 
     method: str
@@ -224,6 +262,7 @@ class ManyFit:
     kernel: Any = "expquad"
     model_kwargs: dict = field(default_factory=dict, repr=False)
     model_class: type = GPRegression
+    store: Path | None = None
 
     @property
     def ok(self) -> tuple:
@@ -410,6 +449,8 @@ def fit_many(
     fit_kwargs: Mapping[str, Any] | None = None,
     errors: str = "collect",
     model: type = GPRegression,
+    store: str | os.PathLike | None = None,
+    retry_failed: bool = False,
 ) -> ManyFit:
     """Fit one GP regression per group, in parallel on Dask, and gather the results.
 
@@ -460,6 +501,19 @@ def fit_many(
         A failing group never stops the others. ``"collect"``: its message goes to
         ``result.errors`` and the ``error`` column of ``result.table``; ``"raise"``: after all
         groups ran, raise :class:`FitManyError` (its ``.result`` holds the successes).
+    store : path, optional
+        An output store (a directory; :mod:`bayes_gp.many_store`): each group's result is
+        written to it atomically as soon as it arrives (NUTS: the DataTree as netCDF; a type-II
+        fit: its point estimate), and only the group's row of the table stays in memory. A
+        rerun with the same arguments and store resumes: groups finished by an earlier run
+        (one that was interrupted, or whose client was killed) are read back, not refitted, and
+        equal what an uninterrupted run gives. With ``random_seed=None`` a rerun takes the
+        store's seed. A store of a run with other arguments, or a group whose data changed, is
+        refused. One run at a time may use a store.
+    retry_failed : bool
+        With a store: fit again the groups whose fit failed in an earlier run (default: their
+        recorded error is returned, so that a group that fails for its own reasons is not
+        retried on every rerun).
 
     Returns
     -------
@@ -470,8 +524,15 @@ def fit_many(
     Raises
     ------
     ValueError, TypeError
-        Before any fit, for a missing column, a group with fewer than 2 observations, or bad
-        settings.
+        Before any fit, for a missing column, a group with fewer than 2 observations, bad
+        settings, or a store that holds another run.
+
+    Notes
+    -----
+    A worker that dies in the middle of a task (killed, out of memory) loses only that task:
+    Dask's scheduler runs it again on another worker (up to ``distributed.scheduler.
+    allowed-failures`` times, then the group is recorded as failed with ``KilledWorker``). A
+    group whose fit raises is recorded with its error and not retried.
     """
     if not (isinstance(model, type) and issubclass(model, GPModel)):
         raise TypeError(
@@ -520,30 +581,63 @@ def fit_many(
         raise ValueError("give `random_seed` as an argument of fit_many, not in `fit_kwargs`")
 
     root = _root_sequence(random_seed)
+    out: ManyStore | None = None
+    if store is not None:
+        arguments = {
+            "method": method,
+            "model": model,
+            "kernel": kernel,
+            "model_kwargs": model_kwargs,
+            "fit_kwargs": fit_kwargs,
+        }
+        out = ManyStore.open(store, arguments, int(root.entropy), random_seed is not None)
+        root = _root_sequence(out.entropy)
+        out.remove_stale()
     labels = list(groups)
     seeds = {g: group_seed(root, g) for g in labels}
-    tasks = [
-        _Task(g, X, yv, kernel, model_kwargs, method, fit_kwargs, seeds[g], model)
-        for g, (X, yv) in groups.items()
-    ]
+    n_obs = {g: int(np.size(groups[g][1])) for g in labels}
 
     outcomes: dict = {}
-    with _client(client, n_workers, len(tasks)) as c:
-        token = uuid.uuid4().hex[:8]
-        futures = [
-            c.submit(_fit_group, t, key=f"bayes_gp-fit-{token}-{i}", pure=False)
-            for i, t in enumerate(tasks)
-        ]
-        for g, fut in zip(labels, futures, strict=True):
-            try:
-                outcomes[g] = fut.result()
-            except Exception as exc:  # the worker died (memory, segfault): KilledWorker etc.
-                outcomes[g] = _Outcome(g, None, f"{type(exc).__name__}: {exc}", np.nan, "")
-            fut.release()
+    digests: dict = {}
+    if out is not None:
+        for g in labels:
+            digests[g] = data_digest(*groups[g])
+            found = out.find(g, digests[g], seeds[g])
+            if found is not None and not (found.failed and retry_failed):
+                outcomes[g] = _resumed(found)
+    tasks = [
+        _Task(g, X, yv, kernel, model_kwargs, method, fit_kwargs, seeds[g], model, out is not None)
+        for g, (X, yv) in groups.items()
+        if g not in outcomes
+    ]
 
-    fits = {g: o.fit for g, o in outcomes.items() if o.error is None}
-    failed = {g: o.error for g, o in outcomes.items() if o.error is not None}
-    n_obs = {g: int(np.size(groups[g][1])) for g in labels}
+    if tasks:
+        with _client(client, n_workers, len(tasks)) as c:
+            from dask.distributed import as_completed
+
+            token = uuid.uuid4().hex[:8]
+            futures = {
+                c.submit(_fit_group, t, key=f"bayes_gp-fit-{token}-{i}", pure=False): t.label
+                for i, t in enumerate(tasks)
+            }
+            for fut in as_completed(list(futures)):
+                g = futures[fut]
+                try:
+                    o = fut.result()
+                except Exception as exc:  # the worker died (memory, segfault): KilledWorker etc.
+                    o = _Outcome(g, None, f"{type(exc).__name__}: {exc}", np.nan, "")
+                fut.release()
+                if out is not None:  # written now; only the row stays in memory
+                    o = _write(out, o, seeds[g], n_obs[g], digests[g])
+                outcomes[g] = o
+
+    ok = [g for g in labels if outcomes[g].error is None]
+    failed = {g: outcomes[g].error for g in labels if outcomes[g].error is not None}
+    if out is None:
+        fits: Mapping = {g: outcomes[g].fit for g in ok}
+    else:
+        rebuild = None if sampling else _rebuilder(groups, kernel, model_kwargs, model, method)
+        fits = StoredFits(out, ok, rebuild)
     rows = []
     for g in labels:
         o = outcomes[g]
@@ -554,24 +648,16 @@ def fit_many(
             "seconds": o.seconds,
             "worker": o.worker,
         }
-        if o.error is None and not sampling:  # a type-II fit (PointFit)
-            fit = o.fit
-            row.update(_scalar_columns(fit.params, o.feature_names))
-            row.update(
-                objective=fit.objective,
-                log_marginal_likelihood=fit.log_marginal_likelihood,
-                converged=getattr(fit, "converged", None),
-                grad_norm=fit.grad_norm,
-            )
-        elif o.error is None:
-            row.update(_nuts_diagnostics(o.fit))
+        if o.error is None:
+            row.update(o.row)
         row.update(error=o.error, n_warnings=len(o.warnings))
+        if out is not None:
+            row["resumed"] = o.resumed
         rows.append(row)
     table = pd.DataFrame(rows).set_index("group")
     table["error"] = pd.Series([outcomes[g].error for g in labels], index=table.index, dtype=object)
     if not sampling and "converged" in table:
         table["converged"] = table["converged"].astype("boolean")
-    ok = [g for g in labels if g in fits]
     result = ManyFit(
         method=method,
         groups=tuple(labels),
@@ -586,8 +672,69 @@ def fit_many(
         kernel=kernel,
         model_kwargs=model_kwargs,
         model_class=model,
+        store=None if out is None else out.path,
     )
     if failed and errors == "raise":
         lines = "\n".join(f"  {g!r}: {m}" for g, m in failed.items())
         raise FitManyError(f"{len(failed)} of {len(labels)} group fits failed:\n{lines}", result)
     return result
+
+
+# ---------------------------------------------------------------------------- the store
+def _record(o: _Outcome, seed: int, n_obs: int, digest: str) -> dict:
+    """What the output store keeps of a group besides its fit (:mod:`bayes_gp.many_store`)."""
+    return {
+        "label": repr(o.label),
+        "seed": int(seed),
+        "n_obs": int(n_obs),
+        "data_digest": digest,
+        "seconds": float(o.seconds),
+        "worker": o.worker,
+        "error": o.error,
+        "warnings": list(o.warnings),
+        "feature_names": list(o.feature_names),
+        "row": o.row,
+    }
+
+
+def _write(out: ManyStore, o: _Outcome, seed: int, n_obs: int, digest: str) -> _Outcome:
+    """Write a group's outcome to the store; the outcome without its fit."""
+    record = _record(o, seed, n_obs, digest)
+    if o.error is None:
+        out.write_success(o.label, o.fit, record)
+    else:
+        out.write_failure(o.label, record)
+    return dataclasses.replace(o, fit=None)
+
+
+def _resumed(found: StoredGroup) -> _Outcome:
+    """The outcome of a group an earlier run finished, from its stored record."""
+    r = found.record
+    return _Outcome(
+        found.label,
+        None,
+        r.get("error"),
+        float(r.get("seconds", np.nan)),
+        str(r.get("worker", "")),
+        tuple(r.get("feature_names", ())),
+        tuple(r.get("warnings", ())),
+        dict(r.get("row") or {}),
+        resumed=True,
+    )
+
+
+def _rebuilder(groups: dict, kernel, model_kwargs: dict, model: type, method: str):
+    """``rebuild(label, dataset)``: a stored type-II fit restored by its group's model."""
+
+    def rebuild(label, ds):
+        import json
+
+        from bayes_gp.many_store import DETAILS
+        from bayes_gp.workflow.store import point_fit
+
+        X, yv = groups[label]
+        gp = model(X, yv, kernel=kernel, **model_kwargs)
+        details = json.loads(ds.attrs.pop(DETAILS, "null"))
+        return point_fit(ds, gp, method, details)
+
+    return rebuild

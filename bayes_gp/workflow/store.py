@@ -21,6 +21,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -31,9 +32,12 @@ from bayes_gp.workflow.fitting import FitResult, default_settings, fit_kind
 from bayes_gp.workflow.reporting import make_report
 from bayes_gp.workflow.spec import from_spec
 
+if TYPE_CHECKING:
+    import xarray as xr
+
 __all__ = [
-    "save", "load", "approximation_records", "verdict_records", "FIT_JSON", "POSTERIOR",
-    "PREDICTIONS", "PREDICTIONS_NEW", "REPORT",
+    "save", "load", "approximation_records", "verdict_records", "point_dataset", "point_fit",
+    "fit_details", "FIT_JSON", "POSTERIOR", "PREDICTIONS", "PREDICTIONS_NEW", "REPORT",
 ]  # fmt: skip
 
 FIT_JSON, POSTERIOR, PREDICTIONS, REPORT = (
@@ -47,30 +51,35 @@ PREDICTIONS_NEW = "predictions_new.csv"
 
 
 def _point_dataset(res: FitResult):
-    """A type-II fit as an xarray Dataset: its hyperparameters (per-feature ones on a
+    """:func:`point_dataset` of a result's type-II fit."""
+    return point_dataset(res.fit, res.model, res.method, res.data.feature_names)
+
+
+def point_dataset(fit, gp, method: str, feature_names) -> xr.Dataset:
+    """A type-II fit of ``gp`` as an xarray Dataset: its hyperparameters (per-feature ones on a
     ``feature`` axis; others on the axes the PyMC model declares for them, such as a
     multi-output model's ``output``), the model's saved arrays and the fit's scalars as
-    attributes."""
+    attributes. :func:`point_fit` reads it back."""
     import xarray as xr
 
-    fit = res.fit
     ds = xr.Dataset()
-    n_features = len(res.data.feature_names)
+    feature_names = list(feature_names)
+    n_features = len(feature_names)
     for name, value in fit.params.items():
         v = np.asarray(value, float)
-        declared = _declared_axes(res.model, name, v)
+        declared = _declared_axes(gp, name, v)
         if declared is not None:
             ds[name] = xr.DataArray(v, dims=tuple(declared), coords=declared)
             continue
         dims = ("feature",) if v.ndim == 1 and v.size == n_features else _own_dims(name, v)
         ds[name] = xr.DataArray(v, dims=dims)
     if "feature" in ds.dims:
-        ds = ds.assign_coords(feature=res.data.feature_names)
-    for name, value in res.model.saved_arrays(fit).items():
+        ds = ds.assign_coords(feature=feature_names)
+    for name, value in gp.saved_arrays(fit).items():
         v = np.asarray(value, float)
         ds[_ARRAY + name] = xr.DataArray(v, dims=_own_dims(_ARRAY + name, v))
     ds.attrs.update(
-        method=res.method,
+        method=method,
         log_marginal_likelihood=float(fit.log_marginal_likelihood),
         objective=float(fit.objective),
         prior=int(bool(fit.prior)),
@@ -174,7 +183,7 @@ def _fit_record(res: FitResult, report_ok: bool, checks=None, verdicts=None) -> 
     if not res.is_mcmc:
         record["params"] = {k: np.asarray(v).tolist() for k, v in res.fit.params.items()}
         record["log_marginal_likelihood"] = float(res.fit.log_marginal_likelihood)
-        record["fit"] = _fit_details(res.fit)
+        record["fit"] = fit_details(res.fit)
     return record
 
 
@@ -217,7 +226,7 @@ def _from_json(value):
     return value
 
 
-def _fit_details(fit) -> dict:
+def fit_details(fit) -> dict:
     """Everything the report reads from a type-II fit besides its hyperparameters and its
     approximation state: the restarts (start, optimum, objective, convergence, iterations,
     message), gradient norm, wall time, jitter, convergence flags. Saved in ``fit.json`` so that
@@ -246,7 +255,7 @@ def _fit_details(fit) -> dict:
 
 
 def _with_details(fit, details: dict | None):
-    """``fit`` with the attributes saved by :func:`_fit_details` restored."""
+    """``fit`` with the attributes saved by :func:`fit_details` restored."""
     from bayes_gp.inference.typeii import Restart
 
     if not details:
@@ -445,6 +454,12 @@ def _check_posterior(fit, gp) -> None:
     missing = sorted(set(gp.hyperparameters) - set(post.data_vars))
     if missing:
         raise KeyError(f"the saved posterior lacks {missing}: it belongs to another model")
+
+
+def point_fit(ds, gp, method: str, details: dict | None = None):
+    """The type-II fit that :func:`point_dataset` wrote, rebuilt by its model ``gp``, with the
+    optimiser's record ``details`` (:func:`fit_details`) restored."""
+    return _with_details(_point_fit(ds, gp, method), details)
 
 
 def _point_fit(ds, gp, method: str):

@@ -18,7 +18,7 @@ from bayes_gp.inference.typeii import ConvergenceWarning, MapFit, Restart
 from bayes_gp.kernels import Matern52
 from bayes_gp.report.diagnostics import optimizer_verdicts
 from bayes_gp.workflow.spec import CSVModel
-from bayes_gp.workflow.store import _fit_details, _with_details
+from bayes_gp.workflow.store import _with_details, fit_details
 
 
 def _names(found) -> list[str]:
@@ -91,7 +91,7 @@ def test_degenerate_round_trips_through_the_store():
         restarts=[Restart({"sigma": np.array(1.0)}, {"sigma": np.array(4.1e-9)}, -3.0, False, 12,
                           "ok; degenerate: sigma -> 0", (), ("sigma -> 0 (4.1e-09 < ...)",))],
     )  # fmt: skip
-    details = json.loads(json.dumps(_fit_details(fit)))
+    details = json.loads(json.dumps(fit_details(fit)))
     bare = MapFit(fit.params, fit.objective, True)  # as load() rebuilds it, before the details
     again = _with_details(bare, details)
     assert again.degenerate == ("sigma -> 0 (4.1e-09 < ...)",) and not again.converged
