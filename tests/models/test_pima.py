@@ -67,17 +67,6 @@ def test_ep_accuracy(decl, data):
 
 
 @pytest.mark.slow
-def test_short_nuts_run(decl, data):
-    gp = decl.build(data, "nuts_joint")
-    idata = gp.fit("nuts_joint", draws=50, tune=50, chains=1, random_seed=2)
-    post = idata["posterior"]
-    assert np.asarray(post["f"]).shape == (1, 50, 200)
-    assert np.asarray(post["ls"]).shape == (1, 50, 7)
-    assert np.asarray(idata["log_likelihood"]["y"]).shape == (1, 50, 200)
-    assert _accuracy(gp, idata, data) >= 0.74
-
-
-@pytest.mark.slow
 def test_short_nuts_laplace_run(decl, data):
     """NUTS over the 8 hyperparameters with the 200 latent values integrated out by Laplace:
     glucose is the most relevant input. Skin-fold thickness, which the type-II fit switches off
