@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 import time
@@ -48,6 +49,7 @@ from threadpoolctl import threadpool_limits
 
 from bayes_gp.inference.methods import canonical_method
 from bayes_gp.many_store import (
+    DETAILS,
     ManyStore,
     StoredFits,
     StoredGroup,
@@ -183,9 +185,6 @@ def _fit_columns(fit, sampling: bool, features: tuple) -> dict:
 def _point_payload(fit, gp, method: str, features: tuple):
     """A type-II fit as the output store keeps it: its point dataset, with the optimiser's
     record (restarts, convergence) as an attribute."""
-    import json
-
-    from bayes_gp.many_store import DETAILS
     from bayes_gp.workflow.store import fit_details, point_dataset
 
     ds = point_dataset(fit, gp, method, features)
@@ -727,9 +726,6 @@ def _rebuilder(groups: dict, kernel, model_kwargs: dict, model: type, method: st
     """``rebuild(label, dataset)``: a stored type-II fit restored by its group's model."""
 
     def rebuild(label, ds):
-        import json
-
-        from bayes_gp.many_store import DETAILS
         from bayes_gp.workflow.store import point_fit
 
         X, yv = groups[label]

@@ -74,6 +74,23 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -float(seconds.get(work_unit(item), DEFAULT_UNIT_SECONDS)))
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A Dask ``LocalCluster`` of one worker process with its client, per test module (``fit_many``
+    and its output store). One worker: each worker process compiles every model on a cold cache,
+    and a second one compiled the same graphs again (issue 35); the tests still check that a
+    group's result on the worker equals a direct fit in this process."""
+    from dask.distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
 @pytest.fixture
 def nutpie_jax():
     """nutpie compiles the test's models with JAX (``compiled.nutpie_backend("jax")``): in

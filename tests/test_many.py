@@ -44,22 +44,6 @@ def _group(df, g):
     return d[["t"]], d["y"].to_numpy()
 
 
-@pytest.fixture(scope="module")
-def client():
-    """A user's cluster of one worker process (issue 35: each worker process compiles every model
-    on a cold cache; a second worker compiled the same graphs again). Independence of the worker
-    is still checked: the draws of a group on the worker equal a direct fit in this process."""
-    from dask.distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
-
-
 def test_map_per_group_equals_direct_fits(client):
     df = _data()
     res = bayes_gp.fit_many(

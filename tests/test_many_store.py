@@ -73,19 +73,6 @@ class StallingGP(GPRegression):
         return super().fit(method, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def client():
-    from dask.distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
-
-
 def _params(res, g) -> dict:
     return {k: np.asarray(v) for k, v in res.fits[g].params.items()}
 
