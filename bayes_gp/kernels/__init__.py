@@ -24,6 +24,8 @@ kernel                 formula                                      source
 ``PaciorekSchervish``  :math:`\Sigma(x)`, :math:`k_S(\sqrt{Q_{ij}})`  R&W (4.33), (4.34)
 ``OHagan``             :math:`\phi(x)^\top W_0\phi(x')k_w(x, x')`    R&W §4.2.3
 ``Wiener``             :math:`\min(x, x')`, :math:`x \ge 0`          R&W §4.2.3
+``SpectralMixture``    :math:`\sum_q w_q\prod_d e^{-2\pi^2\tau_d^2v_{qd}}\cos(2\pi\tau_d\mu_{qd})`  W&A (2013) (12)
+``MaternSpectralMixture`` :math:`\sum_q w_q\cos(2\pi\mu_q\tau)k_\nu(\tau/\ell_q)`  state-space form
 =====================  ===========================================  ==========================
 
 State-space forms of 1-D stationary kernels (``statespace``: ``MaternTerm``, ``CosineTerm``,
@@ -32,11 +34,15 @@ exact GP (:mod:`bayes_gp.solvers.quasisep`) factorises. The catalogue by name, w
 scales and default hyperpriors every model family uses: :mod:`bayes_gp.kernels.catalogue`.
 
 Constructions (R&W §4.2.4): ``Normalized``, ``VerticalScale``, ``Warped``, ``Power``, ``Additive``;
-sums and products with ``+`` / ``*``. Metrics for stationary kernels: ``ls`` scalar (isotropic),
+sums and products with ``+`` / ``*``; sigmoid switches between kernels along one input,
+``ChangePoint`` / ``ChangePoints`` (Garnett et al. 2009, GPflow's form) and ``ChangeWindow``
+(Lloyd et al. 2014). ``spectral_mixture_init`` starts a spectral mixture at the periodogram's
+peaks. Metrics for stationary kernels: ``ls`` scalar (isotropic),
 ``ls`` vector (ARD), or ``metric=FactorAnalysis(Lambda, psi)``.
 """
 
 from bayes_gp.kernels.base import Kernel, Stationary
+from bayes_gp.kernels.changepoint import ChangePoint, ChangePoints, ChangeWindow
 from bayes_gp.kernels.constructions import Additive, Normalized, Power, VerticalScale, Warped
 from bayes_gp.kernels.dot_product import BasisFunction, DotProduct, Polynomial, PRMLKernel, Sigmoid
 from bayes_gp.kernels.features import multi_indices, polynomial_features
@@ -51,6 +57,11 @@ from bayes_gp.kernels.nonstationary import (
 )
 from bayes_gp.kernels.periodic import Periodic, Periodized, TruncationWarning
 from bayes_gp.kernels.precomputed import precomputed_covariance
+from bayes_gp.kernels.spectral_mixture import (
+    MaternSpectralMixture,
+    SpectralMixture,
+    spectral_mixture_init,
+)
 from bayes_gp.kernels.statespace import (
     ConstantTerm,
     CosineTerm,
@@ -114,6 +125,14 @@ __all__ = [
     "Warped",
     "Power",
     "Additive",
+    # change points and windows (Garnett et al. 2009; Lloyd et al. 2014)
+    "ChangePoint",
+    "ChangePoints",
+    "ChangeWindow",
+    # spectral mixtures (Wilson & Adams 2013)
+    "SpectralMixture",
+    "MaternSpectralMixture",
+    "spectral_mixture_init",
     "polynomial_features",
     "multi_indices",
     # kernels on strings (R&W §4.4): NumPy Gram matrices, used through precomputed_covariance

@@ -58,6 +58,14 @@ def _attributes(kernel, out: list[tuple[str, str, pt.TensorVariable]]) -> None:
         if isinstance(value, pm.gp.cov.Covariance):  # a construction's base kernel
             _attributes(value, out)
             continue
+        if isinstance(value, tuple | list):  # a construction's kernels (ChangePoints, Additive)
+            for item in value:
+                if isinstance(item, pm.gp.cov.Covariance):
+                    _attributes(item, out)
+                else:
+                    for rv in random_variables(item):
+                        out.append((attr.lstrip("_"), type(kernel).__name__.lower(), rv))
+            continue
         for rv in random_variables(value):
             out.append((attr.lstrip("_"), type(kernel).__name__.lower(), rv))
 

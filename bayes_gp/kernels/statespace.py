@@ -39,7 +39,9 @@ variables (PyMC random variables); every method takes the array namespace ``xp``
 likelihood and its gradient).
 
 :func:`to_term` maps bayes_gp / PyMC kernel objects (``eta**2 * Matern52(1, ls=ell)``, sums and
-products, ``pm.gp.cov.Cosine``, constants) onto terms; :func:`representable` says whether it can.
+products, ``pm.gp.cov.Cosine``, constants, the spectral mixture with Matérn envelopes
+:class:`~bayes_gp.kernels.spectral_mixture.MaternSpectralMixture` as
+:math:`\sum_q` ``MaternTerm * CosineTerm``) onto terms; :func:`representable` says whether it can.
 """
 
 from __future__ import annotations
@@ -741,6 +743,7 @@ def _not_representable(factor, why: str) -> ValueError:
         f"kernel factor {name} ({factor!r}) is not representable as a state-space (quasiseparable) "
         f"term: {why}. Representable: half-integer Matérn kernels (Matern12/Exponential, "
         "Matern32, Matern52, Matern(nu=p+1/2)), pm.gp.cov.Cosine, constants, "
+        "MaternSpectralMixture(nu=p+1/2), "
         "StateSpaceKernel(...), and their sums and products, on one input column"
     )
 
@@ -772,6 +775,10 @@ def _convert(kernel) -> StateSpaceTerm:
         return with_leaves(term, [kernel._sub(leaf) for leaf in term_leaves(term)])
     if not isinstance(kernel, pm.gp.cov.Covariance):
         raise _not_representable(kernel, "not a covariance function")
+    from bayes_gp.kernels.spectral_mixture import MaternSpectralMixture
+
+    if isinstance(kernel, MaternSpectralMixture):
+        return _spectral_mixture_term(kernel)
     if len(kernel.active_dims) != 1:
         raise _not_representable(kernel, "it acts on more than one input column")
     nu = None
@@ -798,6 +805,43 @@ def _convert(kernel) -> StateSpaceTerm:
         "its spectral density is not rational (e.g. the squared exponential, rational "
         "quadratic, periodic kernels need an infinite state) or it is not stationary",
     )
+
+
+def _component(value, q: int) -> Any:
+    """Entry ``q`` of a per-component vector (one entry: shared by all components): a float
+    when known, else the tensor entry."""
+    if value.type.shape[0] == 1:
+        q = 0
+    if isinstance(value, _PTConstant):
+        return float(np.asarray(value.data, dtype=float).reshape(-1)[q])
+    return value[q]
+
+
+def _spectral_mixture_term(kernel) -> StateSpaceTerm:
+    r""":math:`\sum_q \mathrm{MaternTerm}(\nu, \sqrt{w_q}, \ell_q)\,\mathrm{CosineTerm}(1/\mu_q)`
+    of a :class:`~bayes_gp.kernels.spectral_mixture.MaternSpectralMixture`."""
+    if not (kernel.nu - 0.5).is_integer():
+        raise _not_representable(
+            kernel, f"nu = {kernel.nu} is not a half-integer (rational spectral density)"
+        )
+    Q = kernel.weights.type.shape[0]
+    if Q is None:
+        raise _not_representable(kernel, "its number of components is not known in advance")
+    terms = []
+    for q in range(Q):
+        w, mu = _component(kernel.weights, q), _component(kernel.means, q)
+        ls = _component(kernel.ls, q)
+        eta = math.sqrt(w) if isinstance(w, float) else pt.sqrt(w)
+        if isinstance(eta, float) and eta == 0.0:
+            continue
+        matern = MaternTerm(kernel.nu, eta=eta, ls=ls)
+        if isinstance(mu, float) and mu == 0.0:
+            terms.append(matern)
+        else:
+            terms.append(matern * CosineTerm(period=1.0 / mu))
+    if not terms:
+        raise _not_representable(kernel, "all its weights are zero (the zero kernel)")
+    return terms[0] if len(terms) == 1 else TermSum(*terms)
 
 
 def _columns(kernel) -> set[int]:

@@ -231,5 +231,49 @@ CASES: list[Case] = [
     ),
 ]
 
+# --- change points and windows (Garnett et al. 2009; Lloyd et al. 2014), spectral mixtures ------
+CASES += [
+    Case(
+        "ChangePoints",
+        lambda p: K.ChangePoints(
+            [K.ExpQuad(2, ls=p["ls"]), K.Matern32(2, ls=1.3, active_dims=[1]), K.Matern52(2, ls=0.6)],
+            p["locations"],
+            p["steepness"],
+        ),
+        {"ls": [0.8, 1.7], "locations": [-0.5, 0.7], "steepness": [2.0, 4.0]},
+        stationary=False,
+        positive=("ls", "steepness"),
+    ),
+    Case(
+        "ChangeWindow",
+        lambda p: K.ChangeWindow(
+            K.Matern52(2, ls=p["ls"]), K.ExpQuad(2, ls=1.1), p["start"], p["end"], p["steepness"],
+            column=1,
+        ),
+        {"ls": [0.8, 1.7], "start": -0.6, "end": 0.9, "steepness": 3.0},
+        stationary=False,
+        positive=("ls", "steepness"),
+    ),
+    Case(
+        "SpectralMixture",
+        lambda p: K.SpectralMixture(2, p["weights"], p["means"], p["variances"]),
+        {
+            "weights": [0.7, 0.4],
+            "means": [[0.3, 0.1], [0.8, 0.5]],
+            "variances": [[0.05, 0.2], [0.1, 0.03]],
+        },
+        positive=("weights", "means", "variances"),
+    ),
+    Case(
+        # the envelope length-scales are not called "ls": they are per component, not ARD
+        "MaternSpectralMixture",
+        lambda p: K.MaternSpectralMixture(
+            p["weights"], p["means"], p["envelope_ls"], nu=2.5, input_dim=2, active_dims=[1]
+        ),
+        {"weights": [0.7, 0.4], "means": [0.3, 0.8], "envelope_ls": [0.9, 1.6]},
+        positive=("weights", "means", "envelope_ls"),
+    ),
+]
+
 STATIONARY = [c for c in CASES if c.stationary]
 PSD_CASES = [c for c in CASES if c.psd]
