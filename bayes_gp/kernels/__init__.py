@@ -37,11 +37,14 @@ Constructions (R&W §4.2.4): ``Normalized``, ``VerticalScale``, ``Warped``, ``Po
 sums and products with ``+`` / ``*``; sigmoid switches between kernels along one input,
 ``ChangePoint`` / ``ChangePoints`` (Garnett et al. 2009, GPflow's form) and ``ChangeWindow``
 (Lloyd et al. 2014). ``spectral_mixture_init`` starts a spectral mixture at the periodogram's
-peaks. Metrics for stationary kernels: ``ls`` scalar (isotropic),
+peaks. Categorical inputs (integer level codes): ``Exchangeable`` (one correlation between
+levels) and ``Coregion`` (:math:`B = WW^\top + \mathrm{diag}(\kappa)`), to multiply with a kernel of
+the continuous inputs. Metrics for stationary kernels: ``ls`` scalar (isotropic),
 ``ls`` vector (ARD), or ``metric=FactorAnalysis(Lambda, psi)``.
 """
 
 from bayes_gp.kernels.base import Kernel, Stationary
+from bayes_gp.kernels.categorical import Coregion, Exchangeable
 from bayes_gp.kernels.changepoint import ChangePoint, ChangePoints, ChangeWindow
 from bayes_gp.kernels.constructions import Additive, Normalized, Power, VerticalScale, Warped
 from bayes_gp.kernels.dot_product import BasisFunction, DotProduct, Polynomial, PRMLKernel, Sigmoid
@@ -133,6 +136,9 @@ __all__ = [
     "SpectralMixture",
     "MaternSpectralMixture",
     "spectral_mixture_init",
+    # kernels on the levels of a factor (Qian, Wu & Wu 2008; Bonilla et al. 2008)
+    "Exchangeable",
+    "Coregion",
     "polynomial_features",
     "multi_indices",
     # kernels on strings (R&W §4.4): NumPy Gram matrices, used through precomputed_covariance
