@@ -152,6 +152,9 @@ def test_gpregression_serves_the_kernel_with_hsgp():
     assert isinstance(hsgp.marginal, HSGPLikelihood)
     p = {"weights": np.array([0.5]), "sigma": 0.1}
     assert hsgp.log_marginal_likelihood(p) == pytest.approx(exact.log_marginal_likelihood(p), abs=1e-8)
+    # the default basis rule is for Matérn-class kernels: without m and c it asks for them
+    with pytest.raises(ValueError, match=r"no default HSGP rule.*give approx_options"):
+        GPRegression(x, y, k, approx="hsgp")
 
 
 def test_matern_mixture_is_a_state_space_sum():
