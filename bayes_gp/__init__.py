@@ -13,6 +13,7 @@ eigen
     Eigen-analysis of kernels (R&W §4.3): analytic SE eigenfunctions, Nyström, Mercer.
 regression
     ``GPRegression``: the GP regression model, named kernels and default hyperpriors.
+    ``StudentTProcessRegression``: the Student-t process (Shah, Wilson & Ghahramani 2014).
     ``marginal_gp`` / ``predict_marginal``: an exact GP term in the user's own PyMC model.
 classification
     ``GPClassifier``: latent GP with a sigmoid link; Laplace, EP and NUTS.
@@ -66,7 +67,12 @@ from bayes_gp.latent import EPFit, LatentFit, LatentGP, SiteFit, VIFit
 from bayes_gp.linalg import NotPSDError, NotPSDWarning, PSDCheck, check_psd
 from bayes_gp.many import ManyFit, fit_many
 from bayes_gp.multioutput import MultiOutputGP, MultiOutputPrediction
-from bayes_gp.regression import GPRegression, HeteroscedasticGPRegression, Prediction
+from bayes_gp.regression import (
+    GPRegression,
+    HeteroscedasticGPRegression,
+    Prediction,
+    StudentTProcessRegression,
+)
 from bayes_gp.regression.term import MarginalPrediction, MarginalTerm, marginal_gp, predict_marginal
 from bayes_gp.report import Report
 from bayes_gp.weight_space import BayesianLinearRegression, KernelRidge
@@ -82,6 +88,7 @@ __all__ = [
     "inference",
     "GPRegression",
     "HeteroscedasticGPRegression",
+    "StudentTProcessRegression",
     "GPClassifier",
     "ClassifierFit",
     "MulticlassGPClassifier",

@@ -98,6 +98,19 @@ def test_the_graph_sees_known_edges():
     assert "bayes_gp.op_backends" in graph["bayes_gp.inference.nuts"]
 
 
+def test_student_t_process_is_placed():
+    """The Student-t process (issue 40): its likelihood strategy sits with the solvers, below the
+    model families, and its model class beside GPRegression, which it extends."""
+    graph = import_graph()
+    assert _layer("bayes_gp.solvers.student_t") == _layer("bayes_gp.solvers.exact")
+    assert _layer("bayes_gp.regression.tprocess") == _layer("bayes_gp.regression.gpr")
+    assert {"bayes_gp.solvers.student_t", "bayes_gp.regression.gpr"} <= graph[
+        "bayes_gp.regression.tprocess"
+    ]
+    assert not {d for d in graph["bayes_gp.solvers.student_t"] if _layer(d) >= _layer(
+        "bayes_gp.regression")}  # fmt: skip
+
+
 def test_cycle_detection_finds_a_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -152,7 +165,7 @@ LAYERS = [
      "bayes_gp.weight_space", "bayes_gp.multioutput", "bayes_gp.hierarchical"),
     ("bayes_gp.formula",),  # the formula front door: above the model families it chooses from
     ("bayes_gp.report", "bayes_gp.validate", "bayes_gp.declared", "bayes_gp.workflow",
-     "bayes_gp.many", "bayes_gp.many_store", "bayes_gp.cli"),
+     "bayes_gp.many", "bayes_gp.many_store", "bayes_gp.many_processes", "bayes_gp.cli"),
 ]  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """GP regression models: the exact or approximate GP (:class:`GPRegression`, its likelihood
-strategies in :mod:`bayes_gp.solvers`), the heteroscedastic GP, and a marginal GP term for a
+strategies in :mod:`bayes_gp.solvers`), the Student-t process
+(:class:`StudentTProcessRegression`), the heteroscedastic GP, and a marginal GP term for a
 user's own PyMC model. The named kernels and default hyperpriors are re-exported from
 :mod:`bayes_gp.kernels.catalogue`."""
 
@@ -8,10 +9,12 @@ from bayes_gp.kernels.catalogue import KERNELS, DataScale, kernel_spec
 from bayes_gp.regression.gpr import GPRegression, Prediction
 from bayes_gp.regression.hetero import HeteroscedasticGPRegression
 from bayes_gp.regression.term import MarginalPrediction, MarginalTerm, marginal_gp, predict_marginal
+from bayes_gp.regression.tprocess import StudentTProcessRegression
 
 __all__ = [
     "GPRegression",
     "HeteroscedasticGPRegression",
+    "StudentTProcessRegression",
     "Prediction",
     "KERNELS",
     "DataScale",
