@@ -60,7 +60,7 @@ class Sampler(threading.Thread):
         while True:  # one last sample after the stop, when every group has finished
             stopped = self.stop.is_set()
             try:
-                workers = self.client.run(lambda: psutil.Process().memory_info().rss)
+                workers = self.client.run(_rss_with_children)
             except Exception:  # a worker restarting
                 workers = {}
             groups = self.store / "groups"
@@ -76,6 +76,21 @@ class Sampler(threading.Thread):
             if stopped:
                 return
             self.stop.wait(self.every)
+
+
+def _rss_with_children() -> int:
+    """Resident memory of this process and its children (``fit_many(..., recycle_after=)``
+    fits in a child of each worker, forked from a server process; both count)."""
+    import psutil
+
+    me = psutil.Process()
+    total = me.memory_info().rss
+    for child in me.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.Error:  # a child that just ended
+            pass
+    return total
 
 
 def run(df, method: str, store: Path, client, every: float, **kw) -> tuple[float, pd.DataFrame]:
@@ -121,15 +136,23 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--every", type=float, default=1.0, help="seconds between memory samples")
     p.add_argument("--quick", action="store_true", help="100 MAP and 10 NUTS groups")
+    p.add_argument("--recycle-after", type=int, default=None,
+                   help="fit_many's recycle_after: fits per child process of a worker")  # fmt: skip
     a = p.parse_args()
     if a.quick:
         a.map_groups, a.nuts_groups = 100, 10
+    import dask
     from dask.distributed import Client, LocalCluster
 
     print(f"{date.today()} {platform.node()} {os.cpu_count()} CPUs; load {os.getloadavg()}")
     print(f"{a.workers} workers x 1 thread; MAP {a.map_groups} groups, NUTS {a.nuts_groups} "
           f"groups (2 chains x ({a.tune} + {a.draws}), PyMC's sampler)")  # fmt: skip
+    recycle = {} if a.recycle_after is None else {"recycle_after": a.recycle_after}
+    if recycle:
+        print(f"each worker fits in a child process replaced after {a.recycle_after} fits; "
+              "worker memory includes its children")  # fmt: skip
     with (
+        dask.config.set({"distributed.worker.daemon": a.recycle_after is None}),
         LocalCluster(
             n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=":0",
             silence_logs=logging.CRITICAL,
@@ -139,9 +162,9 @@ def main() -> None:
     ):  # fmt: skip
         client.run(lambda: __import__("bayes_gp"))  # the workers' imports before the clock
         for method, n, kw in (
-            ("map", a.map_groups, {"fit_kwargs": {"n_restarts": 1}}),
+            ("map", a.map_groups, {"fit_kwargs": {"n_restarts": 1}, **recycle}),
             ("nuts", a.nuts_groups,
-             {"draws": a.draws, "tune": a.tune, "chains": 2, "sampler": "pymc"}),
+             {"draws": a.draws, "tune": a.tune, "chains": 2, "sampler": "pymc", **recycle}),
         ):  # fmt: skip
             if n <= 0:
                 continue

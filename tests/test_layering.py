@@ -165,7 +165,7 @@ LAYERS = [
      "bayes_gp.weight_space", "bayes_gp.multioutput", "bayes_gp.hierarchical"),
     ("bayes_gp.formula",),  # the formula front door: above the model families it chooses from
     ("bayes_gp.report", "bayes_gp.validate", "bayes_gp.declared", "bayes_gp.workflow",
-     "bayes_gp.many", "bayes_gp.many_store", "bayes_gp.cli"),
+     "bayes_gp.many", "bayes_gp.many_store", "bayes_gp.many_processes", "bayes_gp.cli"),
 ]  # fmt: skip
 
 
