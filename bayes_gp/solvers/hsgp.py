@@ -140,6 +140,14 @@ def _components(cov, X: np.ndarray):
     return dims, S, parts, None
 
 
+def _user_class(leaf) -> str:
+    """The class name of the user's kernel ``leaf``, seen through the wrapper that carries its
+    priors into a model (:class:`~bayes_gp.kernels.base.Substituted`)."""
+    while hasattr(leaf, "base") and isinstance(leaf.base, pm.gp.cov.Covariance):
+        leaf = leaf.base
+    return type(leaf).__name__
+
+
 def hsgp_m_c(cov, X: np.ndarray, c=None) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """Default numbers of basis functions and boundary factors for ``cov`` on inputs ``X``.
 
@@ -151,7 +159,7 @@ def hsgp_m_c(cov, X: np.ndarray, c=None) -> tuple[tuple[int, ...], tuple[float, 
     dims, S, parts, other = _components(cov, X)
     if parts is None:
         raise ValueError(
-            f"no default HSGP rule for the kernel component {type(other).__name__} (there is one for "
+            f"no default HSGP rule for the kernel component {_user_class(other)} (there is one for "
             "the squared exponential and Matérn kernels of any nu with a length-scale metric): "
             "give approx_options={'m': ..., 'c': ...}"
         )
