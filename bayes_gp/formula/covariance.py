@@ -4,7 +4,10 @@ Every term of a formula model is a zero-mean Gaussian process (or has a Gaussian
 covariance is one), so the sum of the terms is a GP whose covariance is the sum of theirs
 (R&W §2.7, eq. 2.39; PRML eq. 6.17):
 
-* a GP term: its kernel on its own columns, times :math:`[g = g']` with ``by=g``;
+* a GP term: its kernel on its own columns, times :math:`[g = g']` with ``by=g``; with a
+  factor input ``c`` (``gp(t, region)``), times the levels' correlation :math:`B_{cc'}`
+  (:class:`OpenExchangeable`, or :class:`~bayes_gp.kernels.categorical.Coregion` with
+  ``cat="coregion"``) on the factor's code column;
 * a group-specific effect ``(z | g)`` with :math:`b_g \sim N(0, \sigma_g^2)`:
   :math:`\sigma_g^2\, z z'\,[g = g']` (:math:`z = 1` for ``(1 | g)``);
 * the common effects :math:`h^\top \beta` with :math:`\beta \sim N(b, B)`, :math:`B` diagonal:
@@ -25,8 +28,9 @@ import pytensor.tensor as pt
 from pymc.gp.hsgp_approx import calc_eigenvalues, calc_eigenvectors
 
 from bayes_gp.kernels.base import Kernel
+from bayes_gp.kernels.categorical import Exchangeable
 
-__all__ = ["OnColumns", "SameGroup", "LinearBasis", "FixedMean", "HSGPTerm"]
+__all__ = ["OnColumns", "SameGroup", "LinearBasis", "FixedMean", "HSGPTerm", "OpenExchangeable"]
 
 
 class OnColumns(Kernel):
@@ -143,3 +147,39 @@ class FixedMean(pm.gp.mean.Mean):
         if self.offset is not None:
             out = out + X[:, self.offset]
         return out
+
+
+class OpenExchangeable(Exchangeable):
+    r"""The exchangeable correlation of the levels of a factor (:class:`~bayes_gp.kernels.
+    categorical.Exchangeable`), open to levels the training data lacked:
+
+    .. math::
+       k(c, c') = \rho + (1 - \rho)\,[c = c'],
+
+    which is :math:`B_{cc'} = (1 - \rho)\,\delta_{cc'} + \rho` on the known levels' codes
+    :math:`0, \dots, L-1` and gives a new level (a negative code of the design, one per unseen
+    label) correlation 1 with itself and :math:`\rho` with every other level: the levels are
+    exchangeable, so a new one is one more draw of the same kind (the covariance of the
+    :math:`L + 1` levels is the same matrix one size larger, positive semi-definite for
+    :math:`\rho \in [-1/L, 1]`, so for the default prior's :math:`[0, 1]`)."""
+
+    def full(self, X, Xs=None):
+        X, Xs = self._slice(X, Xs)
+        Xs = X if Xs is None else Xs
+        same = pt.eq(X[:, 0][:, None], Xs[:, 0][None, :]).astype("float64")
+        return self.rho + (1.0 - self.rho) * same
+
+    def diag(self, X):
+        X, _ = self._slice(X)
+        return pt.ones(X.shape[0], dtype="float64")
+
+    def _check_input(self, X, name: str):
+        if isinstance(X, np.ndarray | list | tuple):
+            codes = np.asarray(X, dtype=float)[:, self.active_dims[0]]
+            bad = (codes != np.round(codes)) | (codes >= self.n_levels)
+            if np.any(bad):
+                raise ValueError(
+                    f"`{name}` column {int(self.active_dims[0])} must hold level codes (0.."
+                    f"{self.n_levels - 1}, negative for new levels), got {codes[bad][:5].tolist()}"
+                )
+        return Kernel._check_input(self, X, name)

@@ -36,7 +36,8 @@ class Design:
     """The columns of a formula model's design matrix.
 
     Layout: the numeric inputs of the GP terms and of the varying coefficients (each column
-    once), one integer-code column per grouping factor, the common-effects columns
+    once), one integer-code column per grouping factor (``by=``, ``(1 | g)``) and per factor
+    input of a GP term (``gp(t, region)``), the common-effects columns
     (``formulae``'s design matrix), and the offset. :attr:`names` names them;
     :meth:`matrix` builds the matrix for any data with the formula's columns.
     """
@@ -46,9 +47,13 @@ class Design:
         data = as_frame(data)
         self._check_columns(data, parsed.variables, where)
         self.n = len(data)
+        #: each GP term's factor input (a column coded by its levels), or None
+        self.gp_factor: dict[str, str | None] = {
+            t.name: self._gp_factor(t, data) for t in parsed.gp_terms
+        }
         numeric = []
         for t in parsed.gp_terms:
-            numeric += list(t.variables)
+            numeric += [v for v in t.variables if v != self.gp_factor[t.name]]
         numeric += [g.expr for g in parsed.group_terms if g.expr]
         self.numeric = list(dict.fromkeys(numeric))
         #: datetime columns, used as fractional years (:func:`decimal_years`)
@@ -57,19 +62,28 @@ class Design:
             if not (_is_numeric(data[v]) or v in self.in_years):
                 raise ValueError(
                     f"{self._user_of(v)} uses the column {v!r}, which is not numeric "
-                    f"({data[v].dtype}); a GP input or varying coefficient must be a number or "
-                    "a date "
-                    f"(a categorical column enters as C({v}) or as a group (1 | {v}))"
+                    f"({data[v].dtype}); a varying coefficient must be a number or a date (a "
+                    f"categorical column enters as C({v}), as a group (1 | {v}) or as a GP's "
+                    f"factor input, gp(t, {v}))"
                 )
         factors = [t.by for t in parsed.gp_terms if t.by] + [
             ":".join(g.factor) for g in parsed.group_terms
         ]
+        factors += [f for f in self.gp_factor.values() if f]
         self.factors = list(dict.fromkeys(factors))
         self.levels: dict[str, dict[str, int]] = {}
         for f in self.factors:
             labels = self._labels(data, f)
             uniq = list(dict.fromkeys(sorted(labels)))
             self.levels[f] = {lab: i for i, lab in enumerate(uniq)}
+        for t in parsed.gp_terms:
+            f = self.gp_factor[t.name]
+            if f and len(self.levels[f]) < 2:
+                raise ValueError(
+                    f"{t.name}: the factor {f!r} has one level ({next(iter(self.levels[f]))!r})"
+                    f" in the {where}; a factor input of gp() needs at least two levels to "
+                    f"correlate (drop {f} from gp())"
+                )
         for t in parsed.gp_terms:
             if t.by:
                 counts = pd.Series(self._labels(data, t.by)).value_counts()
@@ -131,6 +145,57 @@ class Design:
         return len(self.names) - 1 if self.parsed.offset is not None else None
 
     # -------------------------------------------------------------------- checks
+    def _gp_factor(self, t: GPTerm, data: pd.DataFrame) -> str | None:
+        """The factor input of the GP term ``t`` (written ``C(x)``, or a column that is neither
+        numeric nor dates), ``None`` when it has none; every combination of inputs and options
+        that has no meaning refused."""
+        found = [v for v in t.variables
+                 if v in t.categorical or not (_is_numeric(data[v]) or is_datetime(data[v]))]  # fmt: skip
+        for v in found:
+            s = data[v]
+            text = not isinstance(s.dtype, pd.CategoricalDtype) and (
+                pd.api.types.is_object_dtype(s) or pd.api.types.is_string_dtype(s))  # fmt: skip
+            if v not in t.categorical and text and bool(
+                    pd.to_numeric(s, errors="coerce").notna().all()):  # fmt: skip
+                raise ValueError(
+                    f"{t.name}: the column {v!r} holds numbers as text ({s.dtype}); convert it "
+                    f"(data[{v!r}] = pd.to_numeric(data[{v!r}])) for a continuous input, or "
+                    f"write C({v}) to make it a factor input"
+                )
+        if not found:
+            if t.cat != "exchangeable" or t.rank is not None:
+                raise ValueError(
+                    f"{t.name}: cat={t.cat!r} is the kernel of a factor input, and the term's "
+                    f"inputs {list(t.variables)} are all numeric; write the factor among them "
+                    "(gp(t, region, cat='coregion')), or C(x) for a numeric column of codes"
+                )
+            return None
+        if len(found) > 1:
+            raise ValueError(
+                f"{t.name}: the inputs {found} are factors; gp() takes one factor input "
+                f"(combine them in the data: data['{'_'.join(found)}'] = "
+                f"data[{found[0]!r}].astype(str) + ':' + data[{found[1]!r}].astype(str))"
+            )
+        f = found[0]
+        if f == t.by:
+            raise ValueError(
+                f"{t.name}: {f!r} is both an input and by=; gp(t, by={f}) is one independent GP "
+                f"per level, gp(t, {f}) correlated GPs across levels: choose one"
+            )
+        if t.approx is not None:
+            raise ValueError(
+                f"{t.name}: approx={t.approx!r} has no basis for the factor input {f!r}; "
+                "use the exact term (drop approx=)"
+            )
+        if len(t.variables) == 1 and (t.kernel_given or t.ard):
+            raise ValueError(
+                f"{t.name}: a gp() of the factor {f!r} alone has no continuous input for "
+                f"{'kernel=' if t.kernel_given else 'ard='} to act on; it is the random effect "
+                f"of the levels with covariance eta² B (write gp(t, {f}, kernel=...) for a "
+                "GP over t per level)"
+            )
+        return f
+
     def _user_of(self, v: str) -> str:
         users = [t.name for t in self.parsed.gp_terms if v in t.variables or v == t.by]
         users += [g.name for g in self.parsed.group_terms if v == g.expr or v in g.factor]
@@ -227,7 +292,9 @@ class Design:
 
 
 def gp_columns(design: Design, term: GPTerm) -> list[int]:
-    return [design.column(v) for v in term.variables]
+    """The design columns of a GP term's continuous inputs (its factor input, if any, is
+    :meth:`Design.factor_column` of :attr:`Design.gp_factor`)."""
+    return [design.column(v) for v in term.variables if v != design.gp_factor[term.name]]
 
 
 def group_columns(design: Design, term: GroupTerm) -> tuple[int, int | None]:

@@ -66,6 +66,13 @@ class FormulaRegression(FormulaTerms, GPRegression):
                 "`structure` must be None, 'grouped', 'lowrank', 'dense' or 'quasiseparable', "
                 f"got {structure!r}"
             )
+        factors = [t.name for t in parsed.gp_terms if design.gp_factor[t.name]]
+        if structure == "quasiseparable" and factors:
+            raise ValueError(
+                f"structure='quasiseparable' runs a state-space recursion along one input "
+                f"column; the terms {factors} also take a factor input (its levels' code "
+                "column): use structure='dense' (or None)"
+            )
         if structure is None:
             self._approximate_if_too_large()
         self._lowrank = self._lowrank_plan(structure)
@@ -110,6 +117,8 @@ class FormulaRegression(FormulaTerms, GPRegression):
                 )
             return None
         cols = [c for t in self.parsed.gp_terms if not t.by for c in self._gp_specs[t.name][1]]
+        cols += [self.design.factor_column(f) for t in self.parsed.gp_terms
+                 if not t.by and (f := self.design.gp_factor[t.name])]  # fmt: skip
         cols = sorted(set(cols) | set(self.design.fixed_columns()))
         X = self.design.X
         codes = X[:, self.design.factor_column(factor)]
@@ -131,6 +140,8 @@ class FormulaRegression(FormulaTerms, GPRegression):
         if dense_memory_bytes(n) <= dense_memory_limit() or self._grouped_plan(None) is not None:
             return
         exact = [t for t in self.parsed.gp_terms if t.approx is None]
+        if any(self.design.gp_factor[t.name] for t in exact):
+            return  # a factor input has no HSGP basis: the dense engine's memory check says so
         state_space = {"matern12", "matern32", "matern52", "exponential"}
         one_column = len(self.design.names) == 1
         if not exact or (one_column and all(

@@ -120,7 +120,10 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
     ----------
     formula : str
         ``"y ~ x1 + C(region) + gp(t) + gp(t, by=site) + (1 | site) + (x1 | site)"``
-        (:mod:`bayes_gp.formula.parse`); ``p(successes, trials) ~ ...`` for the binomial
+        (:mod:`bayes_gp.formula.parse`); ``gp(t, region)`` with a factor among its inputs is
+        one GP over (t, region), :math:`k_t(t, t')\,B_{cc'}` (exchangeable correlation, or
+        ``cat="coregion"``; :mod:`bayes_gp.formula.terms`); ``p(successes, trials) ~ ...`` for
+        the binomial
         family; ``offset(log(exposure))``.
     data : DataFrame or dict of columns
         Every column the formula names; NaN or infinite values are refused (with the rows).

@@ -11,6 +11,12 @@ as in Bambi) with three more calls:
   or ``gp(t, by=g)``), which prefixes its hyperparameters (``trend.ls``); ``approx="hsgp"``
   (with ``m=`` basis functions per input and the boundary factor ``c=``, by default the rule
   of Riutort-Mayol et al. 2022) the term's reduced-rank Hilbert-space approximation.
+  A factor among the inputs (a string, categorical or boolean column, or any column written
+  ``C(region)``) makes the term a GP on (continuous, categorical) inputs,
+  :math:`k_t(t, t')\,B_{cc'}` (:mod:`bayes_gp.formula.covariance`): ``cat="exchangeable"``
+  (default; one correlation :math:`\rho` between levels) or ``cat="coregion"`` with
+  ``rank=R`` (:math:`B = WW^\top + \operatorname{diag}(\kappa)`); ``gp(region)`` alone is an
+  exchangeable random effect of the levels.
 * ``offset(expr)``: a term with coefficient fixed at one (``offset(log(exposure))``).
 * ``p(successes, trials)`` as the response of a binomial family.
 
@@ -22,6 +28,7 @@ Everything else on the right-hand side — numeric columns, ``C(region)``, inter
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,16 +36,21 @@ import formulae
 from formulae.terms.call_resolver import LazyValue, LazyVariable
 from formulae.terms.terms import GroupSpecificTerm, Intercept, Term
 
-__all__ = ["GPTerm", "GroupTerm", "ParsedFormula", "parse_formula", "GP_OPTIONS"]
+__all__ = ["GPTerm", "GroupTerm", "ParsedFormula", "parse_formula", "GP_OPTIONS", "CAT_KERNELS"]
 
 #: The keyword arguments of ``gp()``.
-GP_OPTIONS = ("by", "kernel", "ard", "name", "approx", "m", "c")
+GP_OPTIONS = ("by", "kernel", "ard", "name", "approx", "m", "c", "cat", "rank")
+
+#: The kernels of a factor input of ``gp()`` (``cat=``), the first the default.
+CAT_KERNELS = ("exchangeable", "coregion")
 
 
 @dataclass(frozen=True)
 class GPTerm:
-    """A ``gp(...)`` term: its name (``gp(t)``, ``gp(t, by=site)``), input columns, factor,
-    kernel (a catalogue expression or a kernel object) and ARD flag."""
+    """A ``gp(...)`` term: its name (``gp(t)``, ``gp(t, by=site)``, ``gp(t, region)``), input
+    columns, ``by=`` factor, kernel (a catalogue expression or a kernel object), ARD flag, and
+    the kernel of a factor input (``cat``, ``rank``; which input is a factor the data's dtypes
+    say, :class:`~bayes_gp.formula.design.Design`, or ``C(x)``, :attr:`categorical`)."""
 
     name: str
     variables: tuple[str, ...]
@@ -48,6 +60,10 @@ class GPTerm:
     approx: str | None = None  # "hsgp": the reduced-rank term of Solin & Särkkä (2020)
     m: int | None = None  # basis functions per input of an HSGP term
     c: float | None = None  # its boundary factor
+    cat: str = "exchangeable"  # the kernel of a factor input: "exchangeable" or "coregion"
+    rank: int | None = None  # the rank R of cat="coregion" (default 1)
+    categorical: tuple[str, ...] = ()  # inputs written C(x): factors whatever their dtype
+    kernel_given: bool = False  # kernel= was written (a gp() of factors only has none)
 
 
 @dataclass(frozen=True)
@@ -123,14 +139,22 @@ class _Name:
 
 
 def _gp_term(call, formula: str) -> GPTerm:
-    variables = []
+    variables, categorical, written = [], [], []
     for a in call.args:
+        if (getattr(a, "callee", None) == "C" and len(a.args) == 1 and not a.kwargs
+                and isinstance(a.args[0], LazyVariable)):  # fmt: skip
+            variables.append(a.args[0].name)
+            categorical.append(a.args[0].name)
+            written.append(f"C({a.args[0].name})")
+            continue
         if not isinstance(a, LazyVariable):
             raise ValueError(
-                f"gp() takes column names as its inputs, got {a} in {formula!r}; transform the "
-                "column in the data (for example data['log_x'] = np.log(data['x']))"
+                f"gp() takes column names as its inputs (C(column) for a factor), got {a} in "
+                f"{formula!r}; transform the column in the data (for example data['log_x'] = "
+                "np.log(data['x']))"
             )
         variables.append(a.name)
+        written.append(a.name)
     if not variables:
         raise ValueError(f"gp() needs at least one input column in {formula!r}")
     if len(set(variables)) != len(variables):
@@ -149,7 +173,17 @@ def _gp_term(call, formula: str) -> GPTerm:
     if not isinstance(ard, bool):
         raise ValueError(f"gp(ard=...) takes True or False, got {ard!r} in {formula!r}")
     kernel = opts.get("kernel", "expquad")
-    name = f"gp({', '.join(variables)}" + (f", by={by.name}" if by else "") + ")"
+    cat, rank = opts.get("cat", CAT_KERNELS[0]), opts.get("rank")
+    if cat not in CAT_KERNELS:
+        raise ValueError(
+            f"gp(cat=...) takes {' or '.join(map(repr, CAT_KERNELS))} (the kernel of a factor "
+            f"input), got {cat!r} in {formula!r}"
+        )
+    if rank is not None and cat != "coregion":
+        raise ValueError(f"gp(rank=...) goes with cat='coregion' (in {formula!r})")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
+        raise ValueError(f"gp(rank=...) takes a positive whole number, got {rank!r} in {formula!r}")
+    name = f"gp({', '.join(written)}" + (f", by={by.name}" if by else "") + ")"
     if "name" in opts:
         name = opts["name"]
         if not isinstance(name, str) or not name.strip() or "." in name or "|" in name:
@@ -167,7 +201,8 @@ def _gp_term(call, formula: str) -> GPTerm:
     if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or c <= 1):
         raise ValueError(f"gp(c=...) takes a number above 1, got {c!r} in {formula!r}")
     return GPTerm(name, tuple(variables), by.name if by else None, kernel, ard, approx, m,
-                  None if c is None else float(c))  # fmt: skip
+                  None if c is None else float(c), cat, rank, tuple(categorical),
+                  "kernel" in opts)  # fmt: skip
 
 
 def parse_formula(formula: str) -> ParsedFormula:
@@ -226,8 +261,7 @@ def parse_formula(formula: str) -> ParsedFormula:
         for t in gp_terms:
             if t.name in dup and t.name.startswith("gp("):
                 k = t.kernel.name if isinstance(t.kernel, _Name) else t.kernel
-                t = GPTerm(f"{t.name[:-1]}, kernel={k!r})", t.variables, t.by, t.kernel, t.ard,
-                           t.approx, t.m, t.c)  # fmt: skip
+                t = dataclasses.replace(t, name=f"{t.name[:-1]}, kernel={k!r})")
             relabelled.append(t)
         gp_terms = relabelled
         names = [t.name for t in gp_terms]

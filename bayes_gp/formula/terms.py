@@ -2,7 +2,39 @@ r"""What every formula model has, whatever its engine: the terms' hyperparameter
 covariances (and their finite bases for the low-rank engine), the priors by the printed names,
 the terms table, and the posterior of each term's contribution at new data (per-term
 predictions, R&W eqs. 2.25-2.26 with the term's cross-covariance; the Laplace approximation
-for a latent GP, R&W eqs. 3.21 and 3.24)."""
+for a latent GP, R&W eqs. 3.21 and 3.24).
+
+A GP term with a factor input, ``gp(t, region)``, is the GP on (continuous, categorical)
+inputs :math:`f(t, c)` with covariance :math:`k_t(t, t')\,B_{cc'}` (the intrinsic
+coregionalisation model read as one GP, Qian, Wu & Wu 2008; Bonilla et al. 2008):
+
+* ``cat="exchangeable"`` (default): :math:`B = (1-\rho) I + \rho \mathbf{1}\mathbf{1}^\top`,
+  hyperparameter ``<term>.rho`` with the default prior :math:`\rho \sim
+  \mathrm{Beta}(2, 2)` on :math:`[0, 1]`. The correlation matrix allows
+  :math:`\rho \ge -1/(L-1)`, but only :math:`\rho \in [0, 1]` reads as the model of a
+  shared curve and level-specific deviations,
+  :math:`\eta^2 k_t B = \rho\,\eta^2 k_t + (1-\rho)\,\eta^2 k_t [c = c']`
+  (:math:`\rho` the shared share of each level's variance), which is what a factor input is
+  for; a negative :math:`\rho` (levels pushed apart, a bound that moves with :math:`L`) has no
+  such reading and its lower end makes :math:`B` singular. Beta(2, 2) (mean 1/2, sd 0.22) has
+  zero density at both ends, so the type-II fit (no Jacobian) stays inside.
+  ``gp(region)`` alone is :math:`\eta^2 B_{cc'}`: the random intercept ``(1 | region)`` with
+  :math:`\sigma^2 = \eta^2 (1-\rho)` plus a constant of variance :math:`\eta^2\rho` shared by
+  every level (beside an intercept, which has one, ``(1 | region)`` says the same with one
+  parameter fewer).
+* ``cat="coregion"``, ``rank=R`` (default 1): :math:`B = WW^\top + \operatorname{diag}(\kappa)`
+  (``<term>.W``, :math:`L \times R`, and ``<term>.kappa``), every level with its own variance
+  and the levels correlated through :math:`R` shared factors; the continuous kernel's
+  (first) amplitude is fixed at 1, as :math:`\eta^2 B` would have one scale twice (GPy's
+  coregionalisation tutorial fixes it likewise). Default priors
+  :math:`W_{cr} \sim N(0, s^2/(2R))` and :math:`\kappa_c \sim \mathrm{Gamma}(2, 4/s^2)`, so
+  that :math:`E[B_{cc}] = s^2`, the response's variance (as :math:`E[\eta^2]` of the default
+  amplitude prior).
+
+A new level at prediction: under the exchangeable kernel it is one more exchangeable level
+(correlation :math:`\rho` with every known level,
+:class:`~bayes_gp.formula.covariance.OpenExchangeable`); the coregion kernel has no row of
+:math:`B` for it and refuses."""
 
 from __future__ import annotations
 
@@ -16,11 +48,19 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from bayes_gp._validation import f64
-from bayes_gp.formula.covariance import FixedMean, HSGPTerm, LinearBasis, OnColumns, SameGroup
+from bayes_gp.formula.covariance import (
+    FixedMean,
+    HSGPTerm,
+    LinearBasis,
+    OnColumns,
+    OpenExchangeable,
+    SameGroup,
+)
 from bayes_gp.formula.design import Design, gp_columns, group_columns
 from bayes_gp.formula.parse import ParsedFormula, _Name
 from bayes_gp.kernels.base import factors as kernel_factors
 from bayes_gp.kernels.catalogue import DataScale, default_prior, kernel_spec
+from bayes_gp.kernels.categorical import Coregion
 from bayes_gp.predictive import Prediction, mixture_prediction
 from bayes_gp.priors import resolve_prior
 from bayes_gp.solvers.hsgp import HSGPLikelihood, hsgp_m_c
@@ -84,6 +124,10 @@ class FormulaTerms:
         self._hsgp: dict[str, tuple] = {}  # an HSGP term's m, c, box half-widths, centre
         for t in parsed.gp_terms:
             k = t.kernel
+            cols = gp_columns(design, t)
+            if not cols:  # gp(region): the levels' covariance alone, no continuous kernel
+                self._gp_specs[t.name] = (None, cols, None)
+                continue
             if isinstance(k, _Name):
                 if k.name not in kernels:
                     raise ValueError(
@@ -94,7 +138,6 @@ class FormulaTerms:
             spec = kernel_spec(k, arg=f"{t.name}'s kernel")
             if t.ard and not spec.catalogue:
                 raise ValueError(f"{t.name}: ard=True applies to catalogue kernels")
-            cols = gp_columns(design, t)
             scale = DataScale.of(design.X[:, cols], np.zeros(2))
             self._gp_specs[t.name] = (spec, cols, scale)
         # common effects: one term per formulae term, a prior mean and variance per column;
@@ -140,11 +183,48 @@ class FormulaTerms:
         coefficient, and the family's own parameters."""
         out = []
         for t in self.parsed.gp_terms:
-            spec = self._gp_specs[t.name][0]
-            out += [f"{t.name}.{p}" for p in spec.params]
+            out += [f"{t.name}.{p}" for p in self._gp_params(t)]
         out += [f"{g.name}.sigma" for g in self.parsed.group_terms]
         out += (["Intercept"] if self._intercept else []) + list(self.design.fixed_labels)
         return out + list(self._family_params)
+
+    def _fixed_eta(self, t) -> str | None:
+        """The amplitude of a coregion term's continuous kernel fixed at 1 (its first ``eta``;
+        a kernel object keeps its own), ``None`` for other terms."""
+        spec = self._gp_specs[t.name][0]
+        if t.cat != "coregion" or spec is None or not spec.catalogue:
+            return None
+        return next((p for p in spec.params if p.rsplit("_", 1)[-1] == "eta"), None)
+
+    def _gp_params(self, t) -> list[str]:
+        """A GP term's hyperparameters without its name: the continuous kernel's, then those of
+        its factor input's levels (``rho``; ``W``, ``kappa``)."""
+        spec = self._gp_specs[t.name][0]
+        fixed = self._fixed_eta(t)
+        out = [p for p in spec.params if p != fixed] if spec is not None else []
+        if self.design.gp_factor[t.name] is None:
+            return out
+        if t.cat == "coregion":
+            return [*out, "W", "kappa"]
+        return [*out, *(["eta"] if spec is None else []), "rho"]
+
+    def _factor_kernel(self, t, D: int, user: dict):
+        """The covariance of a GP term's factor input over the levels' code column, its
+        hyperparameters created with their priors (module docstring)."""
+        f = self.design.gp_factor[t.name]
+        col, L, s = self.design.factor_column(f), len(self.design.levels[f]), self._s
+        if t.cat == "exchangeable":
+            rho = resolve_prior(user, f"{t.name}.rho",
+                                lambda n: pm.Beta(n, alpha=f64(2.0), beta=f64(2.0)))  # fmt: skip
+            return OpenExchangeable(D, L, rho, active_dims=[col])
+        R = t.rank or 1
+        w0 = s / np.sqrt(2.0 * R)
+        # started off W = 0, a stationary point of the fit (B depends on W W^T)
+        W = resolve_prior(user, f"{t.name}.W", lambda n: pm.Normal(
+            n, mu=f64(0.0), sigma=f64(w0), shape=(L, R), initval=np.full((L, R), w0)))  # fmt: skip
+        kappa = resolve_prior(user, f"{t.name}.kappa", lambda n: pm.Gamma(
+            n, alpha=f64(2.0), beta=f64(4.0 / s**2), shape=L))  # fmt: skip
+        return Coregion(D, W=W, kappa=kappa, active_dims=[col])
 
     def _term_kernel(self, D: int):
         """Create every term's hyperparameters in the current model and return the sum of the
@@ -158,10 +238,24 @@ class FormulaTerms:
         X = self.design.X
         for t in self.parsed.gp_terms:
             spec, cols, scale = self._gp_specs[t.name]
+            if spec is None:  # gp(region): eta^2 B, or B of the coregion
+                user = self._term_priors
+                if t.cat == "exchangeable":  # eta first: the order of _gp_params
+                    eta = resolve_prior(user, f"{t.name}.eta", lambda n: pm.HalfNormal(
+                        n, sigma=f64(s)))  # fmt: skip
+                    cov = pt.square(eta) * self._factor_kernel(t, D, user)
+                else:
+                    cov = self._factor_kernel(t, D, user)
+                covs[t.name], feats[t.name] = cov, None
+                continue
             scale = DataScale(scale.x_range, scale.x_sd, scale.x_sq_mean, self._loc, s)
             user = {**{f"{t.name}.{k}": v for k, v in spec.priors.items()}, **self._term_priors}
             hyper = {}
+            fixed = self._fixed_eta(t)
             for p in spec.params:
+                if p == fixed:
+                    hyper[p] = 1.0
+                    continue
                 name = f"{t.name}.{p}"
                 kind = p.rsplit("_", 1)[-1]
                 if t.ard and p in spec.ard_params:
@@ -180,6 +274,8 @@ class FormulaTerms:
                     feats[t.name] = cov.features(pt.as_tensor_variable(X))
             else:  # a model on one column keeps the catalogue's kernel (its structure is known)
                 cov = base if D == 1 else OnColumns(base, D, cols)
+            if self.design.gp_factor[t.name] is not None:
+                cov = cov * self._factor_kernel(t, D, user)
             if t.by:
                 col = self.design.factor_column(t.by)
                 cov = cov * SameGroup(D, col)
@@ -277,15 +373,19 @@ class FormulaTerms:
         rows = []
         for t in self.parsed.gp_terms:
             spec = self._gp_specs[t.name][0]
-            units = [f"{v} in years" if v in self.design.in_years else v for v in t.variables]
-            cov = f"{spec.name} on ({', '.join(units)})"
+            f = self.design.gp_factor[t.name]
+            units = [f"{v} in years" if v in self.design.in_years else v for v in t.variables
+                     if v != f]  # fmt: skip
+            cov = f"{spec.name} on ({', '.join(units)})" if spec is not None else ""
+            if f is not None:
+                cov = self._factor_description(t, f, cov)
             if t.name in self._hsgp:
                 m, c = self._hsgp[t.name][:2]
                 cov = f"HSGP (m = {list(m)}, c = {[round(v, 3) for v in c]}) of {cov}"
             if t.by:
                 cov += f" × [{t.by} = {t.by}'] (one GP per level, shared hyperparameters)"
-            rows.append(TermInfo(t.name, "gp", cov, tuple(f"{t.name}.{p}" for p in spec.params),
-                                 tuple(t.variables)))  # fmt: skip
+            params = tuple(f"{t.name}.{p}" for p in self._gp_params(t))
+            rows.append(TermInfo(t.name, "gp", cov, params, tuple(t.variables)))
         for g in self.parsed.group_terms:
             z = f"{g.expr}·{g.expr}' " if g.expr else ""
             rows.append(TermInfo(g.name, "group", f"σ² {z}[{':'.join(g.factor)} equal]",
@@ -306,6 +406,20 @@ class FormulaTerms:
             rows.append(TermInfo(term, "common", f"h hᵀ-kernel of {prior} (integrated out)", (),
                                  labels))  # fmt: skip
         return pd.DataFrame([r.__dict__ for r in rows]).set_index("name")
+
+    def _factor_description(self, t, f: str, cov: str) -> str:
+        """The terms table's covariance of a GP term with the factor input ``f``."""
+        L = len(self.design.levels[f])
+        if t.cat == "coregion":
+            B = (f"B[{f}, {f}'], B = W Wᵀ + diag(κ) of the {L} levels (coregionalisation, rank "
+                 f"{t.rank or 1}; a new level refused)")  # fmt: skip
+            return f"{cov} (amplitude 1) × {B}" if cov else B
+        B = (f"exchangeable correlation of {f}'s {L} levels (1 within a level, ρ between; a new "
+             "level ρ with every level)")  # fmt: skip
+        if not cov:
+            return (f"η² × {B}: the random effect (1 | {f}) with σ² = η²(1 − ρ) plus a shared "
+                    "constant of variance η²ρ")  # fmt: skip
+        return f"{cov} × {B}"
 
     def _check_terms(self, terms) -> dict[str, tuple[str, ...]]:
         """``{label: names}``: a name is one term, a tuple or list of names their sum
@@ -329,7 +443,26 @@ class FormulaTerms:
         else:
             Xn = np.asarray(new_data, float)
         self._check_hsgp_box(Xn)
+        self._check_new_levels(Xn)
         return Xn
+
+    def _check_new_levels(self, Xn: np.ndarray) -> None:
+        """A coregion term has no row of :math:`B` for a level the training data lacked."""
+        for t in self.parsed.gp_terms:
+            f = self.design.gp_factor[t.name]
+            if f is None or t.cat != "coregion":
+                continue
+            codes = Xn[:, self.design.factor_column(f)]
+            if np.any(codes < 0):
+                rows = np.flatnonzero(codes < 0)
+                raise ValueError(
+                    f"{t.name}: rows {rows[:10].tolist()} of the new data have levels of {f!r} "
+                    f"that the training data lacks (its levels are "
+                    f"{list(self.design.levels[f])}); cat='coregion' has no row of B = W Wᵀ + "
+                    "diag(κ) for a new level. Predict at known levels, or use the exchangeable "
+                    "kernel (cat='exchangeable'), under which a new level is correlated ρ with "
+                    "every known one"
+                )
 
     def _term_new(self, values, Xn: np.ndarray, term: str):
         """``(K_j(X, X_new), diag K_j(X_new), m_j(X_new))`` of one term at hyperparameter

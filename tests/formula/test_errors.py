@@ -30,7 +30,8 @@ DATA = pd.DataFrame(
         ("~ gp(t)", "cannot parse|response"),
         (
             "y ~ gp(t, width=2)",
-            r"no option \['width'\].*\['by', 'kernel', 'ard', 'name', 'approx', 'm', 'c'\]",
+            r"no option \['width'\].*\['by', 'kernel', 'ard', 'name', 'approx', 'm', 'c', "
+            r"'cat', 'rank'\]",
         ),
         ("y ~ gp(np.log(t))", "column names as its inputs"),
         ("y ~ gp(t, t)", "lists a column twice"),
@@ -68,11 +69,14 @@ def test_nan_and_infinite_values_name_the_column_and_rows():
         Model("y ~ gp(t, by=site)", d)
 
 
-def test_gp_on_a_categorical_column():
-    with pytest.raises(
-        ValueError, match=r"gp\(site\) uses the column 'site', which is not numeric"
-    ):
-        Model("y ~ gp(site)", DATA)
+def test_a_categorical_column():
+    """In gp() it is a factor input (gp(site) the exchangeable random effect of the levels,
+    tests/formula/test_categorical_gp.py); as a varying coefficient it is refused."""
+    assert Model("y ~ gp(site)", DATA).hyperparameters == ["gp(site).eta", "gp(site).rho",
+                                                           "sigma"]  # fmt: skip
+    with pytest.raises(ValueError, match=r"site\|t uses the column 'site', which is not "
+                                         r"numeric.*gp\(t, site\)"):  # fmt: skip
+        Model("y ~ (site | t)", DATA)
 
 
 def test_by_level_with_one_row():
