@@ -32,7 +32,8 @@ __all__ = ["resolve_prior", "register_copy", "POSITIVE_SUFFIXES"]
 
 #: Hyperparameters whose values must be positive, by the last part of their name.
 POSITIVE_SUFFIXES = ("ls", "eta", "sigma", "period", "alpha", "theta0", "theta1", "theta2",
-                     "theta3", "sigma0", "kappa", "nu", "dispersion")  # fmt: skip
+                     "theta3", "sigma0", "kappa", "nu", "dispersion", "precision",
+                     "shape")  # fmt: skip
 
 
 def _fixed(name: str, value: Any, ard: bool) -> pt.TensorConstant:

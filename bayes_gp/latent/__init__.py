@@ -11,7 +11,9 @@ from bayes_gp.latent.laplace import grad_theta as grad_theta
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
     Bernoulli,
+    Beta,
     Binomial,
+    Gamma,
     Gaussian,
     LatentLikelihood,
     NegativeBinomial,
@@ -38,7 +40,9 @@ __all__ = [
     "SiteFit",
     "LIKELIHOODS",
     "Bernoulli",
+    "Beta",
     "Binomial",
+    "Gamma",
     "Gaussian",
     "LatentLikelihood",
     "NegativeBinomial",

@@ -15,8 +15,10 @@ to :math:`\phi` uses (:mod:`bayes_gp.latent.laplace`; Vanhatalo, Jylänki & Veht
 Rue, Martino & Chopin 2009). Parameters are on their natural (positive) scale; transforms belong
 to the model.
 
-Only the Student-t likelihood is not log-concave: its :math:`W = -\ell''` is negative for
-residuals larger than :math:`\sqrt{\nu}\,\sigma`.
+The Student-t, beta and zero-inflated likelihoods are not log-concave in :math:`f`: their
+:math:`W = -\ell''` can be negative (the Student-t's for residuals larger than
+:math:`\sqrt{\nu}\,\sigma`, the beta's for observations far from a mean near 0 or 1, the
+zero-inflated ones' at zero counts, whose two sources pull :math:`f` apart).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from scipy.special import (
     digamma,
     erfcx,
     expit,
+    gammainc,
     gammaincc,
+    gammainccinv,
     gammaincinv,
     gammaln,
     log_ndtr,
@@ -51,6 +55,8 @@ __all__ = [
     "NegativeBinomial",
     "StudentT",
     "Gaussian",
+    "Beta",
+    "Gamma",
 ]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -169,6 +175,11 @@ class LatentLikelihood:
     #: allows :math:`W < 0`, when False. Subclasses declare it; the default is the general form.
     log_concave = False
 
+    #: Whether the latent value is the location of ``y`` itself (identity link: Student-t,
+    #: Gaussian): then the latent prior is on ``y``'s scale, and :meth:`latent_threshold` is
+    #: ``y`` plus a shift that does not depend on ``y``. False for a link scale (logit, log).
+    identity_link = False
+
     def derivatives(self, f: np.ndarray, phi=()) -> tuple[np.ndarray, ...]:
         """``(logp, d1, d2, d3)``: :math:`\\ell_i` and its first three ``f``-derivatives."""
         raise NotImplementedError
@@ -178,9 +189,14 @@ class LatentLikelihood:
         z = np.zeros((0, self.n))
         return z, z, z
 
+    def log_density(self, f: np.ndarray, phi=()) -> np.ndarray:
+        r""":math:`\ell_i` alone (``derivatives(f, phi)[0]``; a subclass whose derivatives cost
+        much more than its density computes it without them)."""
+        return self.derivatives(f, phi)[0]
+
     def log_lik(self, f: np.ndarray, phi=()) -> float:
         """:math:`\\sum_i \\log p(y_i \\mid f_i, \\phi)`."""
-        return float(np.sum(self.derivatives(np.asarray(f, float), phi)[0]))
+        return float(np.sum(self.log_density(np.asarray(f, float), phi)))
 
     #: ``"binary"``, ``"count"`` or ``"continuous"``: what ``y`` holds.
     outcome = "continuous"
@@ -622,6 +638,7 @@ class StudentT(LatentLikelihood):
         object.__setattr__(self, "param_names", ("nu", "sigma"))
 
     log_concave = False  # W < 0 where r^2 > nu sigma^2
+    identity_link = True
 
     def _parts(self, f, phi):
         nu, sigma = _check_phi(self, phi)
@@ -709,6 +726,7 @@ class Gaussian(LatentLikelihood):
     """
 
     log_concave = True  # W = 1 / sigma^2
+    identity_link = True
 
     def __post_init__(self):
         object.__setattr__(self, "y", _as_finite_vector("y", self.y))
@@ -770,3 +788,331 @@ class Gaussian(LatentLikelihood):
 
     def with_data(self, y, size=None):
         return Gaussian(y)
+
+
+#: Latent values beyond which :func:`_decreasing_root` stops widening its bracket.
+_ROOT_LIMIT = 60.0
+
+
+def _decreasing_root(fun, t0: np.ndarray, width: np.ndarray, tol: float = 1e-10) -> np.ndarray:
+    r"""Roots of decreasing functions, one per entry: ``fun(t, idx)`` evaluates the functions
+    ``idx`` at ``t``. From brackets ``t0 -+ width`` widened (doubling) until the sign changes
+    (at most to :data:`_ROOT_LIMIT`, whose value is returned where there is no root inside), the
+    Illinois variant of regula falsi down to ``tol`` (absolute, plus relative) or
+    :math:`|{\rm fun}| < 10^{-14}`."""
+    t0 = np.asarray(t0, float)
+    n = t0.size
+    width = np.minimum(np.broadcast_to(np.asarray(width, float), (n,)), _ROOT_LIMIT)
+    t0 = np.clip(t0, -_ROOT_LIMIT, _ROOT_LIMIT)
+    lo = np.maximum(t0 - width, -_ROOT_LIMIT)
+    hi = np.minimum(t0 + width, _ROOT_LIMIT)
+    idx = np.arange(n)
+    flo, fhi = fun(lo, idx), fun(hi, idx)
+    for _ in range(8):  # widen: fun(lo) >= 0 >= fun(hi)
+        bad_lo = (flo < 0) & (lo > -_ROOT_LIMIT)
+        bad_hi = (fhi > 0) & (hi < _ROOT_LIMIT)
+        if not (bad_lo.any() or bad_hi.any()):
+            break
+        step = hi - lo
+        lo = np.where(bad_lo, np.maximum(lo - 2.0 * step, -_ROOT_LIMIT), lo)
+        hi = np.where(bad_hi, np.minimum(hi + 2.0 * step, _ROOT_LIMIT), hi)
+        flo = np.where(bad_lo, fun(lo, idx), flo)
+        fhi = np.where(bad_hi, fun(hi, idx), fhi)
+    out = np.where(flo < 0, lo, np.where(fhi > 0, hi, np.nan))
+    todo = np.flatnonzero(np.isnan(out))
+    a, b, fa, fb = lo[todo], hi[todo], flo[todo], fhi[todo]
+    side = np.zeros(todo.size, int)
+    for _ in range(100):
+        if todo.size == 0:
+            break
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x = a - fa * (b - a) / (fb - fa)
+        x = np.where(np.isfinite(x) & (x > a) & (x < b), x, 0.5 * (a + b))
+        fx = fun(x, todo)
+        pos = fx > 0  # the root is above x
+        a, fa = np.where(pos, x, a), np.where(pos, fx, fa)
+        b, fb = np.where(pos, b, x), np.where(pos, fb, fx)
+        fb = np.where(pos & (side == 1), 0.5 * fb, fb)  # Illinois: halve the stale end
+        fa = np.where(~pos & (side == -1), 0.5 * fa, fa)
+        side = np.where(pos, 1, -1)
+        done = (b - a <= tol * (1.0 + np.abs(x))) | (np.abs(fx) < 1e-14)
+        out[todo[done]] = x[done]
+        keep = ~done
+        todo, a, b, fa, fb, side = todo[keep], a[keep], b[keep], fa[keep], fb[keep], side[keep]
+    out[todo] = 0.5 * (a + b)
+    return out
+
+
+def _check_open_unit(y: np.ndarray) -> None:
+    bad = (y <= 0) | (y >= 1)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"the beta likelihood needs proportions strictly between 0 and 1; y[{i}] = {y[i]:g} "
+            f"({int(bad.sum())} value(s) at or outside 0 and 1). Exact zeros and ones need a "
+            "zero/one-inflated model; or transform y to (y (n - 1) + 0.5) / n (Smithson & "
+            "Verkuilen 2006), or use the binomial likelihood for successes out of trials"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Beta(LatentLikelihood):
+    r"""Proportions :math:`y_i \in (0, 1)`, logit link, precision :math:`\phi` (``phi = [precision]``).
+
+    The mean–precision parameterisation of beta regression (Ferrari & Cribari-Neto 2004, eq. 2):
+    :math:`\mu = \sigma(f)`, :math:`y \sim \mathrm{Beta}(\mu\phi, (1 - \mu)\phi)`, so that
+    :math:`E[y] = \mu` and :math:`\mathrm{Var}[y] = \mu(1 - \mu)/(1 + \phi)`. With
+    :math:`a = \mu\phi`, :math:`b = (1 - \mu)\phi`, :math:`v = \mu(1 - \mu)`,
+    :math:`y^* = \log\frac{y}{1 - y}`, :math:`\mu^* = \psi(a) - \psi(b)`,
+    :math:`T_k = \psi_k(a) + (-1)^{k+1}\psi_k(b)` (:math:`\psi_k` the polygamma functions):
+
+    .. math::
+       \ell = \log\Gamma(\phi) - \log\Gamma(a) - \log\Gamma(b) + (a - 1)\log y
+              + (b - 1)\log(1 - y),
+
+       \ell' = \phi v (y^* - \mu^*), \qquad
+       \ell'' = \phi v (1 - 2\mu)(y^* - \mu^*) - \phi^2 v^2 T_1,
+
+       \ell''' = \phi v\left((1 - 2\mu)^2 - 2v\right)(y^* - \mu^*)
+                 - 3\phi^2 v^2 (1 - 2\mu) T_1 - \phi^3 v^3 T_2
+
+    (the score of Ferrari & Cribari-Neto's eq. 5 for one observation, :math:`d\mu/df = v`). In
+    :math:`\phi`: :math:`\partial_\phi\ell = \psi(\phi) - \mu\psi(a) - (1 - \mu)\psi(b)
+    + \mu y^* + \log(1 - y)`, and with :math:`D_1 = \mu\psi_1(a) - (1 - \mu)\psi_1(b)`,
+    :math:`D_2 = \mu\psi_2(a) + (1 - \mu)\psi_2(b)`:
+    :math:`\partial_\phi\ell' = v(y^* - \mu^*) - \phi v D_1`,
+    :math:`\partial_\phi\ell'' = v(1 - 2\mu)(y^* - \mu^*) - \phi v (1 - 2\mu) D_1
+    - 2\phi v^2 T_1 - \phi^2 v^2 D_2`.
+
+    Not log-concave in :math:`f`: :math:`\ell'' > 0` for :math:`y` near 1 while :math:`\mu`
+    is small and :math:`\phi` is small (e.g. :math:`\phi = 1`, :math:`\mu = 0.1`,
+    :math:`y = 0.999`), so the Laplace mode is found by the general (whitened) Newton form, as
+    for the Student-t. ``y`` must lie strictly inside (0, 1): an exact 0 or 1 has zero density
+    for every :math:`f` and is refused with the remedies in the message. The CDF is the
+    regularised incomplete beta function; its latent threshold
+    (:meth:`latent_threshold`, for the predictive quantiles) has no closed form and is a root
+    search.
+    """
+
+    log_concave = False  # W < 0 possible (docstring)
+
+    def __post_init__(self):
+        y = _as_finite_vector("y", self.y)
+        _check_open_unit(y)
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "param_names", ("precision",))
+        object.__setattr__(self, "_ystar", np.log(y) - np.log1p(-y))
+        object.__setattr__(self, "_log1my", np.log1p(-y))
+
+    def _parts(self, f, phi):
+        (prec,) = _check_phi(self, phi)
+        if not prec > 0:
+            raise ValueError(f"beta precision must be positive, got {prec}")
+        mu, cmu = expit(f), expit(-f)  # mu and 1 - mu, each accurate in its own tail
+        return prec, mu, cmu, prec * mu, prec * cmu, mu * cmu
+
+    def log_density(self, f, phi=()):
+        prec, _mu, _cmu, a, b, _v = self._parts(f, phi)
+        return (gammaln(prec) - gammaln(a) - gammaln(b)
+                + (a - 1.0) * (self._ystar + self._log1my) + (b - 1.0) * self._log1my)  # fmt: skip
+
+    def derivatives(self, f, phi=()):
+        prec, mu, _cmu, a, b, v = self._parts(f, phi)
+        ys = self._ystar
+        logp = self.log_density(f, phi)
+        r = ys - (digamma(a) - digamma(b))
+        t1 = polygamma(1, a) + polygamma(1, b)
+        t2 = polygamma(2, a) - polygamma(2, b)
+        s = 1.0 - 2.0 * mu  # = cmu - mu
+        d1 = prec * v * r
+        d2 = prec * v * s * r - prec**2 * v**2 * t1
+        d3 = (prec * v * (s * s - 2.0 * v) * r - 3.0 * prec**2 * v**2 * s * t1
+              - prec**3 * v**3 * t2)  # fmt: skip
+        return logp, d1, d2, d3
+
+    def phi_derivatives(self, f, phi=()):
+        prec, mu, cmu, a, b, v = self._parts(f, phi)
+        ys = self._ystar
+        r = ys - (digamma(a) - digamma(b))
+        t1 = polygamma(1, a) + polygamma(1, b)
+        D1 = mu * polygamma(1, a) - cmu * polygamma(1, b)
+        D2 = mu * polygamma(2, a) + cmu * polygamma(2, b)
+        s = 1.0 - 2.0 * mu
+        dl = digamma(prec) - mu * digamma(a) - cmu * digamma(b) + mu * ys + self._log1my
+        dd1 = v * r - prec * v * D1
+        dd2 = v * s * r - prec * v * s * D1 - 2.0 * prec * v * v * t1 - prec**2 * v * v * D2
+        return dl[None], dd1[None], dd2[None]
+
+    def response_mean(self, f, phi=(), size=None):
+        return expit(f)
+
+    def response_variance(self, f, phi=(), size=None):
+        r""":math:`\mu(1 - \mu)/(1 + \phi)`."""
+        (prec,) = _phi_arrays(self, phi)
+        return expit(f) * expit(-np.asarray(f, float)) / (1.0 + prec)
+
+    def draw(self, f, phi, rng, size=None):
+        (prec,) = _check_phi(self, phi)
+        f = np.asarray(f, float)
+        return rng.beta(prec * expit(f), prec * expit(-f))
+
+    def cdf(self, f, phi=()):
+        _prec, _mu, _cmu, a, b, _v = self._parts(f, phi)
+        F = betainc(a, b, self.y)
+        return F, F
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`I_y(\mu\phi, (1 - \mu)\phi)` (the regularised incomplete beta function);
+        0 at and below 0, 1 at and above 1."""
+        (prec,) = _phi_arrays(self, phi)
+        y = np.asarray(y, float)
+        f = np.asarray(f, float)
+        F = betainc(prec * expit(f), prec * expit(-f), np.clip(y, 0.0, 1.0))
+        return np.where(y <= 0, 0.0, np.where(y >= 1, 1.0, F))
+
+    def ppf_values(self, q, f, phi=()):
+        (prec,) = _phi_arrays(self, phi)
+        f = np.asarray(f, float)
+        return betaincinv(prec * expit(f), prec * expit(-f), q)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r"""The root :math:`t` of :math:`I_y(\sigma(t)\phi, \sigma(-t)\phi) = 1 - u`.
+
+        :math:`P(Y \le y \mid f)` decreases in :math:`f`, so the root is unique; it is found by
+        :func:`_decreasing_root` from the normal approximation of :math:`\mathrm{logit}\,Y`
+        (mean :math:`\approx f`, sd :meth:`threshold_scale`),
+        :math:`t_0 = \mathrm{logit}\,y + \Phi^{-1}(u)\,\mathrm{sd}`, to :math:`10^{-10}`.
+        :math:`-\infty` at :math:`y \le 0`, :math:`+\infty` at :math:`y \ge 1`."""
+        (prec,) = _phi_arrays(self, phi)
+        y, u = np.asarray(y, float), np.asarray(u, float)
+        shape = np.broadcast_shapes(y.shape, u.shape, prec.shape)
+        yb, ub, pb = (np.broadcast_to(a, shape).ravel() for a in (y, u, prec))
+        inside = (yb > 0) & (yb < 1)
+        yi, ui, pi = yb[inside], ub[inside], pb[inside]
+        sd = np.sqrt(polygamma(1, yi * pi) + polygamma(1, (1.0 - yi) * pi))
+        t0 = logit(yi) + ndtri(ui) * sd
+
+        def excess(t, idx):  # P(Y <= y | t) - (1 - u), decreasing in t
+            return betainc(pi[idx] * expit(t), pi[idx] * expit(-t), yi[idx]) - (1.0 - ui[idx])
+
+        out = np.where(yb >= 1, np.inf, -np.inf)
+        out[inside] = _decreasing_root(excess, t0, sd + 0.1)
+        return out.reshape(shape)
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r""":math:`\sqrt{\psi_1(y\phi) + \psi_1((1 - y)\phi)}`: the sd of
+        :math:`\mathrm{logit}\,Y` at :math:`\mu = y`, the width of the CDF's step in
+        :math:`f` (:math:`y` clipped into (0, 1))."""
+        (prec,) = _phi_arrays(self, phi)
+        yc = np.clip(np.asarray(y, float), 1e-12, 1.0 - 1e-12)
+        return np.sqrt(polygamma(1, yc * prec) + polygamma(1, (1.0 - yc) * prec))
+
+    def max_value(self, size=None):
+        return 1.0
+
+    def with_data(self, y, size=None):
+        return Beta(y)
+
+
+@dataclass(frozen=True, eq=False)
+class Gamma(LatentLikelihood):
+    r"""Positive continuous outcomes, log link, shape :math:`\alpha` (``phi = [shape]``).
+
+    :math:`\mu = e^{f}`, :math:`y \sim \mathrm{Gamma}(\alpha, \text{rate } \alpha/\mu)`: mean
+    :math:`\mu`, variance :math:`\mu^2/\alpha` (constant coefficient of variation
+    :math:`\alpha^{-1/2}`; the gamma GLM of McCullagh & Nelder 1989, §8.1, with dispersion
+    :math:`1/\alpha`):
+
+    .. math::
+       \ell = \alpha\log\alpha - \alpha f - \log\Gamma(\alpha) + (\alpha - 1)\log y
+              - \alpha y e^{-f}, \quad
+       \ell' = \alpha(y e^{-f} - 1), \quad \ell'' = -\alpha y e^{-f}, \quad
+       \ell''' = \alpha y e^{-f};
+
+    in :math:`\alpha`: :math:`\partial_\alpha\ell = \log\alpha + 1 - f - \psi(\alpha) + \log y
+    - y e^{-f}`, :math:`\partial_\alpha\ell' = y e^{-f} - 1`,
+    :math:`\partial_\alpha\ell'' = -y e^{-f}`. Log-concave: :math:`W = \alpha y e^{-f} > 0`.
+    """
+
+    log_concave = True  # W = alpha y e^-f > 0
+
+    def __post_init__(self):
+        y = _as_finite_vector("y", self.y)
+        if np.any(y <= 0):
+            i = int(np.argmax(y <= 0))
+            raise ValueError(
+                f"the gamma likelihood needs positive y; y[{i}] = {y[i]:g} "
+                f"({int(np.sum(y <= 0))} value(s) at or below 0). Zeros need a hurdle or "
+                "zero-inflated model, or counts a count likelihood (poisson, negative_binomial)"
+            )
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "param_names", ("shape",))
+        object.__setattr__(self, "_logy", np.log(y))
+
+    def _shape(self, phi):
+        (alpha,) = _check_phi(self, phi)
+        if not alpha > 0:
+            raise ValueError(f"gamma shape must be positive, got {alpha}")
+        return alpha
+
+    def derivatives(self, f, phi=()):
+        alpha = self._shape(phi)
+        z = self.y * np.exp(-np.asarray(f, float))  # y / mu
+        logp = (alpha * np.log(alpha) - alpha * f - gammaln(alpha)
+                + (alpha - 1.0) * self._logy - alpha * z)  # fmt: skip
+        return logp, alpha * (z - 1.0), -alpha * z, alpha * z
+
+    def phi_derivatives(self, f, phi=()):
+        alpha = self._shape(phi)
+        z = self.y * np.exp(-np.asarray(f, float))
+        dl = np.log(alpha) + 1.0 - f - digamma(alpha) + self._logy - z
+        return dl[None], (z - 1.0)[None], (-z)[None]
+
+    def response_mean(self, f, phi=(), size=None):
+        return np.exp(np.asarray(f, float))
+
+    def response_variance(self, f, phi=(), size=None):
+        r""":math:`\mu^2/\alpha`."""
+        (alpha,) = _phi_arrays(self, phi)
+        return np.exp(2.0 * np.asarray(f, float)) / alpha
+
+    def draw(self, f, phi, rng, size=None):
+        (alpha,) = _check_phi(self, phi)
+        return rng.gamma(alpha, np.exp(np.asarray(f, float)) / alpha)
+
+    def cdf(self, f, phi=()):
+        alpha = self._shape(phi)
+        F = gammainc(alpha, alpha * self.y * np.exp(-np.asarray(f, float)))
+        return F, F
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`P(\alpha, \alpha y e^{-f})` (the regularised lower incomplete gamma
+        function); 0 at and below 0."""
+        (alpha,) = _phi_arrays(self, phi)
+        y = np.asarray(y, float)
+        F = gammainc(alpha, alpha * np.maximum(y, 0.0) * np.exp(-np.asarray(f, float)))
+        return np.where(y <= 0, 0.0, F)
+
+    def ppf_values(self, q, f, phi=()):
+        (alpha,) = _phi_arrays(self, phi)
+        return np.exp(np.asarray(f, float)) / alpha * gammaincinv(alpha, q)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`\log(\alpha y) - \log Q^{-1}(\alpha, u)`: :math:`P(Y \le y \mid f) =
+        P(G \le \alpha y e^{-f})` for :math:`G \sim \mathrm{Gamma}(\alpha, 1)`, i.e.
+        :math:`P(T > f)` with :math:`T = \log(\alpha y) - \log G` (:math:`-\infty` at
+        :math:`y \le 0`)."""
+        (alpha,) = _phi_arrays(self, phi)
+        y = np.asarray(y, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.log(alpha * np.maximum(y, 0.0)) - np.log(gammainccinv(alpha, u))
+        return np.where(y <= 0, -np.inf, t)
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r""":math:`\sqrt{\psi_1(\alpha)}`, the sd of :math:`\log G`."""
+        (alpha,) = _phi_arrays(self, phi)
+        return np.broadcast_to(np.sqrt(polygamma(1, alpha)),
+                               np.broadcast_shapes(np.shape(y), alpha.shape))  # fmt: skip
+
+    def with_data(self, y, size=None):
+        return Gamma(y)

@@ -4,7 +4,7 @@ r"""The latent-GP model for counts, proportions, binary outcomes and outliers.
    f \sim GP(m_\beta, k_\theta), \qquad y_i \mid f_i \sim p(y_i \mid f_i, \phi)
 
 with a likelihood of :mod:`bayes_gp.latent.likelihoods` (Bernoulli, binomial, Poisson, negative
-binomial, Student-t, Gaussian). The ways to fit it, by their names in
+binomial, Student-t, Gaussian, beta, gamma). The ways to fit it, by their names in
 :mod:`bayes_gp.inference.methods`:
 
 * ``"nuts"`` (``sample()``, ``sample(method="nuts")``) — NUTS over
@@ -78,7 +78,9 @@ from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
     Bernoulli,
+    Beta,
     Binomial,
+    Gamma,
     Gaussian,
     LatentLikelihood,
     NegativeBinomial,
@@ -119,6 +121,8 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
     "negative_binomial": (NegativeBinomial, ("log",)),
     "student_t": (StudentT, ("identity",)),
     "gaussian": (Gaussian, ("identity",)),
+    "beta": (Beta, ("logit",)),
+    "gamma": (Gamma, ("log",)),
 }
 
 #: Prior sd of the latent amplitude eta (and of a constant mean) on a link scale (logit, log):
@@ -255,7 +259,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     X : array_like (n,) or (n, D), or DataFrame
     y : array_like (n,)
         Outcomes: 0/1 (``"bernoulli"``), successes (``"binomial"``), counts (``"poisson"``,
-        ``"negative_binomial"``) or real values (``"student_t"``, ``"gaussian"``).
+        ``"negative_binomial"``), real values (``"student_t"``, ``"gaussian"``), proportions
+        strictly inside (0, 1) (``"beta"``) or positive values (``"gamma"``).
     kernel : str, kernel object or callable
         Catalogue name or a sum of products of them, a kernel object with fixed numbers and
         unnamed priors, or a callable ``kernel(D)`` (:func:`~bayes_gp.regression.kernel_spec`;
@@ -264,21 +269,31 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         One of :data:`LIKELIHOODS`.
     link : str, optional
         ``"logit"`` (default) or ``"probit"`` for ``"bernoulli"``; the others have one link
-        (logit for the binomial, log for the counts, identity for the real-valued ones).
+        (logit for the binomial and the beta, log for the counts and the gamma, identity for
+        the real-valued ones).
     ard : bool
         One length-scale per input.
     mean : None, "zero", "constant", "linear" or a ``pm.gp.mean.Mean``
         As :class:`~bayes_gp.GPRegression`, on the latent scale: ``None`` is the data's location
         there, fixed (:math:`\log(\sum y / \sum E)` for counts, the logit of the pooled success
-        fraction for the binomial, :math:`\bar y` for real outcomes) except for ``"bernoulli"``,
-        whose ``None`` is the zero mean of R&W ch. 3 (as :class:`~bayes_gp.GPClassifier`).
+        fraction for the binomial, :math:`\mathrm{logit}\,\bar y` for the beta,
+        :math:`\log\bar y` for the gamma, :math:`\bar y` for ``"student_t"`` and
+        ``"gaussian"``) except for ``"bernoulli"``, whose ``None`` is the zero mean of R&W ch. 3
+        (as :class:`~bayes_gp.GPClassifier`).
     priors : dict, optional
         Overrides by name (the forms of :mod:`bayes_gp.priors`). Defaults: the catalogue's for the
         kernel, with the amplitude :math:`\eta \sim \mathrm{HalfNormal}(2)` on a link scale
-        (:data:`LINK_SCALE`) or :math:`\mathrm{HalfNormal}(\mathrm{sd}(y))` for real outcomes;
+        (:data:`LINK_SCALE`) or :math:`\mathrm{HalfNormal}(\mathrm{sd}(y))` with the identity link;
         ``dispersion`` :math:`r \sim \mathrm{LogNormal}(\log 5, 1.5)` (from near-geometric to
         near-Poisson counts); ``nu`` :math:`\nu \sim \mathrm{Gamma}(2, 0.1)` (Juárez & Steel
-        2010); ``sigma`` :math:`\sim \mathrm{HalfNormal}(\mathrm{sd}(y))`.
+        2010); ``sigma`` :math:`\sim \mathrm{HalfNormal}(\mathrm{sd}(y))`; the beta's
+        ``precision`` :math:`\phi \sim \mathrm{LogNormal}(\log 10, 1.5)` (the prior sample
+        size :math:`a + b` of the beta, 0.5 to 190 at 95%: from U-shaped to tightly
+        concentrated proportions); the gamma's ``shape`` :math:`\alpha \sim
+        \mathrm{LogNormal}(\log 5, 1.5)` (the dispersion's prior: the negative binomial's
+        :math:`r` is the shape of its gamma mixing distribution; coefficient of variation
+        :math:`\alpha^{-1/2}` from 2 to 0.1). Both are free of the data's units: the beta's
+        and the gamma's parameter have none (:math:`\mu` carries the scale).
     exposure : array_like (n,) or str, optional
         Poisson / negative-binomial exposure :math:`E_i` (rate times exposure), default 1: ``n``
         values, or the name of a column of the DataFrame ``X`` (then not an input; ``predict``
@@ -347,10 +362,14 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         """The data's location and spread on the latent scale, for the default priors."""
         lik, y = self.likelihood, self.y
         base = DataScale.of(self.X, y)
-        if lik.outcome == "continuous":
+        if lik.identity_link:
             return base
         if isinstance(lik, Bernoulli):
             loc = 0.0
+        elif isinstance(lik, Beta):
+            loc = float(logit(np.mean(y)))
+        elif isinstance(lik, Gamma):
+            loc = float(np.log(np.mean(y)))
         elif isinstance(lik, Binomial):
             frac = (y.sum() + 0.5) / (lik.trials.sum() + 1.0)
             loc = float(logit(frac))
@@ -369,7 +388,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         for p in self.spec.params:
             ard = self.ard and p in self.spec.ard_params
             default = None
-            if p.rsplit("_", 1)[-1] == "eta" and self.likelihood.outcome != "continuous":
+            if p.rsplit("_", 1)[-1] == "eta" and not self.likelihood.identity_link:
 
                 def default(n):
                     return pm.HalfNormal(n, sigma=f64(LINK_SCALE))
@@ -383,13 +402,15 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         return cov, mean_func, self._likelihood_priors()
 
     def _likelihood_priors(self) -> list:
-        """The likelihood parameters' variables (``dispersion``, ``nu``, ``sigma``; their
-        defaults in the class docstring) in the current model."""
+        """The likelihood parameters' variables (``dispersion``, ``nu``, ``sigma``,
+        ``precision``, ``shape``; their defaults in the class docstring) in the current model."""
         sd = float(np.std(self.y)) or 1.0
         defaults = {
             "dispersion": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
             "nu": lambda n: pm.Gamma(n, alpha=f64(2.0), beta=f64(0.1)),
             "sigma": lambda n: pm.HalfNormal(n, sigma=f64(sd)),
+            "precision": lambda n: pm.LogNormal(n, mu=f64(np.log(10.0)), sigma=f64(1.5)),
+            "shape": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
         }
         return [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
 
@@ -439,6 +460,11 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                                     observed=lik.y, dims="obs")  # fmt: skip
             elif isinstance(lik, StudentT):
                 pm.StudentT("y", nu=phi[0], mu=f, sigma=phi[1], observed=lik.y, dims="obs")
+            elif isinstance(lik, Beta):  # mean-precision: alpha = mu phi, beta = (1 - mu) phi
+                pm.Beta("y", alpha=phi[0] * pm.math.sigmoid(f),
+                        beta=phi[0] * pm.math.sigmoid(-f), observed=lik.y, dims="obs")  # fmt: skip
+            elif isinstance(lik, Gamma):  # rate alpha / mu
+                pm.Gamma("y", alpha=phi[0], beta=phi[0] * pt.exp(-f), observed=lik.y, dims="obs")
             else:
                 pm.Normal("y", mu=f, sigma=phi[0], observed=lik.y, dims="obs")
         self._latent_pm = model
@@ -756,7 +782,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         if latent:
 
             def pointwise(values):  # log p(y_i | f_i, phi) of the joint draw
-                return lik.derivatives(values[-1], self._train(values[:-1])[2])[0]
+                return lik.log_density(values[-1], self._train(values[:-1])[2])
 
             return add_log_likelihood(idata, [*names, "f"], pointwise)
         modes: list[np.ndarray] = []

@@ -71,7 +71,7 @@ def log_predictive_density(
     sd = np.sqrt(np.maximum(np.asarray(var, float), 0.0))
     f = mean[None, :] + np.sqrt(2.0) * sd[None, :] * _X[:, None]
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        logp = likelihood.derivatives(f, phi)[0]
+        logp = likelihood.log_density(f, phi)
     return logsumexp(logp + _LOG_W[:, None], axis=0)
 
 
@@ -246,14 +246,14 @@ class _Mixture:
     def _thresholds(self, y, size, s_i, m_i) -> np.ndarray:
         """The threshold quantiles :math:`t(\\Phi(\\sqrt2 x_j))` of draws ``s_i`` at inputs
         ``m_i`` (values ``y``, sizes ``size`` of the inputs): computed once per input when the
-        likelihood has no parameters, once per draw for a location family (continuous
-        outcomes: :math:`t = y + t_0`), else per pair."""
+        likelihood has no parameters, once per draw for a location family (an identity link:
+        :math:`t = y + t_0`), else per pair."""
         lik, phi = self.lik, self.phi
         if not phi:
             n = None if size is None else size[:, None]
             t = lik.latent_threshold(y[:, None], _KU[None, :], [], n)
             return np.broadcast_to(t, (y.size, _KU.size))[m_i]
-        if self.continuous:
+        if lik.identity_link:
             if getattr(self, "_t0", None) is None:
                 self._t0 = lik.latent_threshold(0.0, _KU[None, :], phi)
             return y[m_i][:, None] + self._t0[s_i]

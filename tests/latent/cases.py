@@ -6,7 +6,9 @@ import numpy as np
 
 from bayes_gp.latent import (
     Bernoulli,
+    Beta,
     Binomial,
+    Gamma,
     Gaussian,
     NegativeBinomial,
     Poisson,
@@ -36,4 +38,6 @@ def _likelihoods(n=15, seed=0):
         ("negative_binomial", NegativeBinomial(rng.poisson(3 * np.exp(f)) * 1.0), [3.0]),
         ("student_t", StudentT(f + 0.3 * rng.standard_t(4, n)), [4.0, 0.3]),
         ("gaussian", Gaussian(f + 0.2 * rng.standard_normal(n)), [0.2]),
+        ("beta", Beta(rng.beta(12 / (1 + np.exp(-f)), 12 / (1 + np.exp(f)))), [12.0]),
+        ("gamma", Gamma(rng.gamma(3.0, np.exp(f) / 3.0)), [3.0]),
     ]

@@ -7,7 +7,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayes_gp.latent import Bernoulli, Binomial, Gaussian, NegativeBinomial, Poisson, StudentT
+from bayes_gp.latent import (
+    Bernoulli,
+    Beta,
+    Binomial,
+    Gamma,
+    Gaussian,
+    NegativeBinomial,
+    Poisson,
+    StudentT,
+)
 
 RNG = np.random.default_rng(0)
 F = RNG.normal(0.0, 1.5, 12)
@@ -15,6 +24,9 @@ YB = (RNG.uniform(size=12) < 0.5) * 1.0
 YC = RNG.poisson(4.0, 12) * 1.0
 YR = RNG.normal(0.0, 2.0, 12)
 E = RNG.uniform(0.5, 3.0, 12)
+YP = RNG.beta(2.0, 3.0, 12)  # proportions in (0, 1)
+YG = RNG.gamma(2.0, 1.5, 12)  # positive values
+MU = 1 / (1 + np.exp(-F))
 
 CASES = [
     ("logit", Bernoulli(YB), [], stats.bernoulli.logpmf(YB, 1 / (1 + np.exp(-F)))),
@@ -34,6 +46,9 @@ CASES = [
     ),
     ("student_t", StudentT(YR), [3.5, 0.7], stats.t.logpdf(YR, 3.5, loc=F, scale=0.7)),
     ("gaussian", Gaussian(YR), [0.7], stats.norm.logpdf(YR, F, 0.7)),
+    ("beta", Beta(YP), [7.5], stats.beta.logpdf(YP, 7.5 * MU, 7.5 * (1 - MU))),
+    ("beta_small_precision", Beta(YP), [0.8], stats.beta.logpdf(YP, 0.8 * MU, 0.8 * (1 - MU))),
+    ("gamma", Gamma(YG), [2.3], stats.gamma.logpdf(YG, 2.3, scale=np.exp(F) / 2.3)),
 ]
 
 
@@ -104,6 +119,8 @@ MOMENT_CASES = [
      stats.nbinom(2.5, 2.5 / (2.5 + E * np.exp(F)))),
     ("student_t", StudentT(YR), [3.5, 0.7], None, stats.t(3.5, loc=F, scale=0.7)),
     ("gaussian", Gaussian(YR), [0.7], None, stats.norm(F, 0.7)),
+    ("beta", Beta(YP), [7.5], None, stats.beta(7.5 * MU, 7.5 * (1 - MU))),
+    ("gamma", Gamma(YG), [2.3], None, stats.gamma(2.3, scale=np.exp(F) / 2.3)),
 ]  # fmt: skip
 
 
@@ -131,3 +148,75 @@ def test_predictive_moments_by_quadrature_against_monte_carlo():
         m, v = response_moments(lik, phi, mu, s**2, size=3.0)
         np.testing.assert_allclose(m, y.mean(axis=0), rtol=6e-3)
         np.testing.assert_allclose(v, y.var(axis=0), rtol=2e-2)
+
+
+#: (name, likelihood, phi, SciPy's distribution of y | f) for the continuous outcomes with a link
+CONTINUOUS_LINK = [
+    ("beta", Beta(YP), [7.5], stats.beta(7.5 * MU, 7.5 * (1 - MU))),
+    ("gamma", Gamma(YG), [2.3], stats.gamma(2.3, scale=np.exp(F) / 2.3)),
+]
+
+
+@pytest.mark.parametrize("name,lik,phi,ref", CONTINUOUS_LINK, ids=[c[0] for c in CONTINUOUS_LINK])
+def test_cdf_quantile_and_threshold_against_scipy(name, lik, phi, ref):
+    """cdf at the data, cdf_values at other values (0 below the support, 1 above), ppf_values as
+    SciPy's; the latent threshold t solves P(Y <= y | f = t) = 1 - u and increases in u."""
+    below, at = lik.cdf(F, phi)
+    np.testing.assert_allclose(at, ref.cdf(lik.y), rtol=1e-10)
+    np.testing.assert_array_equal(below, at)
+    y = np.linspace(0.05, 0.95, 12) if name == "beta" else np.linspace(0.1, 6.0, 12)
+    np.testing.assert_allclose(lik.cdf_values(y, F, phi), ref.cdf(y), rtol=1e-10)
+    np.testing.assert_array_equal(lik.cdf_values(np.array([-1.0, 0.0]), F[:2], phi), [0.0, 0.0])
+    if name == "beta":
+        np.testing.assert_array_equal(lik.cdf_values(np.array([1.0, 2.0]), F[:2], phi), 1.0)
+        assert lik.max_value() == 1.0
+    for q in (0.03, 0.5, 0.97):
+        np.testing.assert_allclose(lik.ppf_values(q, F, [np.asarray(p) for p in phi]),
+                                   ref.ppf(q), rtol=1e-9)  # fmt: skip
+    # thresholds: closed form (gamma), a root search (beta), also near the support's ends
+    u = np.array([1e-6, 0.03, 0.4, 0.9, 1 - 1e-6])[None, :]
+    y = np.array([1e-9, 0.3, 0.97, 1 - 1e-9])[:, None] if name == "beta" else np.array(
+        [1e-9, 0.5, 2.0, 40.0])[:, None]  # fmt: skip
+    for p in (0.5, 7.5, 300.0):
+        t = lik.latent_threshold(y, u, [np.asarray(p)])
+        assert np.all(np.isfinite(t)) and np.all(np.diff(t, axis=1) > 0)  # T's quantiles
+        G = lik.cdf_values(y, t, [np.asarray(p)])
+        np.testing.assert_allclose(G, np.broadcast_to(1 - u, t.shape), atol=1e-9)
+        assert np.all(lik.threshold_scale(y, [np.asarray(p)]) > 0)
+    below = lik.latent_threshold(np.array([0.0, -1.0]), 0.5, [np.asarray(2.0)])
+    np.testing.assert_array_equal(below, -np.inf)
+
+
+@pytest.mark.parametrize("name,lik,phi,ref", CONTINUOUS_LINK, ids=[c[0] for c in CONTINUOUS_LINK])
+def test_draws_have_the_scipy_moments(name, lik, phi, ref):
+    """200 000 draws at f = F[:3]: mean and variance within 1% of SciPy's, inside the support."""
+    f = np.broadcast_to(F[:3], (200_000, 3))
+    d = lik.draw(f, phi, np.random.default_rng(5))
+    assert np.all(d > 0) and (name != "beta" or np.all(d < 1))
+    np.testing.assert_allclose(d.mean(axis=0), ref.mean()[:3], rtol=1e-2)
+    np.testing.assert_allclose(d.var(axis=0), ref.var()[:3], rtol=3e-2)
+
+
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda: Beta(np.array([0.2, 0.0, 0.5])), r"strictly between 0 and 1; y\[1\] = 0.*"
+         "zero/one-inflated model"),
+        (lambda: Beta(np.array([0.2, 1.0])), r"y\[1\] = 1 .*transform y"),
+        (lambda: Beta(np.array([0.2, 1.3])), r"y\[1\] = 1.3"),
+        (lambda: Gamma(np.array([1.0, 2.0, -0.5])), r"positive y; y\[2\] = -0.5"),
+        (lambda: Gamma(np.array([0.0, 2.0])), r"y\[0\] = 0 .*hurdle or zero-inflated"),
+    ],
+)  # fmt: skip
+def test_out_of_support_data_refused(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_beta_is_not_log_concave_and_gamma_is():
+    """The beta's W = -l'' is negative at the docstring's example (precision 1, mu = 0.1,
+    y = 0.999), hence the general Newton form; the gamma's W = alpha y / mu is positive."""
+    lik = Beta(np.array([0.999]))
+    assert lik.derivatives(np.log(0.1 / 0.9) * np.ones(1), [1.0])[2][0] > 0
+    assert not Beta.log_concave and Gamma.log_concave
+    assert np.all(Gamma(YG).derivatives(F, [0.4])[2] < 0)

@@ -9,7 +9,14 @@ import pytest
 from scipy.special import expit
 
 from bayes_gp import LatentGP
-from bayes_gp.latent.likelihoods import Binomial, NegativeBinomial, Poisson, StudentT
+from bayes_gp.latent.likelihoods import (
+    Beta,
+    Binomial,
+    Gamma,
+    NegativeBinomial,
+    Poisson,
+    StudentT,
+)
 from bayes_gp.latent.predictive import predictive_quantiles
 from bayes_gp.predictive import CI_QUANTILES, Z_CI
 
@@ -26,6 +33,10 @@ CASES = [
     ("negative_binomial", NegativeBinomial(np.zeros(1)), [(3.0,), (8.0,), (30.0,)], SIZE),
     ("binomial", Binomial(np.zeros(1), trials=1), [(), (), ()], np.array([20.0, 5, 50, 12])),
     ("student_t", StudentT(np.zeros(1)), [(3.0, 0.1), (5.0, 0.5), (2.5, 0.2)], None),
+    # precision 20 or more: at precision 5 and latent mean 3.5, 7% of y lies within 1e-16 of 1
+    # (NumPy's draws equal 1.0), and the 97% quantile is 1 to float precision
+    ("beta", Beta(np.full(1, 0.5)), [(20.0,), (30.0,), (200.0,)], None),
+    ("gamma", Gamma(np.ones(1)), [(2.0,), (10.0,), (50.0,)], None),
 ]
 
 
