@@ -224,6 +224,21 @@ class FormulaTerms:
             n, mu=f64(0.0), sigma=f64(w0), shape=(L, R), initval=np.full((L, R), w0)))  # fmt: skip
         kappa = resolve_prior(user, f"{t.name}.kappa", lambda n: pm.Gamma(
             n, alpha=f64(2.0), beta=f64(4.0 / s**2), shape=L))  # fmt: skip
+        for name, v, ndim in ((f"{t.name}.W", W, 2), (f"{t.name}.kappa", kappa, 1)):
+            shape = pt.as_tensor_variable(v).type.shape
+            if len(shape) != ndim or shape[0] not in (None, L):
+                want = f"({L}, R)" if ndim == 2 else f"({L},)"
+                raise ValueError(
+                    f"{name} must have the shape {want}, one row per level of {f!r} "
+                    f"({list(self.design.levels[f])}), got {shape}"
+                )
+        # named dimensions for the posterior's arrays (nutpie splits dimension names at
+        # commas, and its default names would contain the term's: gp(t, region)_dim_0)
+        level = f"{f}.level".replace(",", ";")
+        rank = pt.as_tensor_variable(W).type.shape[1]
+        _name_dims(f"{t.name}.W", (level, f"{level}.rank{rank}"),
+                   (list(self.design.levels[f]), list(range(rank or 0))))  # fmt: skip
+        _name_dims(f"{t.name}.kappa", (level,), (list(self.design.levels[f]),))
         return Coregion(D, W=W, kappa=kappa, active_dims=[col])
 
     def _term_kernel(self, D: int):
@@ -546,6 +561,22 @@ class _HSGPTermView:
         self.X = model.design.X[:, model._gp_specs[term.name][1]]
         self.m, self.c, self.L, _ = model._hsgp[term.name]
         self.rvs = list(model.model.free_RVs)
+
+
+def _name_dims(name: str, dims: tuple[str, ...], values: tuple[list, ...]) -> None:
+    """Name the dimensions of the current model's free variable ``name`` (a default prior or
+    the user's) when it has none, adding the coordinates; constants and variables of unknown
+    shape are left as they are."""
+    model = pm.modelcontext(None)
+    rv = model.named_vars.get(name)
+    if rv is None or rv not in model.free_RVs or model.named_vars_to_dims.get(name):
+        return
+    if tuple(rv.type.shape) != tuple(len(v) for v in values):
+        return
+    for d, v in zip(dims, values, strict=True):
+        if d not in model.coords:
+            model.add_coord(d, v)
+    model.named_vars_to_dims[name] = dims
 
 
 def _indicators(codes: np.ndarray) -> np.ndarray:
