@@ -213,12 +213,19 @@ def test_a_factor_alone_is_a_random_effect():
 
 def test_the_grouped_engine_takes_a_factor_input():
     """gp(t, region) is a global term of the grouped engine ((1 | site)): its distinct rows are
-    of (t, region), and the log density is the dense one."""
+    of (t, region), and the log density is the dense one; so is gp(t, region, by=site)."""
     f = "y ~ gp(t, region) + (1|site)"
     g, d = Model(f, DATA, structure="grouped"), Model(f, DATA, structure="dense")
     assert isinstance(g.marginal, GroupedLikelihood)
     p = {"gp(t, region).ls": 1.1, "gp(t, region).eta": 0.7, "gp(t, region).rho": 0.5,
          "1|site.sigma": 0.4, "sigma": 0.2}  # fmt: skip
+    np.testing.assert_allclose(g.log_marginal_likelihood(p), d.log_marginal_likelihood(p),
+                               rtol=1e-8)  # fmt: skip
+    # a by= term with a factor input is a block of the grouped engine: k_t B [site = site']
+    f = "y ~ gp(t, region, by=site) + (1|site)"
+    g, d = Model(f, DATA, structure="grouped"), Model(f, DATA, structure="dense")
+    assert isinstance(g.marginal, GroupedLikelihood)
+    p = {k.replace("region)", "region, by=site)"): v for k, v in p.items()}
     np.testing.assert_allclose(g.log_marginal_likelihood(p), d.log_marginal_likelihood(p),
                                rtol=1e-8)  # fmt: skip
 
