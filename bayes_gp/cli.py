@@ -207,6 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the family of --formula (gaussian)",
     )
     p.add_argument("--link", choices=("logit", "probit"), help="--family bernoulli's link")
+    p.add_argument(
+        "--noise",
+        metavar="COLUMN",
+        help="--formula, gaussian family: the column of known measurement-error standard "
+        "deviations (C = K + diag(s^2))",
+    )
+    p.add_argument(
+        "--learn-noise",
+        action="store_true",
+        help="with --noise: a learned sigma as well (C = K + diag(s^2) + sigma^2 I)",
+    )
     p.add_argument("--x", help="CSV: comma-separated input columns")
     p.add_argument("--y", help="CSV: target column")
     p.add_argument(
@@ -468,7 +479,9 @@ def _formula_model(args: argparse.Namespace):
             2,
         )
     try:
-        return workflow.FormulaCSVModel(path, args.formula, args.family, args.link)
+        return workflow.FormulaCSVModel(
+            path, args.formula, args.family, args.link, args.noise, args.learn_noise
+        )
     except (ValueError, TypeError) as exc:
         raise CLIError(f"{PROG} fit: error: {_worded(exc)}") from None
 
@@ -482,6 +495,12 @@ def _fit(args: argparse.Namespace, formula_model) -> int:
         args.model.lower().endswith(".csv") or Path(args.model).is_file()
     )
     try:
+        if formula_model is None and (args.noise or args.learn_noise):
+            raise CLIError(
+                f"{PROG} fit: error: --noise/--learn-noise are for a --formula model (gaussian "
+                "family); a CSV model with --x/--y does not take known measurement errors yet",
+                2,
+            )
         if formula_model is not None:
             model = formula_model
             data = model.load_data()  # fail on bad data before any compilation

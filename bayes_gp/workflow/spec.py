@@ -284,7 +284,7 @@ def read_csv(path: str) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class FormulaCSVModel:
-    """A formula model (:func:`bayes_gp.Model`) on a CSV file, with the declared-model
+    r"""A formula model (:func:`bayes_gp.Model`) on a CSV file, with the declared-model
     interface: ``bayes-gp fit --formula "y ~ gp(t) + (1|site)" --data file.csv``.
 
     Parameters
@@ -296,18 +296,26 @@ class FormulaCSVModel:
         One of :data:`bayes_gp.formula.FAMILIES`.
     link : str, optional
         The bernoulli family's link (``"logit"``, ``"probit"``).
+    noise : str, optional
+        The gaussian family's column of known measurement-error standard deviations
+        (:func:`bayes_gp.Model`'s ``noise=``: :math:`C = K + \operatorname{diag}(s^2)`).
+    learn_noise : bool
+        With ``noise``: a learned :math:`\sigma` as well (:math:`C = K +
+        \operatorname{diag}(s^2) + \sigma^2 I`).
 
     Raises
     ------
     ValueError
-        For a formula that does not parse or a family that does not exist (before the file is
-        read).
+        For a formula that does not parse, a family that does not exist, or ``noise`` /
+        ``learn_noise`` with another family than gaussian (before the file is read).
     """
 
     path: str
     formula: str
     family: str = "gaussian"
     link: str | None = None
+    noise: str | None = None
+    learn_noise: bool = False
 
     def __post_init__(self):
         from bayes_gp.formula import FAMILIES, parse_formula
@@ -320,6 +328,19 @@ class FormulaCSVModel:
                 value=self.family,
             )
         parse_formula(self.formula)
+        if self.noise is not None and self.family != "gaussian":
+            raise ArgumentError(
+                "{noise} (known measurement errors) goes with {family:gaussian}, not with "
+                "{value!r}",
+                ("noise", "family"),
+                value=self.family,
+            )
+        if self.learn_noise and self.noise is None:
+            raise ArgumentError(
+                "{learn_noise} adds a learned sigma to the known errors of {noise}: give the "
+                "column of standard deviations",
+                ("learn_noise", "noise"),
+            )
 
     @property
     def name(self) -> str:
@@ -360,12 +381,17 @@ class FormulaCSVModel:
             "formula": self.formula,
             "family": self.family,
             "link": self.link,
+            "noise": self.noise,
+            "learn_noise": self.learn_noise,
         }
 
     def _arguments(self):
         from bayes_gp.formula.model import engine_arguments
 
-        return engine_arguments(self.formula, read_csv(self.path), self.family, link=self.link)
+        known = {} if self.noise is None else {"noise": self.noise, "learn_noise": self.learn_noise}
+        return engine_arguments(
+            self.formula, read_csv(self.path), self.family, link=self.link, **known
+        )
 
     def load_data(self, fast: bool = False) -> Dataset:
         """Read the CSV file and build the model's design matrix (every check of
@@ -426,7 +452,10 @@ def from_spec(spec: dict) -> DeclaredModel | CSVModel | FormulaCSVModel:
     if "model" in spec:
         return load_model(spec["model"])
     if "formula" in spec:
-        return FormulaCSVModel(spec["csv"], spec["formula"], spec["family"], spec.get("link"))
+        return FormulaCSVModel(
+            spec["csv"], spec["formula"], spec["family"], spec.get("link"), spec.get("noise"),
+            bool(spec.get("learn_noise", False)),
+        )  # fmt: skip
     return CSVModel(
         spec["csv"], tuple(spec["x"]), spec["y"], spec["kernel"], spec["task"], spec["ard"],
         spec.get("likelihood"), spec.get("exposure"), spec.get("trials"),

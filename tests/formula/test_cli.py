@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
+import bayes_gp
 from bayes_gp import cli, workflow
 from bayes_gp.formula import FAMILIES
 from tests.formula.test_model import DATA
@@ -43,6 +45,27 @@ def test_fit_a_poisson_formula_save_reload_and_report(csv, tmp_path, capsys):
     assert "counts ~ gp(t) + (1|site)" in html
 
 
+def test_fit_with_known_measurement_errors(tmp_path):
+    """``--noise err --learn-noise``: the column's standard deviations on the diagonal beside a
+    learned sigma, kept in fit.json and rebuilt on reload; the fit equals the formula model's."""
+    data = DATA.assign(err=np.linspace(0.1, 0.3, len(DATA)))
+    path = tmp_path / "err.csv"
+    data.to_csv(path, index=False)
+    out = tmp_path / "out"
+    argv = ["fit", "--formula", "y ~ gp(t)", "--data", str(path), "--noise", "err",
+            "--learn-noise", "--method", "map", "--out", str(out), "--no-report"]  # fmt: skip
+    assert cli.main(argv) == 0
+    spec = json.loads((out / workflow.FIT_JSON).read_text())["spec"]
+    assert spec["noise"] == "err" and spec["learn_noise"] is True
+    res = workflow.load(out)
+    np.testing.assert_allclose(res.model.known_noise_var, data["err"].to_numpy() ** 2)
+    assert res.model.learn_noise and "sigma" in res.fit.params
+    direct = bayes_gp.Model("y ~ gp(t)", data, noise="err", learn_noise=True)
+    assert direct.log_marginal_likelihood(res.fit.params) == pytest.approx(
+        res.fit.log_marginal_likelihood, rel=1e-10
+    )
+
+
 @pytest.mark.parametrize(
     "argv,fragment",
     [
@@ -53,6 +76,12 @@ def test_fit_a_poisson_formula_save_reload_and_report(csv, tmp_path, capsys):
         (["--formula", "y gp(t)", "--data", "{csv}"], "response on the left of '~'"),
         (["sleepstudy", "--family", "poisson"], "--family goes with --formula"),
         (["sleepstudy", "--data", "{csv}"], "--data goes with --formula"),
+        (["--formula", "counts ~ gp(t)", "--data", "{csv}", "--family", "poisson", "--noise",
+          "t"], "--noise (known measurement errors) goes with --family gaussian"),
+        (["--formula", "y ~ gp(t)", "--data", "{csv}", "--learn-noise"],
+         "--learn-noise adds a learned sigma"),
+        (["--formula", "y ~ gp(t)", "--data", "{csv}", "--noise", "nope"], "'nope'"),
+        (["{csv}", "--x", "t", "--y", "y", "--noise", "t"], "--noise/--learn-noise are for"),
         ([], "give MODEL"),
     ],
 )
