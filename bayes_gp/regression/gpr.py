@@ -53,6 +53,7 @@ from bayes_gp.inference.typeii import (
     observed_logp_and_grad,
     optimize,
 )
+from bayes_gp.kernels import derivatives
 from bayes_gp.kernels.catalogue import (
     DataScale,
     check_kernel_ard,
@@ -69,12 +70,15 @@ from bayes_gp.predictive import (
     Z_CI,
     GaussianPredictions,
     Prediction,
+    factorize,
+    mixture_prediction,
 )
+from bayes_gp.predictive import predict as gaussian_predict
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import GPModel, is_nuts
 from bayes_gp.solvers.approx import approx_spec, build_likelihood
 from bayes_gp.solvers.compact import PP_KERNELS, CompactLikelihood
-from bayes_gp.solvers.exact import ExactLikelihood
+from bayes_gp.solvers.exact import ExactLikelihood, check_dense_memory
 from bayes_gp.solvers.quasisep import QuasisepLikelihood
 from bayes_gp.solvers.structured import check_structure, choose_structure
 
@@ -607,6 +611,191 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         lower, upper = np.quantile(draws, CI_QUANTILES, axis=0)
         extra = {"n_draws": len(means), "jitter": float(max(jitters, default=0.0))}
         return Prediction(mean, var, None, lower, upper, extra)
+
+    # ------------------------------------------------------- derivative GPs
+    #: rows of ``X_new`` per block when the prior variances of a non-stationary kernel's
+    #: derivative are evaluated (their graph is ``b x b`` before its diagonal is taken)
+    DERIVATIVE_BLOCK = 32
+
+    @single_blas_thread
+    def predict_derivative(
+        self, X_new, fit, order: int = 1, dim: int | str = 0, diag: bool = True, *,
+        max_draws: int = 500, random_seed: int = 0,
+    ) -> Prediction:  # fmt: skip
+        r"""Posterior of the derivative :math:`\partial f / \partial x_d` (``order=1``) or
+        :math:`\partial^2 f / \partial x_d^2` (``order=2``) at ``X_new`` (R&W §9.4): where the
+        trend rises or falls, and how sure the model is.
+
+        A derivative of a GP is a GP whose covariances are derivatives of :math:`k` (R&W §9.4),
+        so the predictive equations 2.25–2.26 hold with the cross-covariances differentiated:
+        with :math:`\alpha = C^{-1}(y - m(X))`, :math:`C = K + \sigma^2 I` (plus the known
+        noise and the jitter) and :math:`\partial^{(o)}` the ``order``-th derivative in
+        :math:`x_{*d}`,
+
+        .. math::
+           \mathbb E\left[\partial^{(o)} f_*\right] = \partial^{(o)} m(x_*)
+               + \partial^{(o)}_{x_*} k(x_*, X)\,\alpha,
+
+           \mathbb V\left[\partial^{(o)} f_*\right] =
+               \partial^{(o)}_{x_*}\partial^{(o)}_{x_*'} k(x_*, x_*')\big|_{x_*' = x_*}
+               - \partial^{(o)}_{x_*} k(x_*, X)\, C^{-1}\, \partial^{(o)}_{x_*} k(X, x_*),
+
+        the fourth derivative of :math:`k` at zero lag for ``order=2``; a linear mean adds its
+        slope :math:`w_d` to the first derivative. The kernel's derivatives come from PyTensor's
+        automatic differentiation of the kernel (any catalogue kernel or kernel object, sums and
+        products; :mod:`bayes_gp.kernels.derivatives`, which also gives the zero-lag limits of
+        kernels written through :math:`|x - x'|`).
+
+        For a :class:`MapFit` the Gaussian at the point estimate; for NUTS output the mixture
+        over posterior draws (at most ``max_draws``, chosen with ``random_seed``) -- mean by the
+        law of total expectation, variance by the law of total variance, the 94% band by the
+        mixture's quantiles (:func:`~bayes_gp.predictive.mixture_prediction`), as for
+        :meth:`predict`.
+
+        Parameters
+        ----------
+        X_new : array_like (m,) or (m, D), or DataFrame
+            Where to predict the derivative.
+        fit : MapFit or DataTree
+            From :meth:`fit_map` or :meth:`sample`.
+        order : {1, 2}
+            First or second derivative.
+        dim : int or str
+            The input dimension (a column index or a feature name) to differentiate along.
+        diag : bool
+            ``False``: also the full covariance of the derivative between the rows of
+            ``X_new`` (MAP fits), from the mixed derivative
+            :math:`\partial^{(o)}_{x_*}\partial^{(o)}_{x_*'} k(x_*, x_*')`.
+
+        Returns
+        -------
+        Prediction
+            ``mean``, ``var`` (``sd``), ``lower``/``upper`` (central 94%), ``cov`` with
+            ``diag=False``; ``extra`` holds ``order``, ``dim`` (its index), ``jitter`` and, for
+            NUTS, ``n_draws``.
+
+        Raises
+        ------
+        ValueError
+            ``order`` not 1 or 2, ``dim`` out of range, or a kernel whose GP has no such
+            derivative, with the reason: the exponential / Matérn 1/2 kernel, a γ-exponential
+            with :math:`\gamma < 2`, ``pp0`` (and ``pp1`` for ``order=2``), Matérn 3/2 for
+            ``order=2`` (a Matérn GP is :math:`m` times mean-square differentiable iff
+            :math:`\nu > m`, R&W §4.2.1).
+        NotImplementedError
+            For the approximations (``approx=``): their predictive equations are not the exact
+            GP's.
+        """
+        order = self._check_order(order)
+        d = self._check_dim(dim)
+        if self.approx is not None:
+            raise NotImplementedError(
+                f"derivative predictions are implemented for the exact GP only, not for "
+                f"approx={self.approx.name!r}: fit the exact GP (on a subset of the data if N is "
+                "large), whose derivative posterior follows from the same kernel"
+            )
+        derivatives.check_differentiable(self._cov, order)
+        Xn = self._check_new(X_new)
+        _check_fit(fit)
+        if isinstance(fit, MapFit):
+            jitters: list[float] = []
+            mean, var, cov = self._derivative_at(self._values(fit.params), Xn, order, d, diag,
+                                                 jitters)  # fmt: skip
+            sd = np.sqrt(var)
+            extra = {"order": order, "dim": d, "jitter": jitters[0]}
+            return Prediction(mean, var, cov, mean - Z_CI * sd, mean + Z_CI * sd, extra)
+        if not diag:
+            raise ValueError("`diag=False` is only available for MAP fits")
+        jitters = []
+        means, variances = [], []
+        for values in self._draws(fit, max_draws, random_seed):
+            mu, v, _ = self._derivative_at(values, Xn, order, d, True, jitters)
+            means.append(mu)
+            variances.append(v)
+        extra = {"order": order, "dim": d, "n_draws": len(means),
+                 "jitter": float(max(jitters, default=0.0))}  # fmt: skip
+        return mixture_prediction(np.array(means), np.array(variances), extra)
+
+    @staticmethod
+    def _check_order(order) -> int:
+        if isinstance(order, bool) or not isinstance(order, int | np.integer) or order not in (1, 2):
+            raise ValueError(
+                f"`order` must be 1 (df/dx) or 2 (d2f/dx2), got {order!r}: higher derivatives "
+                "need kernel derivatives of order 6 and more, which are not provided"
+            )
+        return int(order)
+
+    def _check_dim(self, dim) -> int:
+        D = self.X.shape[1]
+        if isinstance(dim, str):
+            if dim not in self.feature_names:
+                raise ValueError(
+                    f"`dim`={dim!r} is not an input of this model; its inputs are "
+                    f"{list(self.feature_names)}"
+                )
+            return list(self.feature_names).index(dim)
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or not 0 <= dim < D:
+            raise ValueError(
+                f"`dim` must be an input column index in 0..{D - 1} (or a feature name), "
+                f"got {dim!r}"
+            )
+        return int(dim)
+
+    def _derivative_factor(self, values):
+        """``(m(X), factorisation of C)`` at ``values``: the exact likelihood's cached one, or
+        (quasiseparable and compact-support exact GPs) a dense factorisation of the same
+        :math:`C = K + \\operatorname{diag}(s^2) + (\\sigma^2 + \\epsilon) I`."""
+        if isinstance(self.marginal, ExactLikelihood):
+            return self.marginal.factor(values)
+        n = self.X.shape[0]
+        check_dense_memory(n)
+        X = pt.as_tensor_variable(self.X)
+        fn = self._compiled("derivative_train", lambda _: [self._mean(X), self._cov(X),
+                                                           pt.square(self._sigma) * pt.ones(())])  # fmt: skip
+        m, K, s2 = fn(*values, np.zeros((0, self.X.shape[1])))
+        C = K + (float(s2) + float(self.jitter)) * np.eye(n)
+        if self.known_noise_var is not None:
+            C += np.diag(self.known_noise_var)
+        return m, factorize(C, self.y - m)
+
+    def _derivative_fn(self, key: str, build: Callable):
+        """:meth:`_compiled` in :data:`~bayes_gp.kernels.derivatives.DERIVATIVE_MODE`."""
+        if key not in self._fns:
+            self._fns[key] = function_of_values(self.model.free_RVs, build,
+                                                mode=derivatives.DERIVATIVE_MODE)  # fmt: skip
+        return self._fns[key]
+
+    def _derivative_at(self, values, Xn, order: int, d: int, diag: bool, jitters):
+        """Mean, variance and (``diag=False``) covariance of the ``order``-th derivative along
+        input ``d`` at ``Xn`` given hyperparameter ``values`` (:meth:`predict_derivative`)."""
+        D = self.X.shape[1]
+        X = pt.as_tensor_variable(self.X)
+
+        def cross(Xv):
+            tab = derivatives.derivative_table(self._cov, Xv, X, d, order, D, order_b=0)
+            mean = derivatives.mean_derivative(self._mean_func, Xv, d, order, D)
+            return [tab[(order, 0)], mean]
+
+        def prior(Xv):
+            return derivatives.derivative_table(self._cov, Xv, Xv, d, order, D)[(order, order)]
+
+        Ks, dm = self._derivative_fn(f"derivative_cross_{order}_{d}", cross)(*values, Xn)
+        prior_fn = self._derivative_fn(f"derivative_prior_{order}_{d}", prior)
+        if diag and derivatives.is_stationary(self._cov):  # the same variance everywhere
+            kss = np.full(Xn.shape[0], float(prior_fn(*values, Xn[:1])[0, 0]))
+        elif diag:
+            b = self.DERIVATIVE_BLOCK
+            kss = np.concatenate(
+                [np.diag(prior_fn(*values, Xn[i : i + b])) for i in range(0, Xn.shape[0], b)]
+            )
+        else:
+            kss = prior_fn(*values, Xn)
+        _, fac = self._derivative_factor(values)
+        jitters.append(fac.jitter)
+        mean, cov = gaussian_predict(fac, np.asarray(Ks).T, kss)
+        if diag:
+            return dm + mean, cov, None
+        return dm + mean, np.maximum(np.diag(cov).copy(), 0.0), cov
 
     # ---------------------------------------------------------- function draws
     @single_blas_thread
