@@ -19,6 +19,8 @@ from bayes_gp.latent.likelihoods import (
     NegativeBinomial,
     Poisson,
     StudentT,
+    ZeroInflatedNegativeBinomial,
+    ZeroInflatedPoisson,
 )
 from bayes_gp.latent.model import LIKELIHOODS, EPFit, LatentFit, LatentGP, SiteFit, VIFit
 from bayes_gp.latent.op import LaplaceLogp as LaplaceLogp
@@ -48,6 +50,8 @@ __all__ = [
     "NegativeBinomial",
     "Poisson",
     "StudentT",
+    "ZeroInflatedNegativeBinomial",
+    "ZeroInflatedPoisson",
     "laplace",
     "laplace_logp",
     "expectation_propagation",

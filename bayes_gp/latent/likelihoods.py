@@ -57,6 +57,8 @@ __all__ = [
     "Gaussian",
     "Beta",
     "Gamma",
+    "ZeroInflatedPoisson",
+    "ZeroInflatedNegativeBinomial",
 ]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -1116,3 +1118,167 @@ class Gamma(LatentLikelihood):
 
     def with_data(self, y, size=None):
         return Gamma(y)
+
+
+class _ZeroInflated(_LogLink):
+    r"""A count likelihood (the *component*: Poisson, negative binomial) mixed with structural
+    zeros of probability :math:`\pi` (``zero_inflation``, the last parameter):
+    :math:`p(0) = \pi + (1 - \pi) p_c(0)`, :math:`p(y) = (1 - \pi) p_c(y)` for :math:`y > 0`
+    (Lambert 1992, eq. 1).
+
+    With :math:`\ell_c` the component's log density and its derivatives :math:`\ell_c^{(k)}`,
+    at :math:`y > 0` :math:`\ell = \log(1 - \pi) + \ell_c` (the component's derivatives); at
+    :math:`y = 0`, with :math:`q = \sigma(\ell_c - \mathrm{logit}\,\pi)` the probability that
+    the zero came from the component,
+
+    .. math::
+       \ell = \log\pi + \log(1 + e^{\ell_c - \mathrm{logit}\,\pi}), \quad
+       \ell' = q\ell_c', \quad \ell'' = q\ell_c'' + q(1 - q)\ell_c'^2, \quad
+       \ell''' = q\ell_c''' + 3q(1 - q)\ell_c'\ell_c'' + q(1 - q)(1 - 2q)\ell_c'^3
+
+    (the derivatives of :math:`\log(\pi + (1 - \pi)e^{x})` are :math:`q`, :math:`q(1-q)`,
+    :math:`q(1-q)(1-2q)`). In :math:`\pi`: :math:`\partial_\pi q = -q(1-q)/(\pi(1-\pi))`,
+    :math:`\partial_\pi\ell = (1 - q)/\pi - q/(1 - \pi)` at 0 and :math:`-1/(1 - \pi)` above;
+    in a component parameter :math:`r` (its derivatives :math:`\partial_r\ell_c^{(k)}`):
+    :math:`\partial_r q = q(1-q)\partial_r\ell_c`, :math:`\partial_r\ell = q\,\partial_r\ell_c`,
+    :math:`\partial_r\ell' = \partial_r q\,\ell_c' + q\,\partial_r\ell_c'`,
+    :math:`\partial_r\ell'' = \partial_r q\,(\ell_c'' + (1 - 2q)\ell_c'^2)
+    + q\,\partial_r\ell_c'' + 2q(1-q)\ell_c'\partial_r\ell_c'`.
+
+    Not log-concave in :math:`f`: at a zero :math:`\ell'' = q\ell_c'' + q(1-q)\ell_c'^2` is
+    positive for a Poisson component once :math:`(1 - q)\mu > 1` (a zero that may be
+    structural pulls :math:`f` both ways), so the Laplace mode uses the general Newton form.
+    """
+
+    log_concave = False  # W < 0 at zeros (docstring)
+
+    #: The component's class.
+    component: type = LatentLikelihood
+
+    def __post_init__(self):
+        _set_counts_and_exposure(self)
+        base = self.component(self.y, exposure=self.exposure)
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "param_names", (*base.param_names, "zero_inflation"))
+        object.__setattr__(self, "_zero", self.y == 0)
+
+    def _split(self, phi):
+        p = _check_phi(self, phi)
+        pi = p[-1]
+        if not 0 < pi < 1:
+            raise ValueError(f"zero_inflation must be in (0, 1), got {pi}")
+        return list(p[:-1]), pi
+
+    def _split_arrays(self, phi):
+        p = _phi_arrays(self, phi)
+        return p[:-1], p[-1]
+
+    def derivatives(self, f, phi=()):
+        cphi, pi = self._split(phi)
+        l0, a1, a2, a3 = self._base.derivatives(f, cphi)
+        L = l0 - np.log(pi) + np.log1p(-pi)  # l_c - logit(pi)
+        q, w = expit(L), expit(L) * expit(-L)  # q and q (1 - q)
+        z = self._zero
+        logp = np.where(z, np.log(pi) + np.logaddexp(0.0, L), np.log1p(-pi) + l0)
+        d1 = np.where(z, q * a1, a1)
+        d2 = np.where(z, q * a2 + w * a1 * a1, a2)
+        d3 = np.where(z, q * a3 + 3.0 * w * a1 * a2 + w * (1.0 - 2.0 * q) * a1**3, a3)
+        return logp, d1, d2, d3
+
+    def phi_derivatives(self, f, phi=()):
+        cphi, pi = self._split(phi)
+        l0, a1, a2, _a3 = self._base.derivatives(f, cphi)
+        b0, b1, b2 = self._base.phi_derivatives(f, cphi)
+        L = l0 - np.log(pi) + np.log1p(-pi)
+        q, w = expit(L), expit(L) * expit(-L)
+        z = self._zero
+        rows0, rows1, rows2 = [], [], []
+        for j in range(len(cphi)):  # the component's parameters
+            dq = w * b0[j]
+            rows0.append(np.where(z, q * b0[j], b0[j]))
+            rows1.append(np.where(z, dq * a1 + q * b1[j], b1[j]))
+            rows2.append(np.where(z, dq * (a2 + (1.0 - 2.0 * q) * a1 * a1) + q * b2[j]
+                                  + 2.0 * w * a1 * b1[j], b2[j]))  # fmt: skip
+        dq = -w / (pi * (1.0 - pi))
+        rows0.append(np.where(z, (1.0 - q) / pi - q / (1.0 - pi), -1.0 / (1.0 - pi)))
+        rows1.append(np.where(z, dq * a1, 0.0))
+        rows2.append(np.where(z, dq * (a2 + (1.0 - 2.0 * q) * a1 * a1), 0.0))
+        return np.stack(rows0), np.stack(rows1), np.stack(rows2)
+
+    def response_mean(self, f, phi=(), size=None):
+        r""":math:`(1 - \pi) E e^f`."""
+        _c, pi = self._split_arrays(phi)
+        return (1.0 - pi) * super().response_mean(f, phi, size)
+
+    def response_variance(self, f, phi=(), size=None):
+        r""":math:`(1 - \pi)(V_c + \pi m_c^2)`, :math:`m_c = E e^f` and :math:`V_c` the
+        component's mean and variance (the law of total variance over the zero's source)."""
+        cphi, pi = self._split_arrays(phi)
+        m = super().response_mean(f, phi, size)
+        return (1.0 - pi) * (self._base.response_variance(f, cphi, size) + pi * m * m)
+
+    def draw(self, f, phi, rng, size=None):
+        cphi, pi = self._split(phi)
+        y = self._base.draw(f, cphi, rng, size)
+        return np.where(rng.uniform(size=np.shape(y)) < pi, 0.0, y)
+
+    def cdf(self, f, phi=()):
+        cphi, pi = self._split(phi)
+        below, at = self._base.cdf(f, cphi)
+        return np.where(self._zero, 0.0, pi + (1.0 - pi) * below), pi + (1.0 - pi) * at
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`\pi + (1 - \pi) P_c(Y \le y)` from 0 on, 0 below."""
+        cphi, pi = self._split_arrays(phi)
+        F = pi + (1.0 - pi) * self._base.cdf_values(y, f, cphi, size)
+        return np.where(np.floor(np.asarray(y, float)) < 0, 0.0, F)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r"""The component's threshold at :math:`u/(1 - \pi)`, :math:`+\infty` from
+        :math:`u \ge 1 - \pi` (:math:`P(Y \le y \mid f) \ge \pi` for every :math:`f`: the
+        threshold has an atom of mass :math:`\pi` at infinity)."""
+        cphi, pi = self._split_arrays(phi)
+        uc = np.asarray(u, float) / (1.0 - pi)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            t = self._base.latent_threshold(y, np.minimum(uc, 1.0), cphi, size)
+        return np.where(uc < 1.0, t, np.inf)
+
+    def threshold_scale(self, y, phi=(), size=None):
+        """The component's."""
+        cphi, _pi = self._split_arrays(phi)
+        return self._base.threshold_scale(y, cphi, size)
+
+
+@dataclass(frozen=True, eq=False)
+class ZeroInflatedPoisson(_ZeroInflated, LatentLikelihood):
+    r"""Zero-inflated Poisson counts (Lambert 1992), log link, exposure :math:`E_i`,
+    ``phi = [zero_inflation]``: :math:`y = 0` with probability :math:`\pi`, else
+    :math:`y \sim \mathrm{Poisson}(E e^{f})`.
+
+    :math:`E[y] = (1 - \pi)\mu`, :math:`\mathrm{Var}[y] = (1 - \pi)\mu(1 + \pi\mu)`; the
+    log density and its derivatives are :class:`_ZeroInflated`'s with the Poisson component
+    (:math:`\ell_c' = y - \mu`, :math:`\ell_c'' = \ell_c''' = -\mu`).
+    """
+
+    exposure: np.ndarray | None = None
+    component = Poisson
+
+    def with_data(self, y, size=None):
+        return ZeroInflatedPoisson(y, exposure=size)
+
+
+@dataclass(frozen=True, eq=False)
+class ZeroInflatedNegativeBinomial(_ZeroInflated, LatentLikelihood):
+    r"""Zero-inflated negative-binomial counts, log link, exposure :math:`E_i`,
+    ``phi = [dispersion, zero_inflation]``: :math:`y = 0` with probability :math:`\pi`, else
+    :math:`y \sim \mathrm{NB}(\text{mean } E e^{f}, \text{dispersion } r)`
+    (:class:`NegativeBinomial`; Lambert 1992's mixture with the negative binomial of Greene 1994).
+
+    :math:`E[y] = (1 - \pi)\mu`, :math:`\mathrm{Var}[y] = (1 - \pi)\mu(1 + \mu/r + \pi\mu)`.
+    """
+
+    exposure: np.ndarray | None = None
+    component = NegativeBinomial
+
+    def with_data(self, y, size=None):
+        return ZeroInflatedNegativeBinomial(y, exposure=size)

@@ -4,7 +4,8 @@ r"""The latent-GP model for counts, proportions, binary outcomes and outliers.
    f \sim GP(m_\beta, k_\theta), \qquad y_i \mid f_i \sim p(y_i \mid f_i, \phi)
 
 with a likelihood of :mod:`bayes_gp.latent.likelihoods` (Bernoulli, binomial, Poisson, negative
-binomial, Student-t, Gaussian, beta, gamma). The ways to fit it, by their names in
+binomial, Student-t, Gaussian, beta, gamma, zero-inflated Poisson and negative binomial). The
+ways to fit it, by their names in
 :mod:`bayes_gp.inference.methods`:
 
 * ``"nuts"`` (``sample()``, ``sample(method="nuts")``) — NUTS over
@@ -86,6 +87,8 @@ from bayes_gp.latent.likelihoods import (
     NegativeBinomial,
     Poisson,
     StudentT,
+    ZeroInflatedNegativeBinomial,
+    ZeroInflatedPoisson,
 )
 from bayes_gp.latent.op import LaplaceLogp, VariationalBound
 from bayes_gp.latent.predictive import (
@@ -123,6 +126,8 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
     "gaussian": (Gaussian, ("identity",)),
     "beta": (Beta, ("logit",)),
     "gamma": (Gamma, ("log",)),
+    "zero_inflated_poisson": (ZeroInflatedPoisson, ("log",)),
+    "zero_inflated_negative_binomial": (ZeroInflatedNegativeBinomial, ("log",)),
 }
 
 #: Prior sd of the latent amplitude eta (and of a constant mean) on a link scale (logit, log):
@@ -259,7 +264,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     X : array_like (n,) or (n, D), or DataFrame
     y : array_like (n,)
         Outcomes: 0/1 (``"bernoulli"``), successes (``"binomial"``), counts (``"poisson"``,
-        ``"negative_binomial"``), real values (``"student_t"``, ``"gaussian"``), proportions
+        ``"negative_binomial"``, ``"zero_inflated_poisson"``,
+        ``"zero_inflated_negative_binomial"``), real values (``"student_t"``, ``"gaussian"``), proportions
         strictly inside (0, 1) (``"beta"``) or positive values (``"gamma"``).
     kernel : str, kernel object or callable
         Catalogue name or a sum of products of them, a kernel object with fixed numbers and
@@ -293,9 +299,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         \mathrm{LogNormal}(\log 5, 1.5)` (the dispersion's prior: the negative binomial's
         :math:`r` is the shape of its gamma mixing distribution; coefficient of variation
         :math:`\alpha^{-1/2}` from 2 to 0.1). Both are free of the data's units: the beta's
-        and the gamma's parameter have none (:math:`\mu` carries the scale).
+        and the gamma's parameter have none (:math:`\mu` carries the scale). The zero-inflated
+        counts' ``zero_inflation`` :math:`\pi \sim \mathrm{Beta}(1, 1)` (uniform: brms's
+        default for its ``zi``), their ``dispersion`` as the negative binomial's.
     exposure : array_like (n,) or str, optional
-        Poisson / negative-binomial exposure :math:`E_i` (rate times exposure), default 1: ``n``
+        Exposure :math:`E_i` of the count likelihoods (Poisson, negative binomial and their
+        zero-inflated versions; rate times exposure), default 1: ``n``
         values, or the name of a column of the DataFrame ``X`` (then not an input; ``predict``
         and ``held_out_predictive`` read it from a DataFrame ``X_new`` holding that column),
         as :class:`~bayes_gp.HierarchicalGP` takes it.
@@ -403,7 +412,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def _likelihood_priors(self) -> list:
         """The likelihood parameters' variables (``dispersion``, ``nu``, ``sigma``,
-        ``precision``, ``shape``; their defaults in the class docstring) in the current model."""
+        ``precision``, ``shape``, ``zero_inflation``; their defaults in the class docstring) in
+        the current model."""
         sd = float(np.std(self.y)) or 1.0
         defaults = {
             "dispersion": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
@@ -411,6 +421,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             "sigma": lambda n: pm.HalfNormal(n, sigma=f64(sd)),
             "precision": lambda n: pm.LogNormal(n, mu=f64(np.log(10.0)), sigma=f64(1.5)),
             "shape": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
+            "zero_inflation": lambda n: pm.Beta(n, alpha=f64(1.0), beta=f64(1.0)),
         }
         return [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
 
@@ -453,6 +464,13 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             elif isinstance(lik, Binomial):
                 pm.Binomial("y", n=lik.trials.astype("int64"), logit_p=f, observed=lik.y,
                             dims="obs")  # fmt: skip
+            elif isinstance(lik, ZeroInflatedPoisson):  # PyMC's psi: P(from the Poisson)
+                pm.ZeroInflatedPoisson("y", psi=1.0 - phi[0], mu=lik.exposure * pt.exp(f),
+                                       observed=lik.y, dims="obs")  # fmt: skip
+            elif isinstance(lik, ZeroInflatedNegativeBinomial):
+                pm.ZeroInflatedNegativeBinomial("y", psi=1.0 - phi[1],
+                                                mu=lik.exposure * pt.exp(f), alpha=phi[0],
+                                                observed=lik.y, dims="obs")  # fmt: skip
             elif isinstance(lik, Poisson):
                 pm.Poisson("y", mu=lik.exposure * pt.exp(f), observed=lik.y, dims="obs")
             elif isinstance(lik, NegativeBinomial):
@@ -1266,8 +1284,9 @@ def make_likelihood(
     link = links[0] if link is None else link
     if link not in links:
         raise ValueError(f"the {likelihood} likelihood takes link {list(links)}, not {link!r}")
-    if exposure is not None and cls not in (Poisson, NegativeBinomial):
-        raise ValueError("`exposure` applies to the poisson and negative_binomial likelihoods")
+    counts = [name for name, (c, _) in LIKELIHOODS.items() if c.size_name == "exposure"]
+    if exposure is not None and cls.size_name != "exposure":
+        raise ValueError(f"`exposure` applies to the {', '.join(counts)} likelihoods")
     if trials is not None and cls is not Binomial:
         raise ValueError("`trials` applies to the binomial likelihood")
     y = as_targets(y, n, what="a latent GP", learned_noise=False)
@@ -1280,6 +1299,6 @@ def make_likelihood(
         return Bernoulli(y, link=link), link
     if cls is Binomial:
         return Binomial(y, trials=_column("trials", trials) if trials is not None else None), link
-    if cls in (Poisson, NegativeBinomial):
+    if cls.size_name == "exposure":
         return cls(y, exposure=size), link
     return cls(y), link

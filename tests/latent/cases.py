@@ -13,6 +13,8 @@ from bayes_gp.latent import (
     NegativeBinomial,
     Poisson,
     StudentT,
+    ZeroInflatedNegativeBinomial,
+    ZeroInflatedPoisson,
 )
 
 
@@ -40,4 +42,11 @@ def _likelihoods(n=15, seed=0):
         ("gaussian", Gaussian(f + 0.2 * rng.standard_normal(n)), [0.2]),
         ("beta", Beta(rng.beta(12 / (1 + np.exp(-f)), 12 / (1 + np.exp(f)))), [12.0]),
         ("gamma", Gamma(rng.gamma(3.0, np.exp(f) / 3.0)), [3.0]),
-    ]
+        ("zero_inflated_poisson",
+         ZeroInflatedPoisson(np.where(rng.uniform(size=n) < 0.3, 0, rng.poisson(3 * np.exp(f)))
+                             * 1.0), [0.3]),
+        ("zero_inflated_negative_binomial",
+         ZeroInflatedNegativeBinomial(
+             np.where(rng.uniform(size=n) < 0.3, 0, rng.negative_binomial(3, 3 / (3 + 3 * np.exp(f))))
+             * 1.0), [3.0, 0.3]),
+    ]  # fmt: skip

@@ -16,6 +16,8 @@ from bayes_gp.latent import (
     NegativeBinomial,
     Poisson,
     StudentT,
+    ZeroInflatedNegativeBinomial,
+    ZeroInflatedPoisson,
 )
 
 RNG = np.random.default_rng(0)
@@ -27,6 +29,8 @@ E = RNG.uniform(0.5, 3.0, 12)
 YP = RNG.beta(2.0, 3.0, 12)  # proportions in (0, 1)
 YG = RNG.gamma(2.0, 1.5, 12)  # positive values
 MU = 1 / (1 + np.exp(-F))
+YZ = np.where(RNG.uniform(size=12) < 0.4, 0.0, YC)  # counts with extra zeros
+MC = E * np.exp(F)  # a count component's mean
 
 CASES = [
     ("logit", Bernoulli(YB), [], stats.bernoulli.logpmf(YB, 1 / (1 + np.exp(-F)))),
@@ -49,6 +53,10 @@ CASES = [
     ("beta", Beta(YP), [7.5], stats.beta.logpdf(YP, 7.5 * MU, 7.5 * (1 - MU))),
     ("beta_small_precision", Beta(YP), [0.8], stats.beta.logpdf(YP, 0.8 * MU, 0.8 * (1 - MU))),
     ("gamma", Gamma(YG), [2.3], stats.gamma.logpdf(YG, 2.3, scale=np.exp(F) / 2.3)),
+    ("zero_inflated_poisson", ZeroInflatedPoisson(YZ, exposure=E), [0.3],
+     np.log(0.3 * (YZ == 0) + 0.7 * stats.poisson.pmf(YZ, MC))),
+    ("zero_inflated_negative_binomial", ZeroInflatedNegativeBinomial(YZ, exposure=E), [2.5, 0.3],
+     np.log(0.3 * (YZ == 0) + 0.7 * stats.nbinom.pmf(YZ, 2.5, 2.5 / (2.5 + MC)))),
 ]
 
 
@@ -220,3 +228,69 @@ def test_beta_is_not_log_concave_and_gamma_is():
     assert lik.derivatives(np.log(0.1 / 0.9) * np.ones(1), [1.0])[2][0] > 0
     assert not Beta.log_concave and Gamma.log_concave
     assert np.all(Gamma(YG).derivatives(F, [0.4])[2] < 0)
+
+
+#: (name, likelihood, phi, SciPy's distribution of the count component at f with exposure E)
+ZERO_INFLATED = [
+    ("zero_inflated_poisson", ZeroInflatedPoisson(YZ, exposure=E), [0.3], stats.poisson(MC)),
+    ("zero_inflated_negative_binomial", ZeroInflatedNegativeBinomial(YZ, exposure=E), [2.5, 0.3],
+     stats.nbinom(2.5, 2.5 / (2.5 + MC))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,lik,phi,comp", ZERO_INFLATED, ids=[c[0] for c in ZERO_INFLATED])
+def test_zero_inflated_moments_cdf_thresholds_and_draws(name, lik, phi, comp):
+    """E[y] = (1 - pi) m and Var[y] = (1 - pi)(V + m^2) - E[y]^2 from SciPy's component
+    moments (1e-12); P(Y < y), P(Y <= y) = pi + (1 - pi) F_c (1e-12); the latent threshold
+    solves P(Y <= y | t) = 1 - u below u = 1 - pi and is +inf above; 2e5 draws' zero fraction,
+    mean and variance."""
+    pi = phi[-1]
+    m, V = comp.mean(), comp.var()
+    np.testing.assert_allclose(lik.response_mean(F, phi, E), (1 - pi) * m, rtol=1e-12)
+    np.testing.assert_allclose(lik.response_variance(F, phi, E),
+                               (1 - pi) * (V + m * m) - ((1 - pi) * m) ** 2, rtol=1e-12)  # fmt: skip
+    below, at = lik.cdf(F, phi)
+    np.testing.assert_allclose(at, pi + (1 - pi) * comp.cdf(YZ), rtol=1e-12)
+    np.testing.assert_allclose(below, np.where(YZ == 0, 0, pi + (1 - pi) * comp.cdf(YZ - 1)),
+                               rtol=1e-12, atol=1e-300)  # fmt: skip
+    arrays = [np.asarray(p) for p in phi]
+    np.testing.assert_allclose(lik.cdf_values(3.0, F, arrays, E), pi + (1 - pi) * comp.cdf(3),
+                               rtol=1e-12)  # fmt: skip
+    np.testing.assert_array_equal(lik.cdf_values(-1.0, F, arrays, E), 0.0)
+    u = np.array([0.01, 0.3, 0.6, 0.69])
+    t = lik.latent_threshold(3.0, u, arrays, 2.0)
+    np.testing.assert_allclose(lik.cdf_values(3.0, t, arrays, 2.0), 1 - u, rtol=1e-9)
+    assert np.all(np.isinf(lik.latent_threshold(3.0, np.array([0.7, 0.9]), arrays, 2.0)))
+    f = np.broadcast_to(F[:3], (200_000, 3))
+    d = lik.draw(f, phi, np.random.default_rng(2), np.broadcast_to(E[:3], f.shape))
+    np.testing.assert_array_equal(d, np.round(d))
+    p0 = pi + (1 - pi) * comp.pmf(0)[:3]
+    np.testing.assert_allclose(np.mean(d == 0, axis=0), p0, atol=4e-3)
+    np.testing.assert_allclose(d.mean(axis=0), lik.response_mean(F, phi, E)[:3], rtol=2e-2)
+    np.testing.assert_allclose(d.var(axis=0), lik.response_variance(F, phi, E)[:3], rtol=5e-2)
+
+
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda: ZeroInflatedPoisson(np.array([1.0, -2.0])), r"non-negative counts; y\[1\] = -2"),
+        (lambda: ZeroInflatedPoisson(np.array([1.0, 2.5])), r"integer counts; y\[1\] = 2.5"),
+        (lambda: ZeroInflatedNegativeBinomial(np.array([0.0, -1.0])), "non-negative counts"),
+        (lambda: ZeroInflatedNegativeBinomial(np.array([0.0, 1.0]), exposure=np.array([1, 0.0])),
+         "exposure.*positive"),
+    ],
+)  # fmt: skip
+def test_zero_inflated_counts_refused(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_zero_inflated_parameters_checked_and_not_log_concave():
+    """pi outside (0, 1) is refused; at a zero W = -l'' is negative once (1 - q) mu > 1."""
+    lik = ZeroInflatedPoisson(np.array([0.0, 2.0]))
+    with pytest.raises(ValueError, match=r"zero_inflation must be in \(0, 1\)"):
+        lik.derivatives(np.zeros(2), [1.0])
+    assert lik.derivatives(np.array([1.0, 1.0]), [0.5])[2][0] > 0
+    assert not ZeroInflatedPoisson.log_concave and not ZeroInflatedNegativeBinomial.log_concave
+    assert ZeroInflatedNegativeBinomial(np.zeros(2)).param_names == ("dispersion",
+                                                                      "zero_inflation")

@@ -26,6 +26,7 @@ Y_BIN = (RNG.uniform(size=N) < 1 / (1 + np.exp(-2 * F))).astype(float)
 EXPOSURE = RNG.uniform(0.5, 2.0, N)
 Y_PROP = RNG.beta(20 / (1 + np.exp(-F)), 20 / (1 + np.exp(F)))  # beta, precision 20
 Y_POS = RNG.gamma(4.0, np.exp(F) / 4.0)  # gamma, shape 4
+Y_ZI = np.where(RNG.uniform(size=N) < 0.3, 0.0, Y_COUNTS)  # 30% structural zeros
 
 #: (name, model kwargs, hyperparameters at which to test)
 CASES = [
@@ -44,6 +45,11 @@ CASES = [
     ("beta", dict(y=Y_PROP, likelihood="beta", mean="constant"),
      {"ls": 1.3, "eta": 0.8, "precision": 15.0, "c": 0.1}),
     ("gamma", dict(y=Y_POS, likelihood="gamma"), {"ls": 1.2, "eta": 0.9, "shape": 3.5}),
+    ("zero_inflated_poisson", dict(y=Y_ZI, likelihood="zero_inflated_poisson",
+                                   exposure=EXPOSURE, mean="constant"),
+     {"ls": 1.4, "eta": 0.9, "c": 1.2, "zero_inflation": 0.25}),
+    ("zero_inflated_negative_binomial", dict(y=Y_ZI, likelihood="zero_inflated_negative_binomial"),
+     {"ls": 1.2, "eta": 0.7, "dispersion": 6.0, "zero_inflation": 0.3}),
 ]  # fmt: skip
 IDS = [c[0] for c in CASES]
 
@@ -203,22 +209,58 @@ def test_map_fit_recovers_latent_function_and_parameter(likelihood, truth, low, 
     assert np.all(pred.upper < high)
 
 
-@pytest.mark.parametrize("likelihood,y,phi", [("beta", Y_PROP, ("precision", 7.0)),
-                                              ("gamma", Y_POS, ("shape", 2.5))])  # fmt: skip
+@pytest.mark.parametrize(
+    "likelihood,y,phi",
+    [("beta", Y_PROP, {"precision": 7.0}), ("gamma", Y_POS, {"shape": 2.5}),
+     ("zero_inflated_poisson", Y_ZI, {"zero_inflation": 0.3}),
+     ("zero_inflated_negative_binomial", Y_ZI, {"dispersion": 4.0, "zero_inflation": 0.2})],
+)  # fmt: skip
 def test_joint_latent_model_has_the_likelihoods_log_density(likelihood, y, phi):
     """The PyMC observation of ``nuts_joint`` (pm.Beta with alpha = mu phi, beta = (1 - mu) phi;
-    pm.Gamma with rate alpha / mu) equals the likelihood's log density at given f and phi."""
+    pm.Gamma with rate alpha / mu; pm.ZeroInflatedPoisson / NegativeBinomial with psi = 1 - pi,
+    PyMC's probability of the count component) equals the likelihood's log density at given f
+    and phi (with exposure for the zero-inflated Poisson)."""
     import pymc as pm
     import pytensor.tensor as pt
     from pytensor.graph.replace import graph_replace
 
-    m = LatentGP(X, y, "expquad", likelihood)
+    extra = {"exposure": EXPOSURE} if likelihood == "zero_inflated_poisson" else {}
+    m = LatentGP(X, y, "expquad", likelihood, **extra)
     lm = m._latent_model()
-    name, value = phi
-    expr = graph_replace(pm.logp(lm["y"], m.y), {lm["f"]: pt.constant(F),
-                                                 lm[name]: pt.constant(np.float64(value))})  # fmt: skip
-    np.testing.assert_allclose(expr.eval(), m.likelihood.derivatives(F, [value])[0], atol=1e-12)
-    assert dict(m.describe())["likelihood"].endswith(f"link; parameters: {name}")
+    swap = {lm["f"]: pt.constant(F)}
+    swap.update({lm[k]: pt.constant(np.float64(v)) for k, v in phi.items()})
+    expr = graph_replace(pm.logp(lm["y"], m.y), swap)
+    ref = m.likelihood.derivatives(F, list(phi.values()))[0]
+    np.testing.assert_allclose(expr.eval(mode="FAST_COMPILE"), ref, atol=1e-12)
+    assert dict(m.describe())["likelihood"].endswith(f"link; parameters: {', '.join(phi)}")
+
+
+@pytest.mark.parametrize("likelihood", ["zero_inflated_poisson", "zero_inflated_negative_binomial"])
+def test_map_fit_recovers_the_rate_and_the_zero_inflation(likelihood):
+    """Type-II MAP on 150 counts, log rate 1.5 + sin(x), 30% structural zeros (Poisson counts
+    for the ZIP, NB with r = 5 for the ZINB): the mode tracks the log rate (RMSE measured 0.077,
+    0.164), pi within 0.1 of 0.3 (measured 0.292, 0.369; the ZINB's r 6.0); predictions finite,
+    integer bounds from 0 (P(y = 0) >= pi), mean below the lognormal rate (the zeros pull it
+    down by 1 - pi). (At log rate 1 + sin(x) the troughs, rate near 1, cannot tell a structural
+    zero from a Poisson one: RMSE 0.33 and 0.25 there.)"""
+    rng = np.random.default_rng(5)
+    x = np.linspace(0, 10, 150)
+    f_true = 1.5 + np.sin(x)
+    mu = np.exp(f_true)
+    counts = rng.poisson(mu) if likelihood == "zero_inflated_poisson" else (
+        rng.negative_binomial(5.0, 5.0 / (5.0 + mu)))  # fmt: skip
+    y = np.where(rng.uniform(size=150) < 0.3, 0, counts)
+    m = LatentGP(x, y, "matern52", likelihood)
+    fit = m.fit("map", n_restarts=2, random_seed=0)
+    assert fit.converged
+    assert np.sqrt(np.mean((fit.f_mode - f_true) ** 2)) < 0.25
+    assert float(fit.params["zero_inflation"]) == pytest.approx(0.3, abs=0.1)
+    xn = np.linspace(0, 10, 9)
+    pred = m.predict(xn, fit)
+    for a in (pred.mean, pred.lower, pred.upper, pred.var):
+        assert np.all(np.isfinite(a))
+    assert np.all(pred.lower == 0) and np.all(pred.upper == np.round(pred.upper))
+    assert np.all(pred.mean < np.exp(pred.latent_mean + pred.latent_sd**2 / 2))
 
 
 def test_fit_laplace_recovers_the_rate_and_records_the_mode():
@@ -253,6 +295,8 @@ def test_fit_laplace_recovers_the_rate_and_records_the_mode():
         (dict(y=np.where(np.arange(N) == 2, 0.0, Y_POS), likelihood="gamma"),
          r"positive y; y\[2\] = 0"),
         (dict(y=Y_POS, likelihood="gamma", exposure=EXPOSURE), "`exposure` applies"),
+        (dict(y=Y_ZI - 1, likelihood="zero_inflated_poisson"), r"non-negative counts; y\[\d+\] = -1"),
+        (dict(y=Y_ZI + 0.5, likelihood="zero_inflated_negative_binomial"), "integer counts"),
         (dict(y=Y_REAL[:-1], likelihood="gaussian"), "rows|one value per row"),
         (dict(y=Y_COUNTS, likelihood="poisson", exposure=EXPOSURE[:-2]),
          f"`exposure` has {N - 2} values for {N} rows"),

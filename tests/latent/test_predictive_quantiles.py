@@ -16,6 +16,8 @@ from bayes_gp.latent.likelihoods import (
     NegativeBinomial,
     Poisson,
     StudentT,
+    ZeroInflatedNegativeBinomial,
+    ZeroInflatedPoisson,
 )
 from bayes_gp.latent.predictive import predictive_quantiles
 from bayes_gp.predictive import CI_QUANTILES, Z_CI
@@ -37,6 +39,9 @@ CASES = [
     # (NumPy's draws equal 1.0), and the 97% quantile is 1 to float precision
     ("beta", Beta(np.full(1, 0.5)), [(20.0,), (30.0,), (200.0,)], None),
     ("gamma", Gamma(np.ones(1)), [(2.0,), (10.0,), (50.0,)], None),
+    ("zero_inflated_poisson", ZeroInflatedPoisson(np.zeros(1)), [(0.2,), (0.05,), (0.5,)], SIZE),
+    ("zero_inflated_negative_binomial", ZeroInflatedNegativeBinomial(np.zeros(1)),
+     [(3.0, 0.2), (8.0, 0.02), (30.0, 0.4)], SIZE),
 ]
 
 
