@@ -57,7 +57,7 @@ from bayes_gp._validation import constant_value
 from bayes_gp.kernels.base import Stationary, Substituted, smoothness
 from bayes_gp.kernels.nonstationary import Wiener
 from bayes_gp.kernels.periodic import Periodic
-from bayes_gp.kernels.stationary import GammaExponential, PiecewisePolynomial, RatQuad
+from bayes_gp.kernels.stationary import ExpQuad, GammaExponential, PiecewisePolynomial, RatQuad
 
 __all__ = [
     "DERIVATIVE_MODE",
@@ -133,6 +133,23 @@ def _leaf_kind(kernel) -> str:
     if isinstance(base, Stationary | pm.gp.cov.Stationary) and hasattr(base, "full_from_distance"):
         return "profile"
     return "autodiff"
+
+
+def _smooth_graph(kernel) -> bool:
+    """Whether automatic differentiation of ``kernel``'s graph is exact at coincident inputs
+    too: no square root of the distance and no ``switch`` at zero distance in it (the squared
+    exponential, RQ, periodic, non-stationary leaves; sums and products of these)."""
+    kind, items = _children(kernel)
+    if kind == "sub":
+        return _smooth_graph(items)
+    if kind in ("add", "prod"):
+        return all(_smooth_graph(f) for f in items if isinstance(f, pm.gp.cov.BaseCovariance))
+    base = kernel
+    if isinstance(base, (ExpQuad, pm.gp.cov.ExpQuad, *_SMOOTH_AT_ZERO)):
+        return True
+    return not isinstance(base, pm.gp.cov.Stationary) and all(
+        _smooth_graph(inner) for inner in _inner_kernels(base)
+    )
 
 
 def _inner_kernels(kernel):
@@ -230,11 +247,12 @@ def check_differentiable(kernel, order: int) -> None:
         return
     if kind == "autodiff" and not isinstance(base, pm.gp.cov.Stationary):
         for inner in _inner_kernels(base):
-            if _leaf_kind(inner) != "autodiff" or isinstance(inner, pm.gp.cov.Combination):
+            if not _smooth_graph(inner):
                 raise NotImplementedError(
                     f"derivatives of {name} around an inner {type(inner).__name__} kernel are not "
                     "available (automatic differentiation of its distance is not exact at "
-                    "coincident inputs); build the kernel from sums and products instead"
+                    "coincident inputs); wrap a squared-exponential, rational-quadratic or "
+                    "periodic kernel, or build the kernel from sums and products"
                 )
             check_differentiable(inner, order)
 

@@ -179,6 +179,13 @@ MODELS = {
     "product": {"kernel": "expquad * periodic"},
     "linear_mean": {"kernel": "matern52", "mean": "linear"},
     "object": {"kernel": 1.2 * K.Matern52(1, ls=pm.Gamma.dist(2.0, 2.0))},
+    # non-stationary leaves, differentiated by automatic differentiation alone
+    "nonstationary": {
+        "kernel": K.NeuralNetwork(1, Sigma=1.0)
+        + K.Gibbs(1, lambda X: 0.5 + 0.1 * X[:, 0])
+        + K.Warped(K.ExpQuad(1, ls=1.0), lambda X: X**1.5, 1)
+        + K.DotProduct(1, sigma0=1.0)
+    },
 }
 
 GRID = np.array([0.25, 1.0, 2.2, 3.7, 5.9, 6.6])
@@ -312,6 +319,16 @@ def test_refuses_where_sample_paths_are_not_differentiable(kernel, order, match)
     fit = MapFit({n: 1.0 for n in model.hyperparameters}, 0.0, True)
     with pytest.raises(ValueError, match=match):
         model.predict_derivative(GRID, fit, order=order)
+
+
+def test_refuses_a_construction_around_a_matern_kernel():
+    """Warped(Matern52): autodiff through the inner kernel's sqrt(r^2) is not exact at
+    coincident inputs, and the zero-lag limits are only known for the kernel itself."""
+    x, y = _data()
+    model = GPRegression(x + 0.1, y, K.Warped(K.Matern52(1, ls=1.0), lambda X: X**1.5, 1))
+    fit = MapFit({"sigma": 0.1}, 0.0, True)
+    with pytest.raises(NotImplementedError, match="inner Matern52"):
+        model.predict_derivative(GRID, fit)
 
 
 def test_pp1_has_a_first_derivative():
