@@ -27,11 +27,16 @@ profile :math:`g(r)` at :math:`0^+` with :math:`r = |t|\sqrt{M_{dd}}`:
 
 0 for odd :math:`p + q`. For the Matérn class (:math:`\nu`, R&W eq. 4.14; the squared
 exponential is :math:`\nu = \infty`) the spectral moments give :math:`g''(0) = -\nu/(\nu - 1)` and
-:math:`g''''(0) = 3\nu^2/((\nu-1)(\nu-2))` (1 and 3 at :math:`\nu=\infty`; for
+:math:`g''''(0) = 3\nu^2/((\nu-1)(\nu-2))` (:math:`-1` and 3 at :math:`\nu=\infty`; for
 :math:`\nu = 5/2`: :math:`-5/3` and :math:`25`, the Taylor coefficients of eq. 4.17b); for other
 radial profiles (piecewise polynomial, Bessel) :math:`g^{(n)}(0^+)` by automatic
 differentiation of the profile in :math:`r`, at :data:`PROFILE_STEP` (the gradient graph of
 :math:`r^2` is :math:`0 \cdot r^{-1}` at 0).
+
+Near, but not at, zero lag the chain rule through :math:`r` cancels: the fourth derivatives of
+a Matérn 5/2 kernel at a lag of :math:`10^{-4}\ell` carry a relative error of about
+:math:`10^{-5}`, more on the Bessel path of a general :math:`\nu`; first and second
+derivatives are accurate to rounding there.
 
 **Which derivatives exist.** :math:`f` is :math:`m` times mean-square differentiable iff
 :math:`\kappa^{(2m)}(0)` exists (R&W §4.1.1): a Matérn kernel needs :math:`\nu > m` (so not the
