@@ -44,6 +44,7 @@ from bayes_gp._io import write_atomic
 from bayes_gp.declared import METHOD_TABLE, METHODS, RENAMED_METHODS
 from bayes_gp.formula import FAMILIES
 from bayes_gp.inference.jitter import DEFAULT_JITTER, MAX_RELATIVE_JITTER
+from bayes_gp.latent import LIKELIHOODS
 from bayes_gp.linalg import EAGER_MODE, NotPSDError, jittered_cholesky
 
 __all__ = ["build_parser", "main", "prior_draw_kernels", "sample_prior", "write_atomic"]
@@ -234,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ard", action="store_true", help="CSV: one length-scale per input")
     p.add_argument(
         "--likelihood",
-        choices=("poisson", "negative_binomial", "binomial", "bernoulli", "student_t", "gaussian"),
+        choices=tuple(LIKELIHOODS),
         help="CSV: a latent GP with this likelihood (methods laplace, latent, map, vi)",
     )
     p.add_argument("--exposure", help="CSV: exposure column (poisson, negative_binomial)")

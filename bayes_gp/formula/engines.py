@@ -337,6 +337,21 @@ class FormulaRegression(FormulaTerms, GPRegression):
         )
 
 
+#: The families whose response is a count (log link, ``offset(log(exposure))``).
+COUNT_FAMILIES = (
+    "poisson", "negative_binomial", "zero_inflated_poisson", "zero_inflated_negative_binomial",
+)  # fmt: skip
+#: A latent family's own parameters (:class:`~bayes_gp.LatentGP`'s names; ``priors=`` by them).
+FAMILY_PARAMS = {
+    "student_t": ("sigma", "nu"),
+    "negative_binomial": ("dispersion",),
+    "beta": ("precision",),
+    "gamma": ("shape",),
+    "zero_inflated_poisson": ("zero_inflation",),
+    "zero_inflated_negative_binomial": ("dispersion", "zero_inflation"),
+}
+
+
 class FormulaLatentGP(FormulaTerms, LatentGP):
     """A formula model of a non-Gaussian family: the latent function (GP terms, group effects
     and coefficients) integrated out by Laplace inside NUTS; see :func:`Model`."""
@@ -344,17 +359,20 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
     def __init__(self, parsed, design, y, family, *, link=None, priors=None, kernels=None,
                  jitter=None, trials=None):  # fmt: skip
         priors = dict(priors or {})
-        self._family_params = {"student_t": ("sigma", "nu"),
-                               "negative_binomial": ("dispersion",)}.get(family, ())  # fmt: skip
+        self._family_params = FAMILY_PARAMS.get(family, ())
         off = design.X[:, design.offset_column] if design.offset_column is not None else 0.0
         y = np.asarray(y, float)
-        if family in ("poisson", "negative_binomial"):
+        if family in COUNT_FAMILIES:
             loc = float(np.log((y.sum() + 0.5) / np.sum(np.exp(off) * np.ones_like(y))))
             s = LINK_SCALE
         elif family == "binomial":
             loc, s = float(logit((y.sum() + 0.5) / (np.sum(trials) + 1.0))), LINK_SCALE
         elif family == "bernoulli":
             loc, s = 0.0, LINK_SCALE
+        elif family == "beta":  # logit of the mean proportion
+            loc, s = float(logit(np.mean(y))), LINK_SCALE
+        elif family == "gamma":  # log of the mean, relative to the exposure offset
+            loc, s = float(np.log(np.mean(y)) - np.mean(off)), LINK_SCALE
         else:  # student_t
             loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
         self._setup_terms(parsed, design, family, priors, kernels, loc, s)

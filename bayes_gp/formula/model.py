@@ -35,6 +35,7 @@ import pandas as pd
 
 from bayes_gp.formula.design import Design, as_frame
 from bayes_gp.formula.engines import (
+    COUNT_FAMILIES,
     FormulaLatentGP,
     FormulaMulticlass,
     FormulaRegression,
@@ -62,6 +63,10 @@ FAMILIES = (
     "poisson",
     "negative_binomial",
     "categorical",
+    "beta",
+    "gamma",
+    "zero_inflated_poisson",
+    "zero_inflated_negative_binomial",
 )
 
 
@@ -93,8 +98,12 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
                 + (f" (and {rows.size - 1} more rows)" if rows.size > 1 else "")
             )
 
-    if family in ("poisson", "negative_binomial"):
+    if family in COUNT_FAMILIES:
         bad((y < 0) | (y != np.round(y)), "non-negative whole counts")
+    elif family == "beta":
+        bad((y <= 0) | (y >= 1), "proportions strictly between 0 and 1")
+    elif family == "gamma":
+        bad(y <= 0, "positive values")
     elif family == "bernoulli":
         bad((y != 0) & (y != 1), "0/1 outcomes")
         if np.unique(y).size < 2:

@@ -46,14 +46,17 @@ CSV_METHODS = MappingProxyType(
 )
 #: The task a latent-GP likelihood sets (any other likelihood models counts).
 _LIKELIHOOD_TASKS = MappingProxyType(
-    {"bernoulli": "classification", "student_t": "regression", "gaussian": "regression"}
-)
+    {"bernoulli": "classification", "student_t": "regression", "gaussian": "regression",
+     "beta": "regression", "gamma": "regression"}
+)  # fmt: skip
 #: The link of a CSV classifier by method (any other: logit).
 _LINKS = MappingProxyType({"ep": "probit"})
 #: The likelihoods that take each size column.
 _SIZE_COLUMNS = MappingProxyType(
-    {"exposure": ("poisson", "negative_binomial"), "trials": ("binomial",)}
-)
+    {"exposure": ("poisson", "negative_binomial", "zero_inflated_poisson",
+                  "zero_inflated_negative_binomial"),
+     "trials": ("binomial",)}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ DATA = pd.DataFrame(
         "succ": np.full(N, 2.0),
         "trials": np.full(N, 5.0),
         "yes": np.arange(N) % 2 * 1.0,
+        "prop": np.linspace(0.1, 0.9, N),
+        "pos": np.linspace(0.5, 3.0, N),
     }
 )
 
@@ -97,6 +99,9 @@ def test_by_level_with_one_row():
         ("bernoulli", "yes ~ gp(t)", ("yes", slice(None), 0.0), "one class only"),
         ("binomial", "p(succ, trials) ~ gp(t)", ("succ", 1, 6.0), r"at most the trials \('trials'\).*row 1"),
         ("binomial", "p(succ, trials) ~ gp(t)", ("trials", 0, 0.0), "positive whole trials.*has 0 in row 0"),
+        ("beta", "prop ~ gp(t)", ("prop", 5, 1.0), "strictly between 0 and 1.*'prop' has 1 in row 5"),
+        ("gamma", "pos ~ gp(t)", ("pos", 2, 0.0), "positive values.*'pos' has 0 in row 2"),
+        ("zero_inflated_poisson", "counts ~ gp(t)", ("counts", 1, 2.5), "whole counts.*2.5 in row 1"),
     ],
 )  # fmt: skip
 def test_a_response_the_family_cannot_have(family, formula, edit, match):
@@ -109,7 +114,7 @@ def test_a_response_the_family_cannot_have(family, formula, edit, match):
 
 def test_family_and_response_form_must_agree():
     with pytest.raises(ValueError, match="`family` must be one of"):
-        Model("y ~ gp(t)", DATA, family="gamma")
+        Model("y ~ gp(t)", DATA, family="weibull")
     with pytest.raises(ValueError, match="binomial response"):
         Model("p(succ, trials) ~ gp(t)", DATA, family="poisson")
     with pytest.raises(ValueError, match=r"needs the response p\(successes, trials\)"):

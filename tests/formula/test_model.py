@@ -38,6 +38,9 @@ DATA = pd.DataFrame(
 )
 DATA["succ"] = RNG.binomial(DATA["trials"].astype(int), 1 / (1 + np.exp(-F))).astype(float)
 DATA.loc[[4, 17], "y_out"] += 4.0
+_RNG2 = np.random.default_rng(12)  # the newer families' responses, without moving RNG's draws
+DATA["prop"] = _RNG2.beta(12 / (1 + np.exp(-F)), 12 / (1 + np.exp(F)))
+DATA["pos"] = _RNG2.gamma(3.0, np.exp(0.5 * F) / 3.0)
 
 
 def _logp_and_grad(model: pm.Model, point: dict[str, float]):
@@ -100,6 +103,10 @@ LATENT_CASES = [
     ("binomial", "p(succ, trials) ~ 0 + gp(t)",
      dict(y=DATA["succ"], trials=DATA["trials"].to_numpy())),
     ("student_t", "y_out ~ 0 + gp(t)", dict(y=DATA["y_out"])),
+    ("beta", "prop ~ 0 + gp(t)", dict(y=DATA["prop"])),
+    ("gamma", "pos ~ 0 + gp(t)", dict(y=DATA["pos"])),
+    ("zero_inflated_poisson", "counts ~ 0 + gp(t)", dict(y=DATA["counts"])),
+    ("zero_inflated_negative_binomial", "counts ~ 0 + gp(t)", dict(y=DATA["counts"])),
 ]  # fmt: skip
 
 
@@ -109,13 +116,27 @@ def test_latent_families_are_latentgp_log_density_and_gradient(family, formula, 
     fm = Model(formula, DATA, family=family)
     cls = LatentGP(T, kwargs.pop("y").to_numpy(), "expquad", family, mean="zero", **kwargs)
     extra = {"negative_binomial": {"dispersion": 4.0},
-             "student_t": {"sigma": 0.4, "nu": 3.5}}.get(family, {})  # fmt: skip
+             "student_t": {"sigma": 0.4, "nu": 3.5},
+             "beta": {"precision": 12.0}, "gamma": {"shape": 3.0},
+             "zero_inflated_poisson": {"zero_inflation": 0.2},
+             "zero_inflated_negative_binomial": {"dispersion": 4.0, "zero_inflation": 0.2},
+             }.get(family, {})  # fmt: skip
     point = {"ls": 1.4, "eta": 0.9, **extra}
     fpoint = {"gp(t).ls": 1.4, "gp(t).eta": 0.9, **extra}
     lp_f, g_f = _logp_and_grad(fm.model, fpoint)
     lp_c, g_c = _logp_and_grad(cls.model, point)
     np.testing.assert_allclose(lp_f, lp_c, rtol=1e-10)
     np.testing.assert_allclose(g_f, g_c, rtol=1e-8, atol=1e-10)
+
+
+def test_a_beta_family_fit_recovers_its_precision_and_predicts_proportions():
+    """``prop ~ gp(t)`` with family='beta' (simulated with precision 12): the MAP fit's
+    precision near 12 and every predicted bound of a proportion inside (0, 1)."""
+    m = Model("prop ~ gp(t)", DATA, family="beta")
+    fit = m.fit("map", random_seed=1)
+    assert 7.0 < float(fit.params["precision"]) < 20.0  # measured 13.6
+    p = m.predict(DATA.iloc[:5], fit)
+    assert np.all((0 < p.lower) & (p.lower < p.mean) & (p.mean < p.upper) & (p.upper < 1))
 
 
 def test_an_offset_is_the_exposure_of_a_poisson_model():
