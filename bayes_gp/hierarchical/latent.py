@@ -303,10 +303,11 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
                 "rows: aggregate the data (e.g. counts per input and group, with exposure) or "
                 "use fewer groups"
             )
-        counts = ("poisson", "negative_binomial")
+        counts = ("poisson", "negative_binomial", "zero_inflated_poisson",
+                  "zero_inflated_negative_binomial")  # fmt: skip
         if exposure is not None and likelihood not in counts:
             raise ValueError(
-                f"`exposure` applies to the poisson and negative_binomial likelihoods, not to "
+                f"`exposure` applies to the count likelihoods {list(counts)}, not to "
                 f"{likelihood!r}"
             )
         if trials is not None and likelihood != "binomial":

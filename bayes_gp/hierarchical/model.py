@@ -108,6 +108,7 @@ from bayes_gp.kernels.catalogue import (
     kernel_formula,
     kernel_spec,
 )
+from bayes_gp.latent.model import LIKELIHOODS as LATENT_LIKELIHOODS
 from bayes_gp.linalg import EAGER_MODE, jittered_cholesky, single_blas_thread
 from bayes_gp.predictive import (
     PRIOR_PREDICTIVE_MAX_N,
@@ -129,7 +130,7 @@ POOLINGS = ("partial", "shared", "none")
 #: The observation models implemented: the Gaussian here (exact, structured); the others of
 #: :class:`~bayes_gp.LatentGP` by :class:`~bayes_gp.hierarchical.latent.HierarchicalLatentGP`
 #: (Laplace, dense latent covariance), which ``HierarchicalGP(..., likelihood=...)`` builds.
-LIKELIHOODS = ("gaussian", "poisson", "negative_binomial", "binomial", "bernoulli", "student_t")
+LIKELIHOODS = ("gaussian", *(name for name in LATENT_LIKELIHOODS if name != "gaussian"))
 
 
 #: The class that fits the non-Gaussian likelihoods (:func:`register_latent_model`).
