@@ -311,20 +311,25 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         fallback = default or (lambda n: default_prior(n, self.scale, ard))
         return resolve_prior(self.spec.priors_with(self.priors), name, fallback, ard=ard)
 
-    def _build(self) -> pm.Model:
+    def _declare_gp(self):
+        """Declare the kernel's hyperparameters, the mean function and the noise in the current
+        model: ``(hyper, cov, mean_func, sigma, known)``, ``known`` the known noise variances as
+        the likelihoods' keyword (empty without ``noise=`` as an array)."""
         D = self.X.shape[1]
+        hyper = {p: self._prior(p, self.ard and p in self.spec.ard_params) for p in self.spec.params}
+        cov = self.spec.build(D, hyper)
+        mean_func = self._mean_function(D)
+        if self.known_noise_var is not None:  # K + diag(s^2) [+ sigma^2 I]
+            sigma = self._prior("sigma") if self.learn_noise else np.float64(0.0)
+        else:
+            sigma = self.noise if self.noise is not None else self._prior("sigma")
+        known = {} if self.known_noise_var is None else {"known_var": self.known_noise_var}
+        return hyper, cov, mean_func, sigma, known
+
+    def _build(self) -> pm.Model:
         coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
         with pm.Model(coords=coords) as model:
-            hyper = {
-                p: self._prior(p, self.ard and p in self.spec.ard_params) for p in self.spec.params
-            }
-            cov = self.spec.build(D, hyper)
-            mean_func = self._mean_function(D)
-            if self.known_noise_var is not None:  # K + diag(s^2) [+ sigma^2 I]
-                sigma = self._prior("sigma") if self.learn_noise else np.float64(0.0)
-            else:
-                sigma = self.noise if self.noise is not None else self._prior("sigma")
-            known = {} if self.known_noise_var is None else {"known_var": self.known_noise_var}
+            hyper, cov, mean_func, sigma, known = self._declare_gp()
             #: the exact likelihood is the O(n) quasiseparable one (see `structure`)
             self.quasiseparable = choose_structure(
                 self._structure,

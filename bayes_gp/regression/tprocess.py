@@ -174,22 +174,12 @@ class StudentTProcessRegression(GPRegression):
 
     # ------------------------------------------------------------------ model
     def _build(self) -> pm.Model:
-        D = self.X.shape[1]
         coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
         with pm.Model(coords=coords) as model:
-            hyper = {
-                p: self._prior(p, self.ard and p in self.spec.ard_params) for p in self.spec.params
-            }
-            cov = self.spec.build(D, hyper)
-            mean_func = self._mean_function(D)
-            if self.known_noise_var is not None:  # K + diag(s^2) [+ sigma^2 I]
-                sigma = self._prior("sigma") if self.learn_noise else np.float64(0.0)
-            else:
-                sigma = self.noise if self.noise is not None else self._prior("sigma")
+            _, cov, mean_func, sigma, known = self._declare_gp()
             nu_priors = {} if self.nu_prior is None else {"nu": self.nu_prior}
             nu = resolve_prior(nu_priors, "nu", default_nu_prior)
             _check_nu(nu)
-            known = {} if self.known_noise_var is None else {"known_var": self.known_noise_var}
             self.quasiseparable = False
             self.marginal = StudentTLikelihood(
                 "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs", nu, **known
