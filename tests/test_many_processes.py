@@ -5,8 +5,6 @@ mid-fit is replaced and the fit run again."""
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import time
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import bayes_gp
 from bayes_gp import GPRegression
 from bayes_gp.many import RECYCLE_AFTER, _recycle_after
 from bayes_gp.many_processes import ChildDied, in_child, shutdown
-from tests.test_many_store import _assert_same_map, _data
+from tests.test_many_store import _assert_same_map, _data, start_killer
 
 #: Environment variable naming the directory where StallingChildGP writes its PID.
 MARKER = "BAYES_GP_TEST_MANY_PROCESSES"
@@ -48,22 +46,7 @@ def test_children_are_replaced_and_a_killed_child_is_refitted(client, tmp_path, 
           "random_seed": 6, "fit_kwargs": {"n_restarts": 1}}  # fmt: skip
     ref = bayes_gp.fit_many(df, client=client, **kw)  # in the worker itself
     monkeypatch.setenv(MARKER, str(tmp_path))  # inherited by the new cluster's processes
-    killed: list[int] = []
-
-    def kill_when_stalled() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                pid = int((tmp_path / "attempt").read_text())
-            except (OSError, ValueError):
-                time.sleep(0.05)
-                continue
-            os.kill(pid, signal.SIGKILL)  # the child, mid-fit
-            killed.append(pid)
-            return
-
-    killer = threading.Thread(target=kill_when_stalled, daemon=True)
-    killer.start()
+    killer, killed = start_killer(tmp_path / "attempt")  # the child, mid-fit
     try:
         # fit_many's own cluster of one worker, whose children fit 2 groups each
         res = bayes_gp.fit_many(df, model=StallingChildGP, n_workers=1, recycle_after=2, **kw)

@@ -73,6 +73,28 @@ class StallingGP(GPRegression):
         return super().fit(method, **kwargs)
 
 
+def start_killer(attempt: Path) -> tuple[threading.Thread, list[int]]:
+    """A thread that SIGKILLs the process whose PID appears in the file ``attempt`` (written by
+    a stalling fit), and the list that receives the killed PID."""
+    killed: list[int] = []
+
+    def kill_when_stalled() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                pid = int(attempt.read_text())
+            except (OSError, ValueError):
+                time.sleep(0.05)
+                continue
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+
+    killer = threading.Thread(target=kill_when_stalled, daemon=True)
+    killer.start()
+    return killer, killed
+
+
 def _params(res, g) -> dict:
     return {k: np.asarray(v) for k, v in res.fits[g].params.items()}
 
@@ -242,22 +264,7 @@ def test_a_worker_killed_mid_task_is_retried_and_nothing_is_lost(client, tmp_pat
     ref = bayes_gp.fit_many(df, **kw)
     marker = _marker_dir(os.getpid())
     marker.mkdir(exist_ok=True)
-    killed: list[int] = []
-
-    def kill_when_stalled() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                pid = int((marker / "attempt").read_text())
-            except (OSError, ValueError):
-                time.sleep(0.05)
-                continue
-            os.kill(pid, signal.SIGKILL)  # the worker, mid-task
-            killed.append(pid)
-            return
-
-    killer = threading.Thread(target=kill_when_stalled, daemon=True)
-    killer.start()
+    killer, killed = start_killer(marker / "attempt")  # the worker, mid-task
     try:
         res = bayes_gp.fit_many(df, model=StallingGP, store=tmp_path / "s", **kw)
     finally:
