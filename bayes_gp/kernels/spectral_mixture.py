@@ -41,6 +41,16 @@ from bayes_gp.kernels.stationary import Matern, _matern_unit_psd
 __all__ = ["SpectralMixture", "MaternSpectralMixture", "spectral_mixture_init"]
 
 
+def _weights_and_count(weights, means):
+    """The weights as a tensor and the number of components ``Q`` they give; ``means``, when
+    constant, must be finite."""
+    w = _weights(weights)
+    known = constant_value(means)
+    if known is not None and not np.all(np.isfinite(known)):
+        raise ValueError(f"`means` must be finite, got {known!r}")
+    return w, w.type.shape[0]
+
+
 def _weights(weights) -> pt.TensorVariable:
     check_nonnegative("weights", weights)
     w = pt.atleast_1d(as_parameter(weights))
@@ -129,11 +139,7 @@ class SpectralMixture(Kernel):
         active_dims: Sequence[int] | None = None,
     ):
         super().__init__(input_dim, active_dims)
-        w = _weights(weights)
-        Q = w.type.shape[0]
-        known = constant_value(means)
-        if known is not None and not np.all(np.isfinite(known)):
-            raise ValueError(f"`means` must be finite, got {known!r}")
+        w, Q = _weights_and_count(weights, means)
         check_positive("variances", variances)
         self.weights = w
         self.means = _per_component("means", means, Q, self.n_dims)
@@ -230,11 +236,7 @@ class MaternSpectralMixture(Kernel):
                 f"MaternSpectralMixture acts on one input column, got active_dims="
                 f"{self.active_dims.tolist()}; use SpectralMixture for several inputs"
             )
-        w = _weights(weights)
-        Q = w.type.shape[0]
-        known = constant_value(means)
-        if known is not None and not np.all(np.isfinite(known)):
-            raise ValueError(f"`means` must be finite, got {known!r}")
+        w, Q = _weights_and_count(weights, means)
         check_positive("ls", ls)
         self.weights = w
         self.means = _component_vector("means", means, Q)
