@@ -1,6 +1,9 @@
 """Derivative GPs (R&W §9.4): kernel derivatives by automatic differentiation against finite
 differences and closed forms, GPRegression.predict_derivative against finite differences of
-predict, the NUTS mixture, refusals, and an end-to-end check on sin(x)."""
+predict, the NUTS mixture, refusals, and an end-to-end check on sin(x). The suite runs one
+kernel of each kind (:data:`SUITE_KERNELS`, :data:`SUITE_MODELS`);
+``validation/tests/test_derivatives_long.py`` runs every kernel and model, the closed forms of the
+zero-lag derivatives and the structured likelihoods."""
 
 from __future__ import annotations
 
@@ -29,6 +32,10 @@ KERNELS = {
     "matern_bessel": lambda: K.Matern(1, nu=2.7, ls=0.8),
 }
 ORDER = {"matern32": 1}
+#: The cases the suite runs (each kind of kernel once: stationary smooth, Matérn with one
+#: derivative, periodic, a product); validation/tests/test_derivatives_long.py runs them all,
+#: and the tests marked ``long`` here, with ``./run validate``.
+SUITE_KERNELS = ("expquad", "matern32", "periodic", "product")
 
 A_PTS = np.array([[0.3], [1.1], [2.0]])
 B_PTS = np.array([[0.0], [0.8], [1.7], [2.5]])  # every lag at least 0.2 from A_PTS
@@ -47,7 +54,7 @@ def _close(actual, expected, rtol):
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
 
 
-@pytest.mark.parametrize("name", list(KERNELS))
+@pytest.mark.parametrize("name", SUITE_KERNELS)
 def test_kernel_derivatives_equal_finite_differences(name):
     """Each derivative table entry equals the central difference (step 1e-5, error ~1e-10) of
     the entry one order lower, in a or in b, to 1e-6 relative; the lags stay away from 0, where
@@ -82,7 +89,7 @@ def _richardson(table, key, delta=1e-3):
 LIMIT_KERNELS = [k for k in KERNELS if k != "matern_bessel"]
 
 
-@pytest.mark.parametrize("name", LIMIT_KERNELS)
+@pytest.mark.parametrize("name", ("expquad", "matern32"))
 def test_zero_lag_is_the_limit(name):
     """At coincident inputs (where sqrt(r^2) has no derivative) the table holds the limit of the
     derivatives at small lags: to 1e-6 for the even ones, exactly 0 for the odd ones."""
@@ -98,31 +105,6 @@ def test_zero_lag_is_the_limit(name):
             np.testing.assert_array_equal(at[key], 0.0)
         else:
             np.testing.assert_allclose(at[key], _richardson(table, key), rtol=1e-6)
-
-
-def test_zero_lag_closed_forms():
-    r"""Closed forms of :math:`-\kappa''(0)` and :math:`\kappa''''(0)`: SE :math:`\eta^2/\ell^2`,
-    :math:`3\eta^2/\ell^4`; Matérn 3/2 :math:`3/\ell^2`; Matérn 5/2 :math:`5/(3\ell^2)`,
-    :math:`25/\ell^4` (Taylor coefficients of R&W eq. 4.17); RQ :math:`1/\ell^2`,
-    :math:`3(\alpha+1)/(\alpha\ell^4)` (eq. 4.19); a general :math:`\nu`, the spectral moments."""
-    a = np.array([[0.4], [2.0]])
-    ls, alpha = 0.7, 1.3
-    cases = [
-        (1.3 * K.ExpQuad(1, ls=ls), 2, 1.3 / ls**2, 3 * 1.3 / ls**4),
-        (K.Matern32(1, ls=ls), 1, 3 / ls**2, None),
-        (K.Matern52(1, ls=ls), 2, 5 / (3 * ls**2), 25 / ls**4),
-        (K.RatQuad(1, alpha=alpha, ls=ls), 2, 1 / ls**2, 3 * (alpha + 1) / (alpha * ls**4)),
-        (pm.gp.cov.Matern52(1, ls=ls), 2, 5 / (3 * ls**2), 25 / ls**4),
-        # general nu (R&W eq. 4.14): nu / ((nu - 1) l^2), 3 nu^2 / ((nu - 1)(nu - 2) l^4)
-        (K.Matern(1, nu=2.7, ls=ls), 2, 2.7 / (1.7 * ls**2), 3 * 2.7**2 / (1.7 * 0.7 * ls**4)),
-    ]
-    for kernel, order, v11, v22 in cases:
-        at = _table_fn(kernel, order)(a, a)
-        np.testing.assert_allclose(np.diag(at[(1, 1)]), v11, rtol=1e-12)
-        np.testing.assert_allclose(np.diag(at[(1, 0)]), 0.0, atol=1e-12)
-        if v22 is not None:
-            np.testing.assert_allclose(np.diag(at[(2, 2)]), v22, rtol=1e-12)
-            np.testing.assert_allclose(np.diag(at[(2, 0)]), -v11, rtol=1e-12)
 
 
 def test_ard_and_other_dimension():
@@ -187,6 +169,8 @@ MODELS = {
 }
 
 GRID = np.array([0.25, 1.0, 2.2, 3.7, 5.9, 6.6])
+#: The models the suite runs (validation: all of :data:`MODELS`).
+SUITE_MODELS = ("expquad", "matern32", "object")
 
 
 def _fd_cov(model, fit, x, h):
@@ -198,7 +182,7 @@ def _fd_cov(model, fit, x, h):
     return (pp - pm_ - pm_.T + mm) / (4 * h * h)
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", SUITE_MODELS)
 def test_derivative_prediction_equals_finite_differences(name):
     """Mean of f' against the central difference (h = 1e-5) of predict's mean to 1e-6; mean of
     f'' against that of f'; variances against the covariance of the difference quotient from
@@ -225,20 +209,6 @@ def test_derivative_prediction_equals_finite_differences(name):
     m = GRID.shape[0]
     fd_var = np.diag(both[:m, :m] - both[:m, m:] - both[m:, :m] + both[m:, m:]) / (4 * hv * hv)
     _close(d2.var, fd_var, 1e-3)
-
-
-def test_structured_likelihoods_give_the_dense_answer():
-    """The quasiseparable and compact-support exact GPs predict the derivative from a dense
-    factorisation of the same C: equal to the dense model's."""
-    x, y = _data(40)
-    for kernel, kw in [("matern52", {"structure": "quasiseparable"}), ("pp2", {})]:
-        dense = GPRegression(x, y, kernel, structure="dense", sparse=False)
-        other = GPRegression(x, y, kernel, **kw)
-        assert other.quasiseparable or other.sparse
-        fit = MapFit({"ls": 1.5, "eta": 0.9, "sigma": 0.15}, 0.0, True)
-        a, b = dense.predict_derivative(GRID, fit), other.predict_derivative(GRID, fit)
-        np.testing.assert_allclose(b.mean, a.mean, rtol=1e-8, atol=1e-10)
-        np.testing.assert_allclose(b.var, a.var, rtol=1e-8, atol=1e-12)
 
 
 def _posterior(model, draws: list[dict]):
