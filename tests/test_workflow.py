@@ -91,10 +91,12 @@ def test_csv_spec_errors(csv_file, tmp_path):
         ),
         (
             dict(likelihood="gaussian", exposure="z"),
-            "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial'",
+            "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial' or "
+            "'zero_inflated_poisson' or 'zero_inflated_negative_binomial'",
             ("exposure", "likelihood"),
         ),
-        (dict(exposure="z"), "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial'",
+        (dict(exposure="z"), "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial' or "
+            "'zero_inflated_poisson' or 'zero_inflated_negative_binomial'",
          ("exposure", "likelihood")),
         (
             dict(likelihood="poisson", trials="z"),
@@ -456,7 +458,8 @@ def counts_csv(tmp_path_factory):
         (["--likelihood", "binomial"], "--likelihood binomial needs --trials \\(the trials column"),
         (
             ["--likelihood", "gaussian", "--exposure", "pop"],
-            "--exposure goes with --likelihood poisson or negative_binomial$",
+            "--exposure goes with --likelihood poisson or negative_binomial or "
+            "zero_inflated_poisson or zero_inflated_negative_binomial$",
         ),
         (
             ["--likelihood", "poisson", "--trials", "trials"],
