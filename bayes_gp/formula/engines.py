@@ -190,16 +190,11 @@ class FormulaRegression(FormulaTerms, GPRegression):
     def _build(self) -> pm.Model:
         if self._grouping is None and not self._lowrank:
             return super()._build()
-        D = self.X.shape[1]
         coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
         with pm.Model(coords=coords) as model:
-            cov = self.spec.build(D, {})
-            mean_func = self._mean_function(D)
-            if self.known_noise_var is not None:  # K + diag(s^2) [+ sigma^2 I]
-                sigma = self._prior("sigma") if self.learn_noise else np.float64(0.0)
-            else:
-                sigma = self.noise if self.noise is not None else self._prior("sigma")
-            known = {} if self.known_noise_var is None else {"known_var": self.known_noise_var}
+            # the terms' kernel (a callable: no hyperparameters of the spec's own), the mean,
+            # the noise and the known noise variances, as GPRegression declares them
+            _, cov, mean_func, sigma, known = self._declare_gp()
             covs = self._term_covs[id(model)]
             self.quasiseparable = False
             # bases wider than the data: one dense factor is cheaper (built again below)
