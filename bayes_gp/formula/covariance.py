@@ -30,7 +30,15 @@ from pymc.gp.hsgp_approx import calc_eigenvalues, calc_eigenvectors
 from bayes_gp.kernels.base import Kernel
 from bayes_gp.kernels.categorical import Exchangeable
 
-__all__ = ["OnColumns", "SameGroup", "LinearBasis", "FixedMean", "HSGPTerm", "OpenExchangeable"]
+__all__ = [
+    "OnColumns",
+    "SameGroup",
+    "LinearBasis",
+    "FixedMean",
+    "HSGPTerm",
+    "InducingTerm",
+    "OpenExchangeable",
+]
 
 
 class OnColumns(Kernel):
@@ -85,6 +93,61 @@ class HSGPTerm(Kernel):
 
     def diag(self, X):
         return pt.sum(pt.square(self.features(X)), axis=1)
+
+
+class InducingTerm(Kernel):
+    r"""The inducing-input approximation of a ``base`` kernel on some columns
+    (``gp(..., approx="vfe" | "fitc")``): with inducing inputs :math:`Z` (``m`` k-means centres
+    of the term's training inputs) and :math:`K_{ZZ} + \epsilon I = L L^	op`,
+
+    .. math::
+       q(x, x') = k(x, Z)\, (K_{ZZ} + \epsilon I)^{-1} k(Z, x') = f(x)^	op f(x'), \qquad
+       f(x) = L^{-1} k(Z, x),
+
+    the Nyström covariance that VFE (Titsias 2009, eq. 9) and FITC (Snelson & Ghahramani
+    2006; Quiñonero-Candela & Rasmussen 2005, eq. 21) put between the training rows and between
+    training and new rows; :meth:`features` :math:`F = [f(x_i)^	op]_i` give :math:`Q = F F^	op`
+    and :meth:`residual` the diagonal :math:`k(x_i, x_i) - q(x_i, x_i)` that FITC adds to the
+    noise and VFE's trace term penalises (:mod:`bayes_gp.formula.lowrank`). The prior at new
+    rows is the exact kernel's (:meth:`full` without a second argument, :meth:`diag`), so the
+    predictive distribution of a term is theirs (Quiñonero-Candela & Rasmussen 2005, eqs.
+    20b and 24b): :math:`K_{**} - Q_{*n} C^{-1} Q_{n*}`.
+
+    ``jitter`` :math:`\epsilon` is a number or a scalar tensor (GPRegression's rule for its own
+    VFE/FITC: :math:`10^{-6}` of the data's variance, or the model's jitter when larger)."""
+
+    def __init__(self, base, input_dim: int, columns: Sequence[int], Z, jitter, kind: str):
+        super().__init__(input_dim, columns)
+        self.base = base
+        self.Z = np.asarray(Z, dtype=float)
+        self.jitter = jitter
+        self.kind = kind
+
+    def _chol(self):
+        Kzz = self.base(pt.as_tensor_variable(self.Z))
+        return pt.linalg.cholesky(Kzz + self.jitter * pt.eye(self.Z.shape[0]))
+
+    def features(self, X):
+        r""":math:`F = (L^{-1} K_{ZX})^\top`, ``(n, m)``."""
+        X, _ = self._slice(X)
+        Kzx = self.base(pt.as_tensor_variable(self.Z), X)
+        return pt.linalg.solve_triangular(self._chol(), Kzx, lower=True).T
+
+    def residual(self, X):
+        r""":math:`k(x_i, x_i) - q(x_i, x_i) \ge 0` (clipped at zero against rounding)."""
+        F = self.features(X)
+        Xs, _ = self._slice(X)
+        return pt.maximum(self.base(Xs, diag=True) - pt.sum(pt.square(F), axis=1), 0.0)
+
+    def full(self, X, Xs=None):
+        if Xs is None:  # the prior of a set of rows: the exact kernel's
+            X, _ = self._slice(X)
+            return self.base(X)
+        return pt.dot(self.features(X), self.features(Xs).T)
+
+    def diag(self, X):
+        X, _ = self._slice(X)
+        return self.base(X, diag=True)
 
 
 class SameGroup(Kernel):

@@ -23,7 +23,7 @@ from bayes_gp.formula.grouped import (
     grouped_cost,
 )
 from bayes_gp.formula.lowrank import LowRankLikelihood, lowrank_cost
-from bayes_gp.formula.terms import FormulaTerms, _HSGPTermView, _sum
+from bayes_gp.formula.terms import FormulaTerms, _HSGPTermView, _InducingTermView, _sum
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
 from bayes_gp.latent.predictive import joint_conditional
 from bayes_gp.linalg import plus_diagonal
@@ -167,11 +167,25 @@ class FormulaRegression(FormulaTerms, GPRegression):
         has ``approx="hsgp"`` (the user asked for finite bases), unless ``structure`` says
         otherwise."""
         gps = self.parsed.gp_terms
-        possible = bool(gps) and all(t.approx == "hsgp" for t in gps)
+        possible = bool(gps) and all(t.approx is not None for t in gps)
         if structure == "lowrank" and not possible:
             raise ValueError(
                 "structure='lowrank' needs every gp() term to be a finite basis "
-                "(approx='hsgp'); exact GP terms have no low-rank form"
+                "(approx='hsgp', 'vfe' or 'fitc'); exact GP terms have no low-rank form"
+            )
+        inducing = [t.name for t in gps if t.approx in ("vfe", "fitc")]
+        if inducing and not possible:
+            exact = [t.name for t in gps if t.approx is None]
+            raise ValueError(
+                f"{inducing}: a VFE/FITC term is one basis of the low-rank engine, which needs "
+                f"every gp() term approximated; {exact} are exact GP terms, so the model is a "
+                "dense O(n³) one and the inducing inputs would save nothing: give them "
+                "approx='hsgp', 'vfe' or 'fitc' too, or drop approx= for the exact model"
+            )
+        if inducing and structure not in (None, "lowrank"):
+            raise ValueError(
+                f"{inducing}: VFE/FITC terms are bases of the low-rank engine; "
+                f"structure={structure!r} has no place for them (use structure=None)"
             )
         return possible and structure in (None, "lowrank")
 
@@ -182,10 +196,16 @@ class FormulaRegression(FormulaTerms, GPRegression):
         levels = {
             f: np.unique(X[:, self.design.factor_column(f)]).size for f in self.design.factors
         }
-        r = sum(int(np.prod(self._hsgp[t.name][0])) * (levels[t.by] if t.by else 1)
+        r = sum(self._basis_width(t) * (levels[t.by] if t.by else 1)
                 for t in self.parsed.gp_terms)  # fmt: skip
         r += sum(levels[":".join(g.factor)] for g in self.parsed.group_terms)
         return r + (1 if self._intercept else 0) + len(self.design.fixed_labels)
+
+    def _basis_width(self, t) -> int:
+        """An approximated GP term's functions per level: HSGP's, or the inducing inputs."""
+        if t.name in self._inducing:
+            return len(self._inducing[t.name])
+        return int(np.prod(self._hsgp[t.name][0]))
 
     def _build(self) -> pm.Model:
         if self._grouping is None and not self._lowrank:
@@ -199,14 +219,16 @@ class FormulaRegression(FormulaTerms, GPRegression):
             self.quasiseparable = False
             # bases wider than the data: one dense factor is cheaper (built again below)
             n = self.X.shape[0]
+            # (not with inducing-input terms: their dense covariance is the exact GP's)
             wide = (self._lowrank and not self._lowrank_asked and self._rank() >= n
-                    and dense_memory_bytes(n) <= dense_memory_limit())  # fmt: skip
+                    and dense_memory_bytes(n) <= dense_memory_limit()
+                    and not self._inducing)  # fmt: skip
             if self._lowrank and not wide:
                 feats = self._term_features[id(model)]
                 F = pt.concatenate([feats[t] for t in covs], axis=1)
                 self.marginal = LowRankLikelihood(
                     "y", self.X, self.y, F, cov, mean_func, sigma, self.jitter_tensor, "obs",
-                    **known,
+                    **known, **self._inducing_residuals(model),
                 )  # fmt: skip
             elif not self._lowrank:
                 factor, names, cols = self._grouping
@@ -223,6 +245,17 @@ class FormulaRegression(FormulaTerms, GPRegression):
             return self._build()
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
         return model
+
+    def _inducing_residuals(self, model) -> dict:
+        """The summed :math:`\\operatorname{diag}(K - Q)` of the FITC terms and of the VFE
+        terms at the training rows (:mod:`bayes_gp.formula.lowrank`), as its keywords."""
+        res = self._term_residuals[id(model)]
+        out = {}
+        for kind in ("fitc", "vfe"):
+            parts = [res[t.name] for t in self.parsed.gp_terms if t.approx == kind]
+            if parts:
+                out[f"{kind}_residual"] = _sum(parts)
+        return out
 
     @property
     def _train_inputs(self) -> np.ndarray:
@@ -283,11 +316,19 @@ class FormulaRegression(FormulaTerms, GPRegression):
         resolution of its basis against the fitted length-scales and the width of its box
         (Riutort-Mayol et al. 2022; :mod:`bayes_gp.solvers.approx_checks`), named by the
         term. The exact engines need none."""
-        from bayes_gp.solvers.approx_checks import hsgp_basis_checks
+        from bayes_gp.solvers.approx_checks import hsgp_basis_checks, inducing_coverage_check
 
         covs = self._term_covs[id(self.model)]
         out = []
         for t in self.parsed.gp_terms:
+            if t.name in self._inducing:
+                check = inducing_coverage_check(self, _InducingTermView(self, t, covs[t.name]), fit)
+                advice = check.advice.replace(
+                    "approx_options={'n_inducing': ", f"{t.name[:-1]}, approx={t.approx!r}, m="
+                ).replace("}", ")")  # fmt: skip
+                out.append(dataclasses.replace(check, name=f"{check.name}: {t.name}",
+                                               advice=advice))  # fmt: skip
+                continue
             if t.name not in self._hsgp:
                 continue
             term = _HSGPTermView(self, t, covs[t.name])
@@ -302,9 +343,18 @@ class FormulaRegression(FormulaTerms, GPRegression):
         n = self.X.shape[0]
         if isinstance(self.marginal, LowRankLikelihood):
             r = self._rank()
+            kinds = {t.approx for t in self.parsed.gp_terms}
+            bases = "".join(f"{k} terms, " for k, on in (
+                ("HSGP", "hsgp" in kinds), ("FITC", "fitc" in kinds), ("VFE", "vfe" in kinds))
+                if on)  # fmt: skip
+            what = {frozenset({"fitc"}): "FITC's marginal likelihood",
+                    frozenset({"vfe"}): "Titsias's variational bound (VFE)",
+                    frozenset({"vfe", "fitc"}): "FITC's marginal likelihood with Titsias's "
+                    "trace term of the VFE terms"}.get(frozenset(kinds & {"vfe", "fitc"}),
+                                                       "exact marginal likelihood")  # fmt: skip
             return (
-                f"exact marginal likelihood of the finite bases (every term low-rank: HSGP "
-                f"terms, group indicators, coefficients; rank r = {r}) by the Woodbury identity "
+                f"{what} of the finite bases (every term low-rank: {bases}group indicators, "
+                f"coefficients; rank r = {r}) by the Woodbury identity "
                 f"(O(n r² + r³) = {lowrank_cost(n, r):.2g} flops per log density, dense "
                 f"{dense_cost(n):.2g}): the basis weights integrated out, NUTS sees "
                 f"{len(self.hyperparameters)} hyperparameters"
@@ -436,6 +486,17 @@ class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
             self._intercept = (0.0, self._intercept[1])
         self._fixed_b = np.zeros_like(self._fixed_b)
         super().__init__(design.frame(), y, self._term_kernel, shared=True, jitter=jitter)
+
+    def _inducing_residuals(self, model) -> dict:
+        """The summed :math:`\\operatorname{diag}(K - Q)` of the FITC terms and of the VFE
+        terms at the training rows (:mod:`bayes_gp.formula.lowrank`), as its keywords."""
+        res = self._term_residuals[id(model)]
+        out = {}
+        for kind in ("fitc", "vfe"):
+            parts = [res[t.name] for t in self.parsed.gp_terms if t.approx == kind]
+            if parts:
+                out[f"{kind}_residual"] = _sum(parts)
+        return out
 
     @property
     def _train_inputs(self) -> np.ndarray:

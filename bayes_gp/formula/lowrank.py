@@ -33,6 +33,22 @@ the vector :math:`D = \operatorname{diag}(s^2) + (\sigma^2 + \epsilon) I`, and w
 :math:`C^{-1} R = D^{-1} R - D^{-1} F A^{-1} F^\top D^{-1} R` and
 :math:`\operatorname{diag} C^{-1} = 1/D - \operatorname{rowsum}(D^{-1} F \circ D^{-1} F
 A^{-1})`.
+
+Inducing-input terms (``gp(..., approx="vfe" | "fitc")``,
+:class:`~bayes_gp.formula.covariance.InducingTerm`) are bases too,
+:math:`F_j = (L_Z^{-1} K_{Z X})^\top`, with the residual
+:math:`r = \operatorname{diag}(K_j - F_j F_j^\top)`. FITC's model puts it on the diagonal,
+:math:`D \leftarrow D + r` (Snelson & Ghahramani 2006; Quiñonero-Candela & Rasmussen 2005,
+eq. 21); VFE keeps the Nyström covariance and subtracts Titsias's (2009, eq. 9) trace term
+
+.. math::
+   -\tfrac12 \textstyle\sum_i r_i / D_i,
+
+the variational bound with every other term's finite basis among the inducing variables (their
+weights are exact, so only the VFE terms leave a residual: the bound of Titsias's derivation
+with the noise :math:`D` and the augmented inducing set). Predictions and leave-one-out terms
+use :math:`C = D + F F^\top` (FITC's model; for VFE the Nyström model whose predictive the
+bound's optimum gives, as GPRegression's VFE does).
 """
 
 from __future__ import annotations
@@ -95,35 +111,50 @@ class LowRankLikelihood(FactoredLikelihood):
     :class:`~bayes_gp.formula.grouped.GroupedLikelihood` (predictions, per-term solver and
     LOO from :class:`~bayes_gp.formula.factored.FactoredLikelihood`)."""
 
-    def __init__(self, name, X, y, F, cov, mean_func, sigma, jitter, dims, *, known_var=None):
+    def __init__(self, name, X, y, F, cov, mean_func, sigma, jitter, dims, *, known_var=None,
+                 fitc_residual=None, vfe_residual=None):  # fmt: skip
         self.X, self.y = np.asarray(X, float), np.asarray(y, float)
         self.F, self.cov, self.mean_func = F, cov, mean_func
         self.sigma2 = pt.square(pt.as_tensor_variable(sigma))
         self.d = self.sigma2 + jitter
         #: known per-observation noise variances s_i^2 ((n,)) or None (module docstring)
         self.known_var = None if known_var is None else np.asarray(known_var, dtype=np.float64)
+        #: the FITC terms' diag(K - Q) (a tensor (n,), on D) and the VFE terms' (the trace term)
+        self.fitc_residual, self.vfe_residual = fitc_residual, vfe_residual
         self._register(name, dims)
+
+    def _diagonal(self):
+        """``D`` as a tensor vector, or ``None`` when it is the scalar ``d``."""
+        if self.known_var is None and self.fitc_residual is None:
+            return None
+        D = self.d * pt.ones(self.y.shape[0])
+        if self.known_var is not None:  # D = diag(s^2) + (sigma^2 + eps) I
+            D = D + pt.as_tensor_variable(self.known_var)
+        if self.fitc_residual is not None:
+            D = D + self.fitc_residual
+        return D
 
     def _loglik(self, value):
         n = self.y.shape[0]
         r = value - broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
         F = self.F
-        if self.known_var is not None:  # D = diag(s^2) + (sigma^2 + eps) I, a vector
-            D = self.d + pt.as_tensor_variable(self.known_var)
+        D = self._diagonal()
+        if D is not None:  # a vector diagonal
             G = F / D[:, None]
             A = pt.eye(F.shape[1]) + pt.dot(F.T, G)
             L = pt.linalg.cholesky(A)
             v = pt.linalg.solve_triangular(L, pt.dot(G.T, r), lower=True)
             quad = pt.sum(r * r / D) - pt.dot(v, v)
             logdet = pt.sum(pt.log(D)) + 2.0 * pt.sum(pt.log(pt.diagonal(L)))
-            logp = -0.5 * quad - 0.5 * logdet - 0.5 * n * LOG_2PI
-            return pt.switch(pt.isnan(logp), -np.inf, logp)
-        A = self.d * pt.eye(F.shape[1]) + pt.dot(F.T, F)
-        L = pt.linalg.cholesky(A)
-        v = pt.linalg.solve_triangular(L, pt.dot(F.T, r), lower=True)
-        quad = (pt.dot(r, r) - pt.dot(v, v)) / self.d
-        logdet = (n - F.shape[1]) * pt.log(self.d) + 2.0 * pt.sum(pt.log(pt.diagonal(L)))
+        else:
+            A = self.d * pt.eye(F.shape[1]) + pt.dot(F.T, F)
+            L = pt.linalg.cholesky(A)
+            v = pt.linalg.solve_triangular(L, pt.dot(F.T, r), lower=True)
+            quad = (pt.dot(r, r) - pt.dot(v, v)) / self.d
+            logdet = (n - F.shape[1]) * pt.log(self.d) + 2.0 * pt.sum(pt.log(pt.diagonal(L)))
         logp = -0.5 * quad - 0.5 * logdet - 0.5 * n * LOG_2PI
+        if self.vfe_residual is not None:  # Titsias's trace term
+            logp = logp - 0.5 * pt.sum(self.vfe_residual / (self.d if D is None else D))
         return pt.switch(pt.isnan(logp), -np.inf, logp)
 
     def factor(self, values):
@@ -131,9 +162,11 @@ class LowRankLikelihood(FactoredLikelihood):
 
         def build(_):
             Xt = pt.as_tensor_variable(self.X)
-            return [self.F, self.d * pt.ones(()), broadcast_mean(self.mean_func, Xt)]
+            D = self._diagonal()
+            return [self.F, self.d * pt.ones(()), broadcast_mean(self.mean_func, Xt),
+                    *([] if D is None else [D])]  # fmt: skip
 
-        F, d, mu = self._fn("parts", build)(*values, np.zeros((0, self.X.shape[1])))
-        if self.known_var is not None:
-            return mu, _VectorFactor(F, float(d) + self.known_var)
+        F, d, mu, *D = self._fn("parts", build)(*values, np.zeros((0, self.X.shape[1])))
+        if D:
+            return mu, _VectorFactor(F, D[0])
         return mu, _Factor(F, float(d))

@@ -152,8 +152,9 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         The engine's jitter (its default when omitted).
     structure : None, "lowrank", "grouped", "dense" or "quasiseparable"
         The gaussian family's exact likelihood. ``"lowrank"``: the Woodbury identity over the
-        terms' finite bases when every ``gp()`` term has ``approx="hsgp"``
-        (:mod:`bayes_gp.formula.lowrank`; the default then); ``"grouped"``: per-group factors and the
+        terms' finite bases when every ``gp()`` term has ``approx="hsgp"``, ``"vfe"`` or
+        ``"fitc"`` (:mod:`bayes_gp.formula.lowrank`; the default then, and the only engine of
+        VFE/FITC terms); ``"grouped"``: per-group factors and the
         Woodbury identity (:mod:`bayes_gp.formula.grouped`) when every term of
         ``gp(..., by=g)``, ``(1 | g)``, ``(x | g)`` uses one factor; ``"quasiseparable"``: the
         O(n) state-space one when the whole model lies on one input column with a state-space

@@ -10,7 +10,10 @@ as in Bambi) with three more calls:
   the model's ``kernels=`` mapping; ``name="trend"`` the term's name (default ``gp(x1, x2)``,
   or ``gp(t, by=g)``), which prefixes its hyperparameters (``trend.ls``); ``approx="hsgp"``
   (with ``m=`` basis functions per input and the boundary factor ``c=``, by default the rule
-  of Riutort-Mayol et al. 2022) the term's reduced-rank Hilbert-space approximation.
+  of Riutort-Mayol et al. 2022) the term's reduced-rank Hilbert-space approximation;
+  ``approx="vfe"`` or ``"fitc"`` (with ``m=`` inducing inputs, k-means centres of the term's
+  inputs, by default GPRegression's rule) its inducing-input approximation
+  (:mod:`bayes_gp.formula.covariance`, :class:`InducingTerm`).
   A factor among the inputs (a string, categorical or boolean column, or any column written
   ``C(region)``) makes the term a GP on (continuous, categorical) inputs,
   :math:`k_t(t, t')\,B_{cc'}` (:mod:`bayes_gp.formula.covariance`): ``cat="exchangeable"``
@@ -36,10 +39,22 @@ import formulae
 from formulae.terms.call_resolver import LazyValue, LazyVariable
 from formulae.terms.terms import GroupSpecificTerm, Intercept, Term
 
-__all__ = ["GPTerm", "GroupTerm", "ParsedFormula", "parse_formula", "GP_OPTIONS", "CAT_KERNELS"]
+__all__ = [
+    "GPTerm",
+    "GroupTerm",
+    "ParsedFormula",
+    "parse_formula",
+    "GP_OPTIONS",
+    "CAT_KERNELS",
+    "TERM_APPROXIMATIONS",
+]
 
 #: The keyword arguments of ``gp()``.
 GP_OPTIONS = ("by", "kernel", "ard", "name", "approx", "m", "c", "cat", "rank")
+
+#: ``gp(approx=...)``: the Hilbert-space basis, or the inducing-input approximations (VFE:
+#: Titsias 2009; FITC: Snelson & Ghahramani 2006) with ``m`` inducing inputs.
+TERM_APPROXIMATIONS = ("hsgp", "vfe", "fitc")
 
 #: The kernels of a factor input of ``gp()`` (``cat=``), the first the default.
 CAT_KERNELS = ("exchangeable", "coregion")
@@ -57,8 +72,8 @@ class GPTerm:
     by: str | None = None
     kernel: Any = "expquad"
     ard: bool = False
-    approx: str | None = None  # "hsgp": the reduced-rank term of Solin & Särkkä (2020)
-    m: int | None = None  # basis functions per input of an HSGP term
+    approx: str | None = None  # "hsgp" (Solin & Särkkä 2020), "vfe" or "fitc" (inducing inputs)
+    m: int | None = None  # basis functions per input of an HSGP term; inducing inputs of VFE/FITC
     c: float | None = None  # its boundary factor
     cat: str = "exchangeable"  # the kernel of a factor input: "exchangeable" or "coregion"
     rank: int | None = None  # the rank R of cat="coregion" (default 1)
@@ -192,10 +207,21 @@ def _gp_term(call, formula: str) -> GPTerm:
                 f"term's hyperparameters, 'name.ls'), got {name!r} in {formula!r}"
             )
     approx, m, c = opts.get("approx"), opts.get("m"), opts.get("c")
-    if approx not in (None, "hsgp"):
-        raise ValueError(f"gp(approx=...) takes 'hsgp', got {approx!r} in {formula!r}")
+    if approx not in (None, *TERM_APPROXIMATIONS):
+        raise ValueError(
+            f"gp(approx=...) takes {' or '.join(map(repr, TERM_APPROXIMATIONS))}, got {approx!r} "
+            f"in {formula!r}"
+        )
     if (m is not None or c is not None) and approx is None:
-        raise ValueError(f"gp(m=..., c=...) go with approx='hsgp' (in {formula!r})")
+        raise ValueError(
+            f"gp(m=...) goes with approx='hsgp' (basis functions per input), 'vfe' or 'fitc' "
+            f"(inducing inputs), gp(c=...) with approx='hsgp' (in {formula!r})"
+        )
+    if c is not None and approx != "hsgp":
+        raise ValueError(
+            f"gp(c=...) is the HSGP boundary factor: it goes with approx='hsgp', not "
+            f"{approx!r} (in {formula!r})"
+        )
     if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
         raise ValueError(f"gp(m=...) takes a positive whole number, got {m!r} in {formula!r}")
     if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or c <= 1):

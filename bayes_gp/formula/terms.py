@@ -51,6 +51,7 @@ from bayes_gp._validation import f64
 from bayes_gp.formula.covariance import (
     FixedMean,
     HSGPTerm,
+    InducingTerm,
     LinearBasis,
     OnColumns,
     OpenExchangeable,
@@ -58,12 +59,14 @@ from bayes_gp.formula.covariance import (
 )
 from bayes_gp.formula.design import Design, gp_columns, group_columns
 from bayes_gp.formula.parse import ParsedFormula, _Name
+from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER
 from bayes_gp.kernels.base import factors as kernel_factors
 from bayes_gp.kernels.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.kernels.categorical import Coregion
 from bayes_gp.predictive import Prediction, mixture_prediction
 from bayes_gp.priors import resolve_prior
 from bayes_gp.solvers.hsgp import HSGPLikelihood, hsgp_m_c
+from bayes_gp.solvers.inducing import default_n_inducing, inducing_points
 
 __all__ = ["FormulaTerms", "TermInfo", "COEF_SCALE"]
 
@@ -85,6 +88,18 @@ class TermInfo:
     covariance: str
     hyperparameters: tuple[str, ...]
     columns: tuple[str, ...]
+
+
+def _check_inducing_term(t, family: str) -> None:
+    """A VFE/FITC term is a gaussian-family term (a factor input the design refuses, as for
+    HSGP), refused otherwise with the reason."""
+    if family != "gaussian":
+        raise ValueError(
+            f"{t.name}: approx={t.approx!r} approximates the gaussian family's marginal "
+            f"likelihood (the noise is its residual's home); the {family} family integrates the "
+            "latent GP out by Laplace over a dense kernel: use approx='hsgp' for a reduced-rank "
+            "term there"
+        )
 
 
 def _normal_prior(name: str, p) -> tuple[float, float]:
@@ -122,6 +137,7 @@ class FormulaTerms:
         kernels = dict(kernels or {})
         self._gp_specs = {}
         self._hsgp: dict[str, tuple] = {}  # an HSGP term's m, c, box half-widths, centre
+        self._inducing: dict[str, np.ndarray] = {}  # a VFE/FITC term's inducing inputs
         for t in parsed.gp_terms:
             k = t.kernel
             cols = gp_columns(design, t)
@@ -138,6 +154,8 @@ class FormulaTerms:
             spec = kernel_spec(k, arg=f"{t.name}'s kernel")
             if t.ard and not spec.catalogue:
                 raise ValueError(f"{t.name}: ard=True applies to catalogue kernels")
+            if t.approx in ("vfe", "fitc"):
+                _check_inducing_term(t, family)
             scale = DataScale.of(design.X[:, cols], np.zeros(2))
             self._gp_specs[t.name] = (spec, cols, scale)
         # common effects: one term per formulae term, a prior mean and variance per column;
@@ -161,6 +179,7 @@ class FormulaTerms:
         self._fixed_mean = FixedMean(design.fixed_columns(), b, design.offset_column, b0)
         self._term_covs: dict[int, dict] = {}
         self._term_features: dict[int, dict] = {}
+        self._term_residuals: dict[int, dict] = {}
         terms = self.term_names
         twice = sorted({t for t in terms if terms.count(t) > 1})
         if twice:
@@ -248,6 +267,7 @@ class FormulaTerms:
         (:math:`K_j = F_j F_j^\top`; ``None`` for an exact GP term) is kept beside it."""
         covs: dict[str, Any] = {}
         feats: dict[str, Any] = {}
+        residuals: dict[str, Any] = {}  # a VFE/FITC term's diag(K - Q) at the training rows
         lowrank = getattr(self, "_lowrank", False)  # only that engine reads the factors
         s = self._s
         X = self.design.X
@@ -287,6 +307,11 @@ class FormulaTerms:
                 cov = self._hsgp_term(t, base, D, cols)
                 if lowrank:
                     feats[t.name] = cov.features(pt.as_tensor_variable(X))
+            elif t.approx in ("vfe", "fitc"):
+                cov = self._inducing_term(t, base, D, cols)
+                if lowrank:
+                    feats[t.name] = cov.features(pt.as_tensor_variable(X))
+                    residuals[t.name] = cov.residual(pt.as_tensor_variable(X))
             else:  # a model on one column keeps the catalogue's kernel (its structure is known)
                 cov = base if D == 1 else OnColumns(base, D, cols)
             if self.design.gp_factor[t.name] is not None:
@@ -321,6 +346,7 @@ class FormulaTerms:
                 feats[term] = pt.as_tensor_variable(X[:, cols] * np.sqrt(self._fixed_v[idx]))
         self._term_covs[id(pm.modelcontext(None))] = covs
         self._term_features[id(pm.modelcontext(None))] = feats
+        self._term_residuals[id(pm.modelcontext(None))] = residuals
         if not covs:
             raise ValueError(f"the formula {self.formula!r} has no term on its right-hand side")
         return _sum(list(covs.values()))
@@ -346,6 +372,21 @@ class FormulaTerms:
                                   np.asarray(c) * S, 0.5 * (lo + hi))  # fmt: skip
         m, c, L, center = self._hsgp[t.name]
         return HSGPTerm(base, D, cols, m, L, center)
+
+    def _inducing_term(self, t, base, D: int, cols: list[int]) -> InducingTerm:
+        """The VFE/FITC approximation of a ``gp(..., approx="vfe" | "fitc")`` term: ``m``
+        inducing inputs (by default :func:`~bayes_gp.solvers.inducing.default_n_inducing`, the
+        rule of GPRegression's own VFE/FITC, below the number of rows), k-means centres of the
+        term's training inputs (:func:`~bayes_gp.solvers.inducing.inducing_points`, seed 0),
+        fixed at the first build; the jitter on :math:`K_{ZZ}` GPRegression's:
+        :math:`10^{-6}` of the data's variance, or the model's jitter when larger."""
+        if t.name not in self._inducing:
+            Xc = self.design.X[:, cols]
+            m = t.m if t.m is not None else default_n_inducing(base, Xc)
+            self._inducing[t.name] = inducing_points(Xc, min(int(m), Xc.shape[0]))
+        floor = np.float64(DEFAULT_LATENT_JITTER * self._s**2)
+        jitter = pt.maximum(floor, self.jitter_tensor)
+        return InducingTerm(base, D, cols, self._inducing[t.name], jitter, t.approx)
 
     def _check_hsgp_box(self, Xn: np.ndarray) -> None:
         """New inputs of an HSGP term must lie in its box, where the basis is a GP."""
@@ -397,6 +438,9 @@ class FormulaTerms:
             if t.name in self._hsgp:
                 m, c = self._hsgp[t.name][:2]
                 cov = f"HSGP (m = {list(m)}, c = {[round(v, 3) for v in c]}) of {cov}"
+            if t.name in self._inducing:
+                cov = (f"{t.approx.upper()} ({len(self._inducing[t.name])} inducing inputs, "
+                       f"k-means) of {cov}")  # fmt: skip
             if t.by:
                 cov += f" × [{t.by} = {t.by}'] (one GP per level, shared hyperparameters)"
             params = tuple(f"{t.name}.{p}" for p in self._gp_params(t))
@@ -560,6 +604,21 @@ class _HSGPTermView:
         self.cov = hsgp.base
         self.X = model.design.X[:, model._gp_specs[term.name][1]]
         self.m, self.c, self.L, _ = model._hsgp[term.name]
+        self.rvs = list(model.model.free_RVs)
+
+
+class _InducingTermView:
+    """What :func:`bayes_gp.solvers.approx_checks.inducing_coverage_check` reads of a VFE/FITC
+    likelihood (``cov``, ``X``, ``Xu``, ``kind``, ``rvs``), for one inducing-input term of a
+    formula model: its base kernel on the term's own columns."""
+
+    def __init__(self, model, term, cov):
+        ind = cov if isinstance(cov, InducingTerm) else next(
+            f for f in kernel_factors(cov) if isinstance(f, InducingTerm))  # fmt: skip
+        self.cov = ind.base
+        self.X = model.design.X[:, model._gp_specs[term.name][1]]
+        self.Xu = model._inducing[term.name]
+        self.kind = term.approx
         self.rvs = list(model.model.free_RVs)
 
 

@@ -615,6 +615,12 @@ def _gap_check(model, lik, fit) -> ApproximationCheck:
     )  # fmt: skip
 
 
+def inducing_coverage_check(model, lik, fit) -> ApproximationCheck:
+    """The coverage check of a VFE/FITC likelihood or of an object with its attributes
+    (``cov``, ``X``, ``Xu``, ``kind``, ``rvs``: a formula model's inducing-input term)."""
+    return _coverage_check(model, lik, fit)
+
+
 def _coverage_check(model, lik, fit) -> ApproximationCheck:
     name = f"{lik.kind.upper()} inducing-input coverage"
     parts = _components(lik.cov, lik.X)
