@@ -15,6 +15,7 @@ import pytensor.tensor as pt
 from scipy.special import logit
 
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
+from bayes_gp.formula.checks import term_error_checks
 from bayes_gp.formula.factored import FactoredLikelihood
 from bayes_gp.formula.grouped import (
     GroupedLikelihood,
@@ -312,10 +313,12 @@ class FormulaRegression(FormulaTerms, GPRegression):
         return super().predict(Xn, fit, diag, include_noise, noise_new=noise_new)
 
     def approximation_checks(self, fit) -> list:
-        """Post-fit checks of each HSGP term (``gp(..., approx="hsgp")``) at ``fit``: the
-        resolution of its basis against the fitted length-scales and the width of its box
-        (Riutort-Mayol et al. 2022; :mod:`bayes_gp.solvers.approx_checks`), named by the
-        term. The exact engines need none."""
+        """Post-fit checks of each approximated term at ``fit``, named by the term: an HSGP
+        term's resolution against the fitted length-scales and the width of its box
+        (Riutort-Mayol et al. 2022; :mod:`bayes_gp.solvers.approx_checks`), a VFE/FITC term's
+        coverage of the inputs by its inducing inputs, and every such term's posterior against
+        the exact twin's on a subsample (:mod:`bayes_gp.formula.checks`). A model without
+        approximated terms needs none."""
         from bayes_gp.solvers.approx_checks import hsgp_basis_checks, inducing_coverage_check
 
         covs = self._term_covs[id(self.model)]
@@ -333,11 +336,12 @@ class FormulaRegression(FormulaTerms, GPRegression):
                 continue
             term = _HSGPTermView(self, t, covs[t.name])
             for check in hsgp_basis_checks(self, term, fit):
-                advice = check.advice.replace("approx_options={", f"{t.name[:-1]}, ").replace(
+                advice = check.advice.replace(
+                    "approx_options={", f"{t.name[:-1]}, approx='hsgp', ").replace(
                     "'m': ", "m=").replace("'c': ", "c=").replace("}", ")")  # fmt: skip
                 out.append(dataclasses.replace(check, name=f"{check.name}: {t.name}",
                                                advice=advice))  # fmt: skip
-        return out
+        return out + term_error_checks(self, fit)
 
     def describe_engine(self) -> str:
         n = self.X.shape[0]

@@ -180,6 +180,7 @@ class FormulaTerms:
         self._term_covs: dict[int, dict] = {}
         self._term_features: dict[int, dict] = {}
         self._term_residuals: dict[int, dict] = {}
+        self._term_exact: dict[int, tuple[dict, dict]] = {}
         terms = self.term_names
         twice = sorted({t for t in terms if terms.count(t) > 1})
         if twice:
@@ -268,6 +269,8 @@ class FormulaTerms:
         covs: dict[str, Any] = {}
         feats: dict[str, Any] = {}
         residuals: dict[str, Any] = {}  # a VFE/FITC term's diag(K - Q) at the training rows
+        exacts: dict[str, Any] = {}  # an approximated term's exact covariance
+        inducing: dict[str, InducingTerm] = {}  # a VFE/FITC term's own kernel (before by=)
         lowrank = getattr(self, "_lowrank", False)  # only that engine reads the factors
         s = self._s
         X = self.design.X
@@ -303,26 +306,31 @@ class FormulaTerms:
                 hyper[p] = resolve_prior(user, name, fallback)
             base = spec.build(len(cols), hyper)
             feats[t.name] = None
+            # a model on one column keeps the catalogue's kernel (its structure is known)
+            exact = base if D == 1 else OnColumns(base, D, cols)
             if t.approx == "hsgp":
                 cov = self._hsgp_term(t, base, D, cols)
                 if lowrank:
                     feats[t.name] = cov.features(pt.as_tensor_variable(X))
             elif t.approx in ("vfe", "fitc"):
-                cov = self._inducing_term(t, base, D, cols)
+                cov = inducing[t.name] = self._inducing_term(t, base, D, cols)
                 if lowrank:
                     feats[t.name] = cov.features(pt.as_tensor_variable(X))
                     residuals[t.name] = cov.residual(pt.as_tensor_variable(X))
-            else:  # a model on one column keeps the catalogue's kernel (its structure is known)
-                cov = base if D == 1 else OnColumns(base, D, cols)
+            else:
+                cov = exact
             if self.design.gp_factor[t.name] is not None:
                 cov = cov * self._factor_kernel(t, D, user)
             if t.by:
                 col = self.design.factor_column(t.by)
                 cov = cov * SameGroup(D, col)
+                exact = exact * SameGroup(D, col)
                 if feats[t.name] is not None:  # one block of features per level
                     Z = _indicators(X[:, col])
                     F = feats[t.name]
                     feats[t.name] = (F[:, :, None] * Z[:, None, :]).reshape((X.shape[0], -1))
+            if t.approx is not None:
+                exacts[t.name] = exact
             covs[t.name] = cov
         for g in self.parsed.group_terms:
             name = f"{g.name}.sigma"
@@ -347,6 +355,7 @@ class FormulaTerms:
         self._term_covs[id(pm.modelcontext(None))] = covs
         self._term_features[id(pm.modelcontext(None))] = feats
         self._term_residuals[id(pm.modelcontext(None))] = residuals
+        self._term_exact[id(pm.modelcontext(None))] = (exacts, inducing)
         if not covs:
             raise ValueError(f"the formula {self.formula!r} has no term on its right-hand side")
         return _sum(list(covs.values()))

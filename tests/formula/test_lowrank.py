@@ -66,11 +66,20 @@ def test_post_fit_checks_of_each_hsgp_term_in_formula_words():
     fit = m.fit("map")
     checks = {c.name: c for c in m.approximation_checks(fit)}
     assert set(checks) == {f"HSGP {k}: {t}" for k in ("resolution (ls vs basis)",
-                                                      "boundary (c vs ls)")
+                                                      "boundary (c vs ls)", "error vs exact GP")
                            for t in ("gp(t)", "gp(t, by=site)")}  # fmt: skip
     assert checks["HSGP resolution (ls vs basis): gp(t)"].status == "ok"
     coarse = checks["HSGP resolution (ls vs basis): gp(t, by=site)"]
-    assert coarse.status == "fail" and "refit with gp(t, by=site, m=" in coarse.advice
+    assert coarse.status == "fail" and "refit with gp(t, by=site, approx='hsgp', m=" in coarse.advice
+    # against the exact twin (bayes_gp.formula.checks): the fine basis is the GP (measured
+    # 0.004 posterior sd); the coarse one errs by 0.044 sd only, its amplitude being small
+    # (eta 0.11 against 0.86): the resolution rule is the conservative one
+    assert checks["HSGP error vs exact GP: gp(t)"].value < 0.02
+    assert 0.02 < checks["HSGP error vs exact GP: gp(t, by=site)"].value < 0.1
+    four = Model("y ~ x1 + gp(t, approx='hsgp', m=4, c=1.2)", DATA)
+    wrong = {c.name: c for c in four.approximation_checks(four.fit("map"))}
+    wrong = wrong["HSGP error vs exact GP: gp(t)"]  # measured 0.74 sd, at the data's edge
+    assert wrong.status == "fail" and "refit with gp(t, approx='hsgp', m=6, c=1.70)" in wrong.advice
     exact = Model("y ~ x1 + gp(t) + (1|site)", DATA)
     assert exact.approximation_checks(exact.fit("map")) == []
 
