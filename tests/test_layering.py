@@ -111,6 +111,16 @@ def test_student_t_process_is_placed():
         "bayes_gp.regression")}  # fmt: skip
 
 
+def test_censored_likelihoods_are_placed():
+    """The censored observation models (issue 39) sit beside the other likelihoods, below the
+    latent model that offers them: bayes_gp.latent.censored builds on likelihoods.py and imports
+    no model, the Laplace solver or anything above its package."""
+    graph = import_graph()
+    assert _layer("bayes_gp.latent.censored") == _layer("bayes_gp.latent.likelihoods")
+    assert graph["bayes_gp.latent.censored"] == {"bayes_gp.latent.likelihoods"}
+    assert "bayes_gp.latent.censored" in graph["bayes_gp.latent.model"]
+
+
 def test_cycle_detection_finds_a_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

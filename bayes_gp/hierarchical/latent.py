@@ -238,6 +238,10 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         :class:`~bayes_gp.LatentGP` takes them; ``predict`` then takes ``size=``, default 1).
     link : str, optional
         ``"logit"`` or ``"probit"`` for ``"bernoulli"``.
+    censored, upper : str or array_like, optional
+        The censoring codes of ``"weibull"``, ``"lognormal"`` and ``"censored_gaussian"``
+        and the censored Gaussian's interval upper limits (:class:`~bayes_gp.LatentGP`'s
+        ``censored=``, ``upper=``): a column name of ``data`` or one value per row.
     jitter : float, optional
         As :class:`~bayes_gp.LatentGP`'s (relative to the latent scale :math:`s^2`; ``None``:
         an absolute ``1e-6``).
@@ -279,6 +283,8 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         trials: str | Any = None,
         link: str | None = None,
         ard: bool = False,
+        censored: str | Any = None,
+        upper: str | Any = None,
     ):
         if not isinstance(data, pd.DataFrame):
             raise TypeError(f"`data` must be a pandas DataFrame, got {type(data).__name__}")
@@ -315,7 +321,11 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         yv = self._read_data(data, x, y, group, covariates)
         ex, tr = (value if not isinstance(value, str) else _numeric(_column(data, value, role), role)
                   for role, value in (("exposure", exposure), ("trials", trials)))  # fmt: skip
-        lik, link = make_likelihood(likelihood, link, yv, n, ex, tr)
+        cens = (_numeric(_column(data, censored, "censored"), "censored")
+                if isinstance(censored, str) else censored)  # fmt: skip
+        up = (_column(data, upper, "upper").to_numpy(dtype=float) if isinstance(upper, str)
+              else upper)  # NaN allowed where a row is not interval-censored  # fmt: skip
+        lik, link = make_likelihood(likelihood, link, yv, n, ex, tr, censored=cens, upper=up)
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
         self.exposure_name, self.trials_name = (v if isinstance(v, str) else None
                                                 for v in (exposure, trials))  # fmt: skip

@@ -2,6 +2,7 @@
 PyTensor Op, variational bounds (Jaakkola–Jordan, Gaussian KL), expectation propagation
 (Bernoulli-probit), and the :class:`LatentGP` model built on them."""
 
+from bayes_gp.latent.censored import CensoredGaussian, LogNormal, Weibull
 from bayes_gp.latent.ep import EPEvidence as EPEvidence
 from bayes_gp.latent.ep import EPResult as EPResult
 from bayes_gp.latent.ep import EPState as EPState
@@ -46,6 +47,9 @@ __all__ = [
     "Binomial",
     "Gamma",
     "Gaussian",
+    "CensoredGaussian",
+    "LogNormal",
+    "Weibull",
     "LatentLikelihood",
     "NegativeBinomial",
     "Poisson",

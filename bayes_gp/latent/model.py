@@ -75,6 +75,7 @@ from bayes_gp.kernels.catalogue import (
     mean_function,
 )
 from bayes_gp.kernels.lags import gram
+from bayes_gp.latent.censored import CensoredGaussian, LogNormal, Weibull
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
@@ -128,6 +129,9 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
     "gamma": (Gamma, ("log",)),
     "zero_inflated_poisson": (ZeroInflatedPoisson, ("log",)),
     "zero_inflated_negative_binomial": (ZeroInflatedNegativeBinomial, ("log",)),
+    "weibull": (Weibull, ("log",)),
+    "lognormal": (LogNormal, ("log",)),
+    "censored_gaussian": (CensoredGaussian, ("identity",)),
 }
 
 #: Prior sd of the latent amplitude eta (and of a constant mean) on a link scale (logit, log):
@@ -266,7 +270,9 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         Outcomes: 0/1 (``"bernoulli"``), successes (``"binomial"``), counts (``"poisson"``,
         ``"negative_binomial"``, ``"zero_inflated_poisson"``,
         ``"zero_inflated_negative_binomial"``), real values (``"student_t"``, ``"gaussian"``), proportions
-        strictly inside (0, 1) (``"beta"``) or positive values (``"gamma"``).
+        strictly inside (0, 1) (``"beta"``) or positive values (``"gamma"``); survival times
+        (``"weibull"``, ``"lognormal"``) or measurements with detection limits
+        (``"censored_gaussian"``), each with its code in ``censored``.
     kernel : str, kernel object or callable
         Catalogue name or a sum of products of them, a kernel object with fixed numbers and
         unnamed priors, or a callable ``kernel(D)`` (:func:`~bayes_gp.regression.kernel_spec`;
@@ -310,6 +316,18 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         as :class:`~bayes_gp.HierarchicalGP` takes it.
     trials : array_like (n,), int or str
         Binomial trials :math:`N_i` (required for ``"binomial"``), in the same forms.
+    censored : array_like (n,) or str, optional
+        The censoring code of each row (:mod:`bayes_gp.latent.censored`), in the same forms
+        (a column name leaves the inputs): for ``"weibull"`` and ``"lognormal"`` 0 an event at
+        ``y``, 1 right-censored at ``y`` (the event later); for ``"censored_gaussian"`` 0
+        observed, -1 left-censored (below the detection limit ``y``), 1 right-censored (above
+        ``y``), 2 interval-censored (between ``y`` and ``upper``). Default: every row observed.
+        Priors: the Weibull ``shape`` :math:`k \sim \mathrm{LogNormal}(0, 1)` (median 1, the
+        exponential), the log-normal's ``sigma`` :math:`\sim \mathrm{HalfNormal}(\mathrm{sd}
+        (\log y))`, the censored Gaussian's as the Gaussian's.
+    upper : array_like (n,) or str, optional
+        ``"censored_gaussian"``: the upper limits of the interval-censored rows (code 2; other
+        rows' values are ignored and may be NaN).
     jitter : float, optional
         Added to the diagonal of :math:`K`, relative to the model's latent prior scale
         :math:`s^2` (``scale.y_sd**2``: :math:`2^2 = 4`, :data:`LINK_SCALE` squared, for the
@@ -338,11 +356,15 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         exposure=None,
         trials=None,
         jitter: float | None = None,
+        censored=None,
+        upper=None,
     ):
         check_aligned(X, y)
         X, exposure, trials, self.size_column = _size_columns(X, exposure, trials)
+        X, censored, upper, self.censoring_columns = _censoring_columns(X, censored, upper)
         X, names = as_inputs(X)
-        lik, link = make_likelihood(likelihood, link, y, X.shape[0], exposure, trials)
+        lik, link = make_likelihood(likelihood, link, y, X.shape[0], exposure, trials,
+                                    censored=censored, upper=upper)  # fmt: skip
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
         self.spec = kernel_spec(kernel, exclude=self._kernel_exclude)
         check_kernel_ard(self.spec, ard)
@@ -377,7 +399,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             loc = 0.0
         elif isinstance(lik, Beta):
             loc = float(logit(np.mean(y)))
-        elif isinstance(lik, Gamma):
+        elif isinstance(lik, (Gamma, Weibull, LogNormal)):
             loc = float(np.log(np.mean(y)))
         elif isinstance(lik, Binomial):
             frac = (y.sum() + 0.5) / (lik.trials.sum() + 1.0)
@@ -414,7 +436,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         """The likelihood parameters' variables (``dispersion``, ``nu``, ``sigma``,
         ``precision``, ``shape``, ``zero_inflation``; their defaults in the class docstring) in
         the current model."""
-        sd = float(np.std(self.y)) or 1.0
+        lik = self.likelihood
+        sd = float(np.std(np.log(self.y) if isinstance(lik, LogNormal) else self.y)) or 1.0
         defaults = {
             "dispersion": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
             "nu": lambda n: pm.Gamma(n, alpha=f64(2.0), beta=f64(0.1)),
@@ -423,6 +446,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             "shape": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
             "zero_inflation": lambda n: pm.Beta(n, alpha=f64(1.0), beta=f64(1.0)),
         }
+        if isinstance(lik, Weibull):  # median 1 (exponential times), 0.14 to 7.1 at 95%
+            defaults["shape"] = lambda n: pm.LogNormal(n, mu=f64(0.0), sigma=f64(1.0))
         return [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
 
     def _evidence_model(self, name: str, op: LaplaceLogp):
@@ -483,6 +508,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                         beta=phi[0] * pm.math.sigmoid(-f), observed=lik.y, dims="obs")  # fmt: skip
             elif isinstance(lik, Gamma):  # rate alpha / mu
                 pm.Gamma("y", alpha=phi[0], beta=phi[0] * pt.exp(-f), observed=lik.y, dims="obs")
+            elif isinstance(lik, (Weibull, LogNormal, CensoredGaussian)):
+                _censored_observation(lik, f, phi[0])
             else:
                 pm.Normal("y", mu=f, sigma=phi[0], observed=lik.y, dims="obs")
         self._latent_pm = model
@@ -828,9 +855,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def _without_size(self, X_new):
         """``X_new`` without the exposure / trials column named at construction, if it has it."""
-        name = getattr(self, "size_column", None)
-        if name is not None and hasattr(X_new, "columns") and name in X_new.columns:
-            return X_new.drop(columns=name)
+        names = [getattr(self, "size_column", None), *getattr(self, "censoring_columns", ())]
+        if hasattr(X_new, "columns"):
+            drop = [c for c in names if c is not None and c in X_new.columns]
+            return X_new.drop(columns=drop) if drop else X_new
         return X_new
 
     def _size_at(self, X_new, size):
@@ -1273,11 +1301,12 @@ def _size_columns(X, exposure, trials):
 
 
 def make_likelihood(
-    likelihood: str, link: str | None, y, n: int, exposure=None, trials=None
+    likelihood: str, link: str | None, y, n: int, exposure=None, trials=None, *,
+    censored=None, upper=None,
 ) -> tuple[LatentLikelihood, str]:
-    """The likelihood object of :class:`LatentGP`'s ``likelihood=``, ``link=``, ``exposure=`` and
-    ``trials=`` arguments for outcomes ``y`` (``n`` rows), and the link in use; a ``ValueError``
-    names a bad one."""
+    """The likelihood object of :class:`LatentGP`'s ``likelihood=``, ``link=``, ``exposure=``,
+    ``trials=``, ``censored=`` and ``upper=`` arguments for outcomes ``y`` (``n`` rows), and the
+    link in use; a ``ValueError`` names a bad one."""
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"`likelihood` must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
     cls, links = LIKELIHOODS[likelihood]
@@ -1289,6 +1318,12 @@ def make_likelihood(
         raise ValueError(f"`exposure` applies to the {', '.join(counts)} likelihoods")
     if trials is not None and cls is not Binomial:
         raise ValueError("`trials` applies to the binomial likelihood")
+    censoring = [name for name, (c, _) in LIKELIHOODS.items() if getattr(c, "censoring", None)]
+    if censored is not None and not getattr(cls, "censoring", None):
+        raise ValueError(f"`censored` applies to the {', '.join(censoring)} likelihoods")
+    if upper is not None and cls is not CensoredGaussian:
+        raise ValueError("`upper` (an interval's upper limit) applies to the censored_gaussian "
+                         "likelihood")  # fmt: skip
     y = as_targets(y, n, what="a latent GP", learned_noise=False)
     for name, value in (("exposure", exposure), ("trials", trials)):
         a = None if value is None else _column(name, value)
@@ -1301,4 +1336,58 @@ def make_likelihood(
         return Binomial(y, trials=_column("trials", trials) if trials is not None else None), link
     if cls.size_name == "exposure":
         return cls(y, exposure=size), link
+    if getattr(cls, "censoring", None):
+        c = None if censored is None else _column("censored", censored)
+        extra = {"upper": _column("upper", upper)} if upper is not None else {}
+        return cls(y, censored=c, **extra), link
     return cls(y), link
+
+
+def _censoring_columns(X, censored, upper):
+    """``(X, censored, upper, names)``: a ``censored`` / ``upper`` given as the name of a column
+    of the DataFrame ``X`` is that column's values, and the column leaves ``X``'s inputs
+    (``names`` the columns taken; ``predict`` drops them from a DataFrame ``X_new``)."""
+    names = []
+    out = []
+    for what, value in (("censored", censored), ("upper", upper)):
+        if isinstance(value, str):
+            if not hasattr(X, "columns"):
+                raise ValueError(
+                    f"`{what}`={value!r} names a column, but `X` is not a DataFrame: pass "
+                    f"`{what}` as n numbers, or `X` as a DataFrame with that column"
+                )
+            if value not in X.columns:
+                raise ValueError(f"`{what}`={value!r} is not a column of `X` (columns: "
+                                 f"{[str(c) for c in X.columns]})")  # fmt: skip
+            names.append(value)
+            value = X[value]
+        out.append(value)
+    if names:
+        X = X.drop(columns=names)
+    return X, out[0], out[1], tuple(names)
+
+
+def _censored_observation(lik, f, param) -> None:
+    r"""The censored observations of the joint latent model as ``y``: PyMC's ``Censored``
+    around the Weibull (:math:`\alpha = k`, :math:`\beta = e^f`), the log-normal or the
+    normal, with each row's censoring point as its bound (``inf`` for an event). PyMC has no
+    interval censoring: the censored Gaussian's interval rows enter ``y`` uncensored at their
+    lower limit (so that prior predictive draws exist for every row) and the Potential
+    ``y_interval`` replaces their density by :math:`\log(\Phi(b) - \Phi(a))`."""
+    from pymc.distributions.dist_math import log_diff_normal_cdf
+
+    c = lik.censored
+    if isinstance(lik, Weibull):
+        dist = pm.Weibull.dist(alpha=param, beta=pt.exp(f))
+    elif isinstance(lik, LogNormal):
+        dist = pm.LogNormal.dist(mu=f, sigma=param)
+    else:
+        dist = pm.Normal.dist(mu=f, sigma=param)
+    lower = np.where(c == -1, lik.y, -np.inf)
+    upper = np.where(c == 1, lik.y, np.inf)
+    pm.Censored("y", dist, lower=lower, upper=upper, observed=lik.y, dims="obs")
+    interval = np.flatnonzero(c == 2)
+    if interval.size:
+        fi, y, u = f[interval], lik.y[interval], lik.upper[interval]
+        density = pm.logp(pm.Normal.dist(mu=fi, sigma=param), y)
+        pm.Potential("y_interval", pt.sum(log_diff_normal_cdf(fi, param, u, y) - density))

@@ -273,8 +273,8 @@ def test_the_previous_dispatch_warns_and_builds_the_latent_model():
     new = hierarchical_gp(df, "t", "count", "subject", likelihood="poisson")
     assert type(new) is HierarchicalLatentGP and old.hyperparameters == new.hyperparameters
     assert type(hierarchical_gp(df, "t", "count", "subject")) is HierarchicalGP
-    with pytest.raises(ValueError, match="'weibull' is not implemented"):
-        hierarchical_gp(df, "t", "count", "subject", likelihood="weibull")
+    with pytest.raises(ValueError, match="'skew_normal' is not implemented"):
+        hierarchical_gp(df, "t", "count", "subject", likelihood="skew_normal")
     # every LatentGP likelihood has its hierarchical model; the zero-inflated counts take exposure
     assert type(hierarchical_gp(df.assign(pos=df["E"]), "t", "pos", "subject",
                                 likelihood="gamma")) is HierarchicalLatentGP  # fmt: skip
@@ -286,8 +286,8 @@ def test_the_previous_dispatch_warns_and_builds_the_latent_model():
 # --------------------------------------------------------------------------- bad input
 def test_bad_input_is_named():
     df = _frame()
-    with pytest.raises(ValueError, match="'weibull' is not implemented"):
-        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="weibull")
+    with pytest.raises(ValueError, match="'skew_normal' is not implemented"):
+        HierarchicalLatentGP(df, "t", "count", "subject", likelihood="skew_normal")
     with pytest.raises(ValueError, match="`exposure`: column 'expo' is not in the data"):
         HierarchicalLatentGP(df, "t", "count", "subject", likelihood="poisson", exposure="expo")
     with pytest.raises(ValueError, match="`trials` applies to the binomial"):

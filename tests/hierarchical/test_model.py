@@ -342,8 +342,8 @@ def test_bad_input_is_named():
     text = df.assign(t=df["t"].astype(str))
     with pytest.raises(ValueError, match=r"`x`: column 't' must be numeric"):
         HierarchicalGP(text, "t", "y", "subject")
-    with pytest.raises(ValueError, match="'weibull' is not implemented"):
-        HierarchicalGP(df, "t", "y", "subject", likelihood="weibull")
+    with pytest.raises(ValueError, match="'skew_normal' is not implemented"):
+        HierarchicalGP(df, "t", "y", "subject", likelihood="skew_normal")
     with pytest.raises(ValueError, match="`y` must be non-negative counts"):
         HierarchicalLatentGP(df, "t", "y", "subject", likelihood="poisson")
     with pytest.raises(ValueError, match="`pooling` has unknown names"):
