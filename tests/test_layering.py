@@ -121,6 +121,18 @@ def test_censored_likelihoods_are_placed():
     assert "bayes_gp.latent.censored" in graph["bayes_gp.latent.model"]
 
 
+def test_custom_likelihood_is_placed():
+    """The user's own likelihood (issue 39) sits beside the other observation models: it builds
+    on the likelihood base and the core (data checks, the eager compile mode), and imports
+    nothing of the model that offers it, the Laplace solver or its Op."""
+    graph = import_graph()
+    assert _layer("bayes_gp.latent.custom") == _layer("bayes_gp.latent.likelihoods")
+    latent = {d for d in graph["bayes_gp.latent.custom"] if d.startswith("bayes_gp.latent")}
+    assert latent == {"bayes_gp.latent.likelihoods"}
+    assert all(_layer(d) == 0 for d in graph["bayes_gp.latent.custom"] - latent)
+    assert "bayes_gp.latent.custom" in graph["bayes_gp.latent.model"]
+
+
 def test_cycle_detection_finds_a_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

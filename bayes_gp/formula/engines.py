@@ -398,6 +398,9 @@ FAMILY_PARAMS = {
     "gamma": ("shape",),
     "zero_inflated_poisson": ("zero_inflation",),
     "zero_inflated_negative_binomial": ("dispersion", "zero_inflation"),
+    "weibull": ("shape",),
+    "lognormal": ("sigma",),
+    "censored_gaussian": ("sigma",),
 }
 
 
@@ -406,7 +409,7 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
     and coefficients) integrated out by Laplace inside NUTS; see :func:`Model`."""
 
     def __init__(self, parsed, design, y, family, *, link=None, priors=None, kernels=None,
-                 jitter=None, trials=None):  # fmt: skip
+                 jitter=None, trials=None, censored=None, upper=None):  # fmt: skip
         priors = dict(priors or {})
         self._family_params = FAMILY_PARAMS.get(family, ())
         off = design.X[:, design.offset_column] if design.offset_column is not None else 0.0
@@ -420,7 +423,7 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
             loc, s = 0.0, LINK_SCALE
         elif family == "beta":  # logit of the mean proportion
             loc, s = float(logit(np.mean(y))), LINK_SCALE
-        elif family == "gamma":  # log of the mean, relative to the exposure offset
+        elif family in ("gamma", "weibull", "lognormal"):  # log mean, relative to the offset
             loc, s = float(np.log(np.mean(y)) - np.mean(off)), LINK_SCALE
         else:  # student_t
             loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
@@ -428,7 +431,7 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
         super().__init__(
             design.frame(), y, self._term_kernel, family, link=link, mean=self._fixed_mean,
             priors={k: v for k, v in priors.items() if k in self._family_params},
-            trials=trials, jitter=jitter,
+            trials=trials, jitter=jitter, censored=censored, upper=upper,
         )  # fmt: skip
 
     @property

@@ -67,7 +67,13 @@ FAMILIES = (
     "gamma",
     "zero_inflated_poisson",
     "zero_inflated_negative_binomial",
+    "weibull",
+    "lognormal",
+    "censored_gaussian",
 )
+
+#: The families with a censoring column (``censored=``; ``upper=`` for the Gaussian's intervals).
+CENSORED_FAMILIES = ("weibull", "lognormal", "censored_gaussian")
 
 
 def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray:
@@ -104,6 +110,8 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
         bad((y <= 0) | (y >= 1), "proportions strictly between 0 and 1")
     elif family == "gamma":
         bad(y <= 0, "positive values")
+    elif family in ("weibull", "lognormal"):
+        bad(y <= 0, "positive survival times")
     elif family == "bernoulli":
         bad((y != 0) & (y != 1), "0/1 outcomes")
         if np.unique(y).size < 2:
@@ -122,7 +130,7 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
 def Model(formula: str, data, family: str = "gaussian", *, link: str | None = None,
           priors: Mapping[str, Any] | None = None, kernels: Mapping[str, Any] | None = None,
           jitter: float | None = None, structure: str | None = None, noise=None,
-          learn_noise: bool = False):  # fmt: skip
+          learn_noise: bool = False, censored=None, upper=None):  # fmt: skip
     r"""A GP model written as a formula, with the engine chosen for it.
 
     Parameters
@@ -171,6 +179,14 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
     learn_noise : bool
         With an array ``noise``: learn a shared :math:`\sigma` as well,
         :math:`C = K + \operatorname{diag}(s^2) + \sigma^2 I`.
+    censored : str or array, optional
+        The censoring families' codes (:data:`CENSORED_FAMILIES`;
+        :mod:`bayes_gp.latent.censored`): a column name of ``data`` or n values. ``"weibull"``,
+        ``"lognormal"``: 0 an event at the response's time, 1 right-censored there;
+        ``"censored_gaussian"``: 0 observed, -1 below the response (a detection limit), 1
+        above it, 2 between it and ``upper``. Default: every row observed.
+    upper : str or array, optional
+        ``"censored_gaussian"``: the interval-censored rows' upper limits (NaN elsewhere).
 
     Returns
     -------
@@ -180,13 +196,14 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
     """
     cls, args, kwargs = engine_arguments(formula, data, family, link=link, priors=priors,
                                           kernels=kernels, jitter=jitter, structure=structure,
-                                          noise=noise, learn_noise=learn_noise)  # fmt: skip
+                                          noise=noise, learn_noise=learn_noise,
+                                          censored=censored, upper=upper)  # fmt: skip
     return cls(*args, **kwargs)
 
 
 def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=None,
-                      jitter=None, structure=None, noise=None,
-                      learn_noise=False) -> tuple[type, tuple, dict]:  # fmt: skip
+                      jitter=None, structure=None, noise=None, learn_noise=False,
+                      censored=None, upper=None) -> tuple[type, tuple, dict]:  # fmt: skip
     """The engine class of :func:`Model` and its arguments, every check made."""
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {list(FAMILIES)}, got {family!r}")
@@ -202,6 +219,8 @@ def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=N
     if family == "binomial" and parsed.trials is None:
         raise ValueError("the binomial family needs the response p(successes, trials)")
     trials = frame[parsed.trials].to_numpy(float) if parsed.trials else None
+    censored, upper = (_censoring_column(frame, role, value, family)
+                       for role, value in (("censored", censored), ("upper", upper)))  # fmt: skip
     y = _check_response(family, parsed, y, trials)
     if family == "gaussian":
         if link not in (None, "identity"):
@@ -240,11 +259,30 @@ def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=N
             (parsed, design, y),
             dict(priors=priors, kernels=kernels, jitter=jitter),
         )
+    censoring = dict(censored=censored, upper=upper) if family in CENSORED_FAMILIES else {}
     return (
         FormulaLatentGP,
         (parsed, design, y, family),
-        dict(link=link, priors=priors, kernels=kernels, jitter=jitter, trials=trials),
+        dict(link=link, priors=priors, kernels=kernels, jitter=jitter, trials=trials,
+             **censoring),
     )
+
+
+def _censoring_column(frame, role: str, value, family: str):
+    """``censored=`` / ``upper=`` as values: a column of the data by name, or as given; a
+    ``ValueError`` for a family without censoring or a column the data lacks."""
+    if value is None:
+        return None
+    allowed = CENSORED_FAMILIES if role == "censored" else ("censored_gaussian",)
+    if family not in allowed:
+        raise ValueError(f"`{role}` applies to the {', '.join(allowed)} famil"
+                         f"{'ies' if len(allowed) > 1 else 'y'}, not to {family!r}")  # fmt: skip
+    if isinstance(value, str):
+        if value not in frame.columns:
+            raise ValueError(f"`{role}` names the column {value!r}, which the data does not "
+                             f"have (columns: {list(frame.columns)})")  # fmt: skip
+        return frame[value].to_numpy(float)
+    return value
 
 
 def formula_class(formula: str, family: str = "gaussian", **options) -> type:

@@ -3,6 +3,7 @@ PyTensor Op, variational bounds (Jaakkola–Jordan, Gaussian KL), expectation pr
 (Bernoulli-probit), and the :class:`LatentGP` model built on them."""
 
 from bayes_gp.latent.censored import CensoredGaussian, LogNormal, Weibull
+from bayes_gp.latent.custom import CustomLikelihood, LogDensity
 from bayes_gp.latent.ep import EPEvidence as EPEvidence
 from bayes_gp.latent.ep import EPResult as EPResult
 from bayes_gp.latent.ep import EPState as EPState
@@ -51,6 +52,8 @@ __all__ = [
     "LogNormal",
     "Weibull",
     "LatentLikelihood",
+    "LogDensity",
+    "CustomLikelihood",
     "NegativeBinomial",
     "Poisson",
     "StudentT",

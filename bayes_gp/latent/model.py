@@ -54,7 +54,12 @@ from bayes_gp._validation import (
     new_inputs,
 )
 from bayes_gp.inference.degenerate import model_spacing
-from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, JitterChoice, PreflightJitter
+from bayes_gp.inference.jitter import (
+    DEFAULT_LATENT_JITTER,
+    JitterChoice,
+    PreflightJitter,
+    check_points,
+)
 from bayes_gp.inference.methods import (
     LATENT_RENAMED,
     MAP,
@@ -76,6 +81,8 @@ from bayes_gp.kernels.catalogue import (
 )
 from bayes_gp.kernels.lags import gram
 from bayes_gp.latent.censored import CensoredGaussian, LogNormal, Weibull
+from bayes_gp.latent.custom import CustomLikelihood, custom_likelihood
+from bayes_gp.latent.custom import prior_predictive as custom_prior_predictive
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
@@ -277,8 +284,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         Catalogue name or a sum of products of them, a kernel object with fixed numbers and
         unnamed priors, or a callable ``kernel(D)`` (:func:`~bayes_gp.regression.kernel_spec`;
         as :class:`~bayes_gp.GPRegression`).
-    likelihood : str
-        One of :data:`LIKELIHOODS`.
+    likelihood : str, callable or LogDensity
+        One of :data:`LIKELIHOODS`, or the user's own: a function ``fn(y, f, **params)``
+        returning the PyTensor log density of each observation, or a
+        :class:`~bayes_gp.latent.custom.LogDensity` with its options (its derivatives by
+        automatic differentiation; its parameters' priors by name in ``priors``;
+        :mod:`bayes_gp.latent.custom` says what it requires and refuses).
     link : str, optional
         ``"logit"`` (default) or ``"probit"`` for ``"bernoulli"``; the others have one link
         (logit for the binomial and the beta, log for the counts and the gamma, identity for
@@ -347,7 +358,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         X,
         y,
         kernel: Any = "expquad",
-        likelihood: str = "poisson",
+        likelihood: Any = "poisson",
         *,
         link: str | None = None,
         ard: bool = False,
@@ -366,6 +377,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         lik, link = make_likelihood(likelihood, link, y, X.shape[0], exposure, trials,
                                     censored=censored, upper=upper)  # fmt: skip
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
+        if isinstance(lik, CustomLikelihood):  # a user's log density, named by its function
+            self.likelihood_name = lik.name
         self.spec = kernel_spec(kernel, exclude=self._kernel_exclude)
         check_kernel_ard(self.spec, ard)
         self.kernel = kernel
@@ -379,6 +392,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                 f"`priors` has unknown names {sorted(unknown)}; this model's hyperparameters "
                 f"are {[*self.spec.params, *lik.param_names]} (and a mean's c, intercept, slope)"
             )
+        if isinstance(lik, CustomLikelihood):
+            lik.check_priors(self.priors, [*self.spec.params, "c", "intercept", "slope"])
         if jitter is not None:
             check_jitter(jitter)
         self.scale = self._latent_scale()
@@ -387,6 +402,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         self._fns: dict = {}
         self._latent_pm: pm.Model | None = None
         self.model = self._build()
+        if isinstance(lik, CustomLikelihood):  # shape, finiteness, no coupling, at the prior
+            lik.verify(*self._train(check_points(self.model, self.model.free_RVs, 0)[0])[1:])
 
     # ------------------------------------------------------------------ model
     def _latent_scale(self) -> DataScale:
@@ -395,6 +412,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         base = DataScale.of(self.X, y)
         if lik.identity_link:
             return base
+        if isinstance(lik, CustomLikelihood):  # a user's link scale: no location known
+            return dataclasses.replace(base, y_mean=0.0, y_sd=LINK_SCALE)
         if isinstance(lik, Bernoulli):
             loc = 0.0
         elif isinstance(lik, Beta):
@@ -448,7 +467,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         }
         if isinstance(lik, Weibull):  # median 1 (exponential times), 0.14 to 7.1 at 95%
             defaults["shape"] = lambda n: pm.LogNormal(n, mu=f64(0.0), sigma=f64(1.0))
-        return [self._prior(p, default=defaults[p]) for p in self.likelihood.param_names]
+        return [self._prior(p, default=defaults.get(p)) for p in self.likelihood.param_names]
 
     def _evidence_model(self, name: str, op: LaplaceLogp):
         """A model of the hyperparameters whose likelihood term is ``op(K, m, phi)``: the
@@ -506,6 +525,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             elif isinstance(lik, Beta):  # mean-precision: alpha = mu phi, beta = (1 - mu) phi
                 pm.Beta("y", alpha=phi[0] * pm.math.sigmoid(f),
                         beta=phi[0] * pm.math.sigmoid(-f), observed=lik.y, dims="obs")  # fmt: skip
+            elif isinstance(lik, CustomLikelihood):  # the user's log density of the data
+                pm.Potential("log_likelihood", lik.expression(f, phi).sum())
             elif isinstance(lik, Gamma):  # rate alpha / mu
                 pm.Gamma("y", alpha=phi[0], beta=phi[0] * pt.exp(-f), observed=lik.y, dims="obs")
             elif isinstance(lik, (Weibull, LogNormal, CensoredGaussian)):
@@ -936,6 +957,26 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         moments = self._latent_moments(Xn, fit, max_draws)
         return self._predictive(*moments, size)
 
+    @single_blas_thread
+    def predict_latent(self, X_new, fit, *, max_draws: int = 200) -> Prediction:
+        r"""The latent :math:`f_*` at ``X_new``: its mean and variance (mixed over up to
+        ``max_draws`` draws of a NUTS fit by the law of total variance) and central 94%
+        interval (Gaussian for a type-II fit, the mixture's quantiles for NUTS:
+        :func:`~bayes_gp.predictive.gaussian_mixture_quantiles`) as ``mean``, ``var``,
+        ``lower``, ``upper`` (and ``latent_mean``, ``latent_sd``). It needs nothing of the
+        likelihood but its log density: the predictions of a user likelihood given without
+        ``mean=`` (:mod:`bayes_gp.latent.custom`)."""
+        means, variances, _ = self._latent_moments(self._check_new(X_new), fit, max_draws)
+        mean = means.mean(axis=0)
+        var = variances.mean(axis=0) + means.var(axis=0)
+        sds = np.sqrt(variances)
+        if means.shape[0] == 1:
+            lower, upper = means[0] - Z_CI * sds[0], means[0] + Z_CI * sds[0]
+        else:
+            lower, upper = gaussian_mixture_quantiles(means, sds, CI_QUANTILES)
+        return Prediction(mean, var, None, lower, upper, {"n_draws": len(means)},
+                          latent_mean=mean, latent_sd=np.sqrt(var))  # fmt: skip
+
     @property
     def _probability_outcome(self) -> bool:
         r"""Whether :math:`E[y \mid f]` per trial is a probability (Bernoulli, binomial)."""
@@ -964,8 +1005,11 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             m_s, v_s = response_moments(self.likelihood, phi, mu, var, size)
             resp.append(m_s)
             second.append(v_s + m_s * m_s)
-        lower, upper = predictive_quantiles(self.likelihood, phis, means, variances,
-                                            CI_QUANTILES, size)  # fmt: skip
+        if isinstance(self.likelihood, CustomLikelihood):  # no CDF: no interval of y*
+            lower = upper = None
+        else:
+            lower, upper = predictive_quantiles(self.likelihood, phis, means, variances,
+                                                CI_QUANTILES, size)  # fmt: skip
         y_mean = np.mean(resp, axis=0)
         # law of total variance over the draws (each draw's by quadrature: response_moments)
         y_var = np.maximum(np.mean(second, axis=0) - y_mean * y_mean, 0.0)
@@ -1209,6 +1253,9 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         :math:`f`, then :math:`y \\mid f`), ``(n_draws, n)``."""
         from bayes_gp.linalg import EAGER_MODE
 
+        if isinstance(self.likelihood, CustomLikelihood):  # y by the user's draw=
+            return custom_prior_predictive(self.likelihood, self._latent_model(), self.priors,
+                                           n_draws, random_seed)  # fmt: skip
         y = self._latent_model()["y"]
         draws = pm.draw(y, draws=n_draws, random_seed=random_seed, mode=EAGER_MODE)
         return np.asarray(draws, float).reshape(n_draws, -1)
@@ -1307,6 +1354,8 @@ def make_likelihood(
     """The likelihood object of :class:`LatentGP`'s ``likelihood=``, ``link=``, ``exposure=``,
     ``trials=``, ``censored=`` and ``upper=`` arguments for outcomes ``y`` (``n`` rows), and the
     link in use; a ``ValueError`` names a bad one."""
+    if not isinstance(likelihood, str):  # a user's log density (bayes_gp.latent.custom)
+        return custom_likelihood(likelihood, link, y, n, exposure, trials)
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"`likelihood` must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
     cls, links = LIKELIHOODS[likelihood]

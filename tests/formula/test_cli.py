@@ -71,7 +71,7 @@ def test_fit_with_known_measurement_errors(tmp_path):
     [
         (["--formula", "y ~ gp(t)"], "--formula needs --data"),
         (["--formula", "y ~ gp(t)", "--data", "{csv}", "--x", "t"], "--x is for a CSV model"),
-        (["--formula", "y ~ gp(t)", "--data", "{csv}", "--family", "weibull"], "invalid choice"),
+        (["--formula", "y ~ gp(t)", "--data", "{csv}", "--family", "skew_normal"], "invalid choice"),
         (["--formula", "y ~ gp(tt)", "--data", "{csv}"], "no column 'tt' (used by gp(tt))"),
         (["--formula", "y gp(t)", "--data", "{csv}"], "response on the left of '~'"),
         (["sleepstudy", "--family", "poisson"], "--family goes with --formula"),
