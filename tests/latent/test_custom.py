@@ -151,7 +151,7 @@ def test_joint_latent_model_density_equals_the_built_in(models):
 
 
 #: Draws (and tuning steps) per chain of the two NUTS runs.
-DRAWS = 100
+DRAWS = 80
 
 
 def test_nuts_posterior_agrees_with_the_built_in():
