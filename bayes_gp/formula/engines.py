@@ -312,6 +312,31 @@ class FormulaRegression(FormulaTerms, GPRegression):
             return self._predict_mixture(Xc, fit, include_noise, max_draws, noise_var=noise_var)
         return super().predict(Xn, fit, diag, include_noise, noise_new=noise_new)
 
+    def predict_derivative(self, X_new, fit, order: int = 1, dim: int | str = 0,
+                           diag: bool = True, *, terms=None, max_draws: int = 500,
+                           random_seed: int = 0):  # fmt: skip
+        r"""The posterior of :math:`\partial f / \partial x_d` (``order=1``) or
+        :math:`\partial^2 f / \partial x_d^2` (``order=2``) at new data (a DataFrame with
+        the formula's columns, or a design matrix): of the whole latent function
+        (:meth:`GPRegression.predict_derivative <bayes_gp.GPRegression.predict_derivative>`),
+        or with ``terms=`` of each named term or sum of terms (``terms=["gp(t)"]``: the rate of
+        change of the shared trend alone, without the groups' deviations), under a type-II fit
+        or the mixture over NUTS draws (:mod:`bayes_gp.formula.derivatives`). ``dim`` is a
+        column of the formula (``"t"``) or a design-column index; the terms' kernels must be
+        differentiable that often (Matérn 1/2 is not; R&W §4.2.1)."""
+        Xn = self._design_of(X_new)
+        d = self._check_dim(dim)
+        if terms is None:
+            return super().predict_derivative(Xn, fit, order, d, diag, max_draws=max_draws,
+                                              random_seed=random_seed)  # fmt: skip
+        if not diag:
+            raise ValueError("per-term derivatives come with their variances (diag=True)")
+        from bayes_gp.formula.derivatives import predict_term_derivatives
+
+        order = self._check_order(order)
+        return predict_term_derivatives(self, self._check_new(Xn), fit,
+                                        self._check_terms(terms), d, order, max_draws)  # fmt: skip
+
     def approximation_checks(self, fit) -> list:
         """Post-fit checks of each approximated term at ``fit``, named by the term: an HSGP
         term's resolution against the fitted length-scales and the width of its box
