@@ -945,7 +945,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
           the mean of the probability :math:`\pi_* = \sigma(f_*)` (of a 1, of a success per
           trial) and its 94% credible band, the link applied to the 3% and 97% quantiles of
           :math:`f_*` (a monotone map, exact; the mixture's quantiles for NUTS);
-        * ``extra["n_draws"]``: the posterior draws mixed (1 for a type-II fit).
+        * ``extra["n_draws"]``: the posterior draws mixed (1 for a type-II fit);
+          ``extra["median"]`` for the censored likelihoods (``"weibull"``, ``"lognormal"``,
+          ``"censored_gaussian"``): the predictive median of :math:`y_*` (the median survival
+          time), by the same quadrature.
 
         ``max_draws`` caps the NUTS draws mixed (an evenly spread subset, the same every call).
         ``random_seed`` is not used: nothing in the prediction is random any more (the interval
@@ -1018,7 +1021,11 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         prob = (None, None, None)
         if self._probability_outcome:
             prob = self._mean_band(means, variances, phis)
-        return Prediction(y_mean, y_var, None, lower, upper, {"n_draws": len(means)},
+        extra = {"n_draws": len(means)}
+        if getattr(self.likelihood, "censoring", None):  # survival times: the median too
+            extra["median"] = predictive_quantiles(self.likelihood, phis, means, variances,
+                                                   (0.5,), size)[0]  # fmt: skip
+        return Prediction(y_mean, y_var, None, lower, upper, extra,
                           latent_mean=mean, latent_sd=sd, prob_mean=prob[0], prob_lower=prob[1],
                           prob_upper=prob[2])  # fmt: skip
 
@@ -1066,6 +1073,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         ]
         if size is not None:
             rows.append((lik.size_name, f"{size.min():g} … {size.max():g} (total {size.sum():g})"))
+        codes = getattr(lik, "censoring", None)
+        if codes:
+            counts = {v: int(np.sum(lik.censored == k)) for k, v in codes.items()}
+            rows.append(("censoring", ", ".join(f"{c} {v}" for v, c in counts.items() if c)))
         return rows
 
     def _mean_description(self) -> str:

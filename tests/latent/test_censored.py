@@ -228,8 +228,9 @@ def test_weibull_map_recovers_shape_and_latent_function_only_with_censoring():
 
 def test_predictive_quantiles_against_monte_carlo():
     """The 94% interval of a new time under a MAP fit (quadrature over the latent Gaussian)
-    equals the 3% and 97% quantiles of 400 000 draws f ~ N(latent mean, sd^2), T | f ~ the
-    model (2%), for the Weibull and the log-normal."""
+    and its median (``extra["median"]``, the median survival time) equal the 3%, 97% and 50%
+    quantiles of 400 000 draws f ~ N(latent mean, sd^2), T | f ~ the model (2%), for the
+    Weibull and the log-normal; describe() counts the events and censored times."""
     X, _f, y, c = _survival_data(n=60, seed=6)
     rng = np.random.default_rng(0)
     for name in ("weibull", "lognormal"):
@@ -239,10 +240,13 @@ def test_predictive_quantiles_against_monte_carlo():
         phi = [fit.params[p] for p in m.likelihood.param_names]
         fs = pred.latent_mean + pred.latent_sd * rng.standard_normal((400_000, 2))
         draws = m.likelihood.draw(fs, phi, rng)
-        lo, hi = np.quantile(draws, [0.03, 0.97], axis=0)
+        lo, med, hi = np.quantile(draws, [0.03, 0.5, 0.97], axis=0)
         np.testing.assert_allclose(pred.lower, lo, rtol=2e-2)
         np.testing.assert_allclose(pred.upper, hi, rtol=2e-2)
+        np.testing.assert_allclose(pred.extra["median"], med, rtol=2e-2)
         np.testing.assert_allclose(pred.mean, draws.mean(axis=0), rtol=2e-2)
+    events, censored = int(60 - c.sum()), int(c.sum())
+    assert dict(m.describe())["censoring"] == f"{events} event, {censored} right-censored"
 
 
 @pytest.mark.parametrize("name", list(IS_TOL))
