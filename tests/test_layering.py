@@ -121,6 +121,15 @@ def test_censored_likelihoods_are_placed():
     assert "bayes_gp.latent.censored" in graph["bayes_gp.latent.model"]
 
 
+def test_ordinal_likelihood_is_placed():
+    """The ordinal likelihood (issue 39) sits beside the other observation models: it imports
+    the likelihood base and nothing of the model built on it."""
+    graph = import_graph()
+    assert _layer("bayes_gp.latent.ordinal") == _layer("bayes_gp.latent.likelihoods")
+    assert graph["bayes_gp.latent.ordinal"] == {"bayes_gp.latent.likelihoods"}
+    assert "bayes_gp.latent.ordinal" in graph["bayes_gp.latent.model"]
+
+
 def test_custom_likelihood_is_placed():
     """The user's own likelihood (issue 39) sits beside the other observation models: it builds
     on the likelihood base and the core (data checks, the eager compile mode), and imports

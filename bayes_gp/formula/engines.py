@@ -16,6 +16,7 @@ from scipy.special import logit
 
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
 from bayes_gp.formula.checks import term_error_checks
+from bayes_gp.formula.covariance import FixedMean
 from bayes_gp.formula.factored import FactoredLikelihood
 from bayes_gp.formula.grouped import (
     GroupedLikelihood,
@@ -426,6 +427,7 @@ FAMILY_PARAMS = {
     "weibull": ("shape",),
     "lognormal": ("sigma",),
     "censored_gaussian": ("sigma",),
+    "ordinal": ("cutpoints",),
 }
 
 
@@ -437,6 +439,11 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
                  jitter=None, trials=None, censored=None, upper=None):  # fmt: skip
         priors = dict(priors or {})
         self._family_params = FAMILY_PARAMS.get(family, ())
+        if family == "ordinal" and "Intercept" in priors:
+            raise ValueError(
+                "the ordinal family has no intercept (the cut-points carry the location; the "
+                "two are not identified together): remove priors['Intercept']"
+            )
         off = design.X[:, design.offset_column] if design.offset_column is not None else 0.0
         y = np.asarray(y, float)
         if family in COUNT_FAMILIES:
@@ -444,7 +451,7 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
             s = LINK_SCALE
         elif family == "binomial":
             loc, s = float(logit((y.sum() + 0.5) / (np.sum(trials) + 1.0))), LINK_SCALE
-        elif family == "bernoulli":
+        elif family in ("bernoulli", "ordinal"):
             loc, s = 0.0, LINK_SCALE
         elif family == "beta":  # logit of the mean proportion
             loc, s = float(logit(np.mean(y))), LINK_SCALE
@@ -453,6 +460,12 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
         else:  # student_t
             loc, s = float(np.mean(y)), float(np.std(y)) or 1.0
         self._setup_terms(parsed, design, family, priors, kernels, loc, s)
+        if family == "ordinal" and self._intercept is not None:
+            # the formula's intercept is dropped: a shift of f and of every cut-point together
+            # leaves the likelihood unchanged (bayes_gp.latent.ordinal), as brms's cumulative
+            self._intercept = None
+            self._fixed_mean = FixedMean(design.fixed_columns(), self._fixed_b,
+                                         design.offset_column, 0.0)  # fmt: skip
         super().__init__(
             design.frame(), y, self._term_kernel, family, link=link, mean=self._fixed_mean,
             priors={k: v for k, v in priors.items() if k in self._family_params},

@@ -42,6 +42,7 @@ from bayes_gp.formula.engines import (
     engine_class,
 )
 from bayes_gp.formula.parse import ParsedFormula, parse_formula
+from bayes_gp.latent.ordinal import Ordinal, ordinal_codes
 
 __all__ = [
     "Model",
@@ -70,6 +71,7 @@ FAMILIES = (
     "weibull",
     "lognormal",
     "censored_gaussian",
+    "ordinal",
 )
 
 #: The families with a censoring column (``censored=``; ``upper=`` for the Gaussian's intervals).
@@ -80,6 +82,13 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
     """The response as floats, or a ``ValueError`` naming its column when the family cannot
     have it (negative or fractional counts, successes outside 0..trials, one class)."""
     name = parsed.response
+    if family == "ordinal":  # codes 0..K-1 or an ordered Categorical's codes
+        try:
+            codes, _labels = ordinal_codes(y)
+            Ordinal(codes)
+        except ValueError as err:
+            raise ValueError(f"the response {name!r}: {err}") from None
+        return codes
     if family == "categorical":
         y = np.asarray(y)
         if np.unique(y).size < 2:
@@ -148,7 +157,9 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         One of :data:`FAMILIES`; ``"categorical"`` (softmax) for more than two classes, its
         response any labels.
     link : str, optional
-        ``bernoulli``: ``"logit"`` (default) or ``"probit"``.
+        ``bernoulli`` and ``ordinal``: ``"logit"`` (default) or ``"probit"``. The ordinal
+        family's response is an ordered Categorical or codes 0..K-1; its formula intercept is
+        dropped (the cut-points carry the location, :mod:`bayes_gp.latent.ordinal`).
     priors : dict, optional
         By the names :attr:`~FormulaTerms.prior_names` lists (``"gp(t).ls"``,
         ``"1|site.sigma"``, ``"x1"``, ``"sigma"``): a callable ``f(name)``, an unnamed
@@ -210,7 +221,8 @@ def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=N
     parsed = parse_formula(formula)
     design = Design(parsed, data)
     frame = as_frame(data)
-    y = frame[parsed.response].to_numpy()
+    y = frame[parsed.response]
+    y = y if family == "ordinal" else y.to_numpy()  # an ordered Categorical keeps its order
     if parsed.trials is not None and family != "binomial":
         raise ValueError(
             f"p({parsed.response}, {parsed.trials}) is a binomial response; the family is "

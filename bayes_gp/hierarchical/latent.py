@@ -293,6 +293,13 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
                 f"`likelihood`: {likelihood!r} is not implemented for a hierarchical GP; "
                 f"supported: {list(LATENT_LIKELIHOODS)}"
             )
+        if likelihood == "ordinal":
+            raise ValueError(
+                "likelihood='ordinal' is not available for a hierarchical GP: its mean has a "
+                "population intercept, which is not identified together with the ordinal "
+                "cut-points; use LatentGP(..., likelihood='ordinal') or the formula interface "
+                "(family='ordinal', with (1 | group) terms)"
+            )
         if approx is not None or approx_options is not None:
             raise ValueError(
                 f"`approx`: {approx!r} is not available with likelihood={likelihood!r}: the "

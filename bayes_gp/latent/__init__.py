@@ -28,6 +28,7 @@ from bayes_gp.latent.model import LIKELIHOODS, EPFit, LatentFit, LatentGP, SiteF
 from bayes_gp.latent.op import LaplaceLogp as LaplaceLogp
 from bayes_gp.latent.op import VariationalBound as VariationalBound
 from bayes_gp.latent.op import laplace_logp
+from bayes_gp.latent.ordinal import Ordinal
 from bayes_gp.latent.vi import VIResult as VIResult
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan
 
@@ -55,6 +56,7 @@ __all__ = [
     "LogDensity",
     "CustomLikelihood",
     "NegativeBinomial",
+    "Ordinal",
     "Poisson",
     "StudentT",
     "ZeroInflatedNegativeBinomial",

@@ -171,6 +171,12 @@ class LatentLikelihood:
     def n(self) -> int:
         return int(self.y.shape[0])
 
+    @property
+    def n_phi(self) -> int:
+        """The length of ``phi``: one value per name of :attr:`param_names` (a likelihood with
+        a vector parameter, the ordinal cut-points, has more)."""
+        return len(self.param_names)
+
     #: Whether :math:`W = -\\ell'' \\ge 0` for every ``f`` and ``phi``. It selects the form of
     #: Newton's method in :func:`bayes_gp.latent.laplace.laplace`: the stable
     #: :math:`B = I + W^{1/2} K W^{1/2}` of R&W Algorithm 3.1 when True, the whitened form, which

@@ -4,7 +4,8 @@ r"""The latent-GP model for counts, proportions, binary outcomes and outliers.
    f \sim GP(m_\beta, k_\theta), \qquad y_i \mid f_i \sim p(y_i \mid f_i, \phi)
 
 with a likelihood of :mod:`bayes_gp.latent.likelihoods` (Bernoulli, binomial, Poisson, negative
-binomial, Student-t, Gaussian, beta, gamma, zero-inflated Poisson and negative binomial). The
+binomial, Student-t, Gaussian, beta, gamma, zero-inflated Poisson and negative binomial;
+:mod:`bayes_gp.latent.ordinal` for ordered categories). The
 ways to fit it, by their names in
 :mod:`bayes_gp.inference.methods`:
 
@@ -99,6 +100,13 @@ from bayes_gp.latent.likelihoods import (
     ZeroInflatedPoisson,
 )
 from bayes_gp.latent.op import LaplaceLogp, VariationalBound
+from bayes_gp.latent.ordinal import (
+    CUTPOINT_SD,
+    Ordinal,
+    check_cutpoint_prior,
+    check_ordinal_mean,
+    ordinal_codes,
+)
 from bayes_gp.latent.predictive import (
     ModeFactor,
     SiteFactor,
@@ -139,6 +147,7 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
     "weibull": (Weibull, ("log",)),
     "lognormal": (LogNormal, ("log",)),
     "censored_gaussian": (CensoredGaussian, ("identity",)),
+    "ordinal": (Ordinal, ("logit", "probit")),
 }
 
 #: Prior sd of the latent amplitude eta (and of a constant mean) on a link scale (logit, log):
@@ -279,7 +288,9 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         ``"zero_inflated_negative_binomial"``), real values (``"student_t"``, ``"gaussian"``), proportions
         strictly inside (0, 1) (``"beta"``) or positive values (``"gamma"``); survival times
         (``"weibull"``, ``"lognormal"``) or measurements with detection limits
-        (``"censored_gaussian"``), each with its code in ``censored``.
+        (``"censored_gaussian"``), each with its code in ``censored``; ordered categories
+        (``"ordinal"``): codes 0..K-1 (K >= 3, every category observed) or an ordered pandas
+        ``Categorical`` (its codes; its categories kept as ``likelihood.labels``).
     kernel : str, kernel object or callable
         Catalogue name or a sum of products of them, a kernel object with fixed numbers and
         unnamed priors, or a callable ``kernel(D)`` (:func:`~bayes_gp.regression.kernel_spec`;
@@ -291,7 +302,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         automatic differentiation; its parameters' priors by name in ``priors``;
         :mod:`bayes_gp.latent.custom` says what it requires and refuses).
     link : str, optional
-        ``"logit"`` (default) or ``"probit"`` for ``"bernoulli"``; the others have one link
+        ``"logit"`` (default) or ``"probit"`` for ``"bernoulli"`` and ``"ordinal"`` (the
+        cumulative logit and probit, :mod:`bayes_gp.latent.ordinal`); the others have one link
         (logit for the binomial and the beta, log for the counts and the gamma, identity for
         the real-valued ones).
     ard : bool
@@ -302,7 +314,9 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         fraction for the binomial, :math:`\mathrm{logit}\,\bar y` for the beta,
         :math:`\log\bar y` for the gamma, :math:`\bar y` for ``"student_t"`` and
         ``"gaussian"``) except for ``"bernoulli"``, whose ``None`` is the zero mean of R&W ch. 3
-        (as :class:`~bayes_gp.GPClassifier`).
+        (as :class:`~bayes_gp.GPClassifier`), and ``"ordinal"``, whose mean is zero: its
+        cut-points carry the location, and ``"constant"`` / ``"linear"`` (an intercept not
+        identified together with them) are refused.
     priors : dict, optional
         Overrides by name (the forms of :mod:`bayes_gp.priors`). Defaults: the catalogue's for the
         kernel, with the amplitude :math:`\eta \sim \mathrm{HalfNormal}(2)` on a link scale
@@ -318,7 +332,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         :math:`\alpha^{-1/2}` from 2 to 0.1). Both are free of the data's units: the beta's
         and the gamma's parameter have none (:math:`\mu` carries the scale). The zero-inflated
         counts' ``zero_inflation`` :math:`\pi \sim \mathrm{Beta}(1, 1)` (uniform: brms's
-        default for its ``zi``), their ``dispersion`` as the negative binomial's.
+        default for its ``zi``), their ``dispersion`` as the negative binomial's. The ordinal
+        ``cutpoints`` (one vector of K - 1): independent :math:`N(0, 2.5^2)` restricted to
+        increasing values by PyMC's ``ordered`` transform (:meth:`_cutpoint_prior`); a user's
+        prior must carry that transform.
     exposure : array_like (n,) or str, optional
         Exposure :math:`E_i` of the count likelihoods (Poisson, negative binomial and their
         zero-inflated versions; rate times exposure), default 1: ``n``
@@ -379,6 +396,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         self.likelihood_name, self.link, self.likelihood = likelihood, link, lik
         if isinstance(lik, CustomLikelihood):  # a user's log density, named by its function
             self.likelihood_name = lik.name
+        if isinstance(lik, Ordinal):
+            check_ordinal_mean(mean)
         self.spec = kernel_spec(kernel, exclude=self._kernel_exclude)
         check_kernel_ard(self.spec, ard)
         self.kernel = kernel
@@ -414,7 +433,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             return base
         if isinstance(lik, CustomLikelihood):  # a user's link scale: no location known
             return dataclasses.replace(base, y_mean=0.0, y_sd=LINK_SCALE)
-        if isinstance(lik, Bernoulli):
+        if isinstance(lik, (Bernoulli, Ordinal)):  # ordinal: the cut-points carry the location
             loc = 0.0
         elif isinstance(lik, Beta):
             loc = float(logit(np.mean(y)))
@@ -445,7 +464,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
             hyper[p] = self._prior(p, ard, default)
         cov = self.spec.build(D, hyper)
-        if self.mean is None and isinstance(self.likelihood, Bernoulli):
+        if self.mean is None and isinstance(self.likelihood, (Bernoulli, Ordinal)):
             mean_func = pm.gp.mean.Zero()
         else:
             mean_func = mean_function(self.mean, self.scale, self._prior)
@@ -464,10 +483,27 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             "precision": lambda n: pm.LogNormal(n, mu=f64(np.log(10.0)), sigma=f64(1.5)),
             "shape": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
             "zero_inflation": lambda n: pm.Beta(n, alpha=f64(1.0), beta=f64(1.0)),
+            "cutpoints": self._cutpoint_prior,
         }
         if isinstance(lik, Weibull):  # median 1 (exponential times), 0.14 to 7.1 at 95%
             defaults["shape"] = lambda n: pm.LogNormal(n, mu=f64(0.0), sigma=f64(1.0))
-        return [self._prior(p, default=defaults.get(p)) for p in self.likelihood.param_names]
+        phi = [self._prior(p, default=defaults.get(p)) for p in self.likelihood.param_names]
+        if isinstance(lik, Ordinal):
+            check_cutpoint_prior(phi[0], lik.n_phi)
+        return phi
+
+    def _cutpoint_prior(self, name: str):
+        r"""The ordinal cut-points' default prior: :math:`c_k \sim N(0, 2.5^2)` independently
+        (:data:`~bayes_gp.latent.ordinal.CUTPOINT_SD`, brms's threshold scale) restricted to
+        :math:`c_0 < \dots < c_{K-2}` by PyMC's ``ordered`` transform: the order statistics of
+        :math:`K - 1` such normals (density :math:`(K-1)!\prod_k N(c_k \mid 0, 2.5^2)` on the
+        ordered set), so a forward draw is the sorted independent draws and the prior
+        predictive (:meth:`prior_predictive`) is exact. Sampling and the type-II fit start at the
+        cut-points that reproduce the observed cumulative proportions at :math:`f = 0`
+        (:meth:`~bayes_gp.latent.ordinal.Ordinal.cutpoint_centres`)."""
+        centres = self.likelihood.cutpoint_centres()
+        return pm.Normal(name, mu=f64(0.0), sigma=f64(CUTPOINT_SD), shape=centres.size,
+                         transform=pm.distributions.transforms.ordered, initval=centres)  # fmt: skip
 
     def _evidence_model(self, name: str, op: LaplaceLogp):
         """A model of the hyperparameters whose likelihood term is ``op(K, m, phi)``: the
@@ -480,7 +516,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             Xt = pt.as_tensor_variable(self._kernel_inputs)
             K = plus_diagonal(gram(cov, self._kernel_inputs), self.jitter_tensor)
             m = pt.as_tensor_variable(mean_func(Xt)) * pt.ones(n)
-            phi_t = pt.stack([pt.as_tensor_variable(p) for p in phi]) if phi else pt.zeros(0)
+            phi_t = (pt.concatenate([pt.as_tensor_variable(p).reshape((-1,)) for p in phi])
+                     if phi else pt.zeros(0))  # a vector parameter (cut-points) flattened in
             pm.Potential(name, op(K, m, phi_t)[0])
         return model, cov, mean_func, phi_t
 
@@ -525,6 +562,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             elif isinstance(lik, Beta):  # mean-precision: alpha = mu phi, beta = (1 - mu) phi
                 pm.Beta("y", alpha=phi[0] * pm.math.sigmoid(f),
                         beta=phi[0] * pm.math.sigmoid(-f), observed=lik.y, dims="obs")  # fmt: skip
+            elif isinstance(lik, Ordinal):  # P(y <= k) = F(c_k - f), as Ordinal
+                dist = pm.OrderedLogistic if lik.link == "logit" else pm.OrderedProbit
+                # sorted: the identity under the ordered transform (NUTS), and the order
+                # statistics that the default prior is for forward (prior predictive) draws
+                dist("y", eta=f, cutpoints=pt.sort(phi[0]), compute_p=False,
+                     observed=lik.y.astype("int64"), dims="obs")  # fmt: skip
             elif isinstance(lik, CustomLikelihood):  # the user's log density of the data
                 pm.Potential("log_likelihood", lik.expression(f, phi).sum())
             elif isinstance(lik, Gamma):  # rate alpha / mu
@@ -961,6 +1004,23 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         return self._predictive(*moments, size)
 
     @single_blas_thread
+    def predict_proba(self, X_new, fit, *, max_draws: int = 200) -> np.ndarray:
+        r"""The ordinal likelihood's category probabilities at ``X_new``, ``(m, K)``:
+        :math:`P(y_* = k) = \int P(y = k \mid f_*, c)\, q(f_*)\, df_*` for the Gaussian
+        latent distribution of a type-II fit, or averaged over up to ``max_draws`` NUTS draws
+        (:meth:`~bayes_gp.latent.ordinal.Ordinal.predictive_probabilities`); column ``k`` is
+        category ``k`` (``likelihood.labels[k]`` for an ordered Categorical ``y``)."""
+        if not isinstance(self.likelihood, Ordinal):
+            raise ValueError(
+                f"predict_proba gives category probabilities of the ordinal likelihood; this "
+                f"model's is {self.likelihood_name!r}: predict() gives its response mean (and "
+                "prob_mean for a binary outcome)"
+            )
+        means, variances, phis = self._latent_moments(self._check_new(X_new), fit, max_draws)
+        return np.mean([self.likelihood.predictive_probabilities(phi, mu, var)
+                        for mu, var, phi in zip(means, variances, phis, strict=True)], axis=0)  # fmt: skip
+
+    @single_blas_thread
     def predict_latent(self, X_new, fit, *, max_draws: int = 200) -> Prediction:
         r"""The latent :math:`f_*` at ``X_new``: its mean and variance (mixed over up to
         ``max_draws`` draws of a NUTS fit by the law of total variance) and central 94%
@@ -1210,12 +1270,21 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             return {}
         if is_nuts(fit):
             post = fit["posterior"]
-            out = {}
-            for p in names:
-                out[p] = float(np.mean(post[p])) if p in post else float(self.priors[p])
-            return out
-        phi = self._train(self._values(fit.params))[2]
-        return dict(zip(names, map(float, phi), strict=True))
+            phi = np.concatenate([
+                np.asarray(post[p]).mean(axis=(0, 1)).reshape(-1) if p in post
+                else np.asarray(self.priors[p], float).reshape(-1) for p in names
+            ])  # fmt: skip
+        else:
+            phi = self._train(self._values(fit.params))[2]
+        return dict(zip(self._phi_labels(), map(float, phi), strict=True))
+
+    def _phi_labels(self) -> list[str]:
+        """The entries of ``phi`` by name: the parameter names, or ``cutpoints[k]`` for the
+        ordinal likelihood's one vector parameter."""
+        names, size = self.likelihood.param_names, self.likelihood.n_phi
+        if size == len(names):
+            return list(names)
+        return [f"{names[0]}[{k}]" for k in range(size)]
 
     def scores(self, y, columns) -> dict[str, float]:
         """RMSE of the predictive mean, coverage of the 94% interval and the mean log predictive
@@ -1223,7 +1292,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         \\mathrm{latent\\_sd}^2)` (moment-matched for NUTS mixtures) with the likelihood
         parameters of the columns (exposure and trials 1)."""
         y = np.asarray(y, float)
-        phi = [float(columns[p][0]) for p in self.likelihood.param_names]
+        phi = [float(columns[p][0]) for p in self._phi_labels()]
         held = self.likelihood.with_data(y)
         lpd = log_predictive_density(held, phi, columns["latent_mean"], columns["latent_sd"] ** 2)
         inside = (y >= columns["lower_94"]) & (y <= columns["upper_94"])
@@ -1384,6 +1453,9 @@ def make_likelihood(
     if upper is not None and cls is not CensoredGaussian:
         raise ValueError("`upper` (an interval's upper limit) applies to the censored_gaussian "
                          "likelihood")  # fmt: skip
+    labels = None
+    if cls is Ordinal:  # an ordered Categorical as its codes, the labels kept
+        y, labels = ordinal_codes(y)
     y = as_targets(y, n, what="a latent GP", learned_noise=False)
     for name, value in (("exposure", exposure), ("trials", trials)):
         a = None if value is None else _column(name, value)
@@ -1392,6 +1464,8 @@ def make_likelihood(
     size = _column("exposure", exposure) if exposure is not None else None
     if cls is Bernoulli:
         return Bernoulli(y, link=link), link
+    if cls is Ordinal:
+        return Ordinal(y, link=link, labels=labels), link
     if cls is Binomial:
         return Binomial(y, trials=_column("trials", trials) if trials is not None else None), link
     if cls.size_name == "exposure":

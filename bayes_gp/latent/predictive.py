@@ -186,7 +186,7 @@ def predictive_quantiles(
     sds = np.sqrt(np.maximum(np.atleast_2d(np.asarray(variances, float)), 0.0))
     S, m = means.shape
     phi = [np.asarray([p[k] for p in phis], float)[:, None]
-           for k in range(len(likelihood.param_names))]  # fmt: skip
+           for k in range(likelihood.n_phi)]  # fmt: skip
     size = None if size is None else np.broadcast_to(np.asarray(size, float), (m,))
     out = [np.empty(m) for _ in probs]
     step = max(1, _BLOCK // (S * _KX.size))

@@ -204,9 +204,9 @@ def _check_inputs(
     if K.shape != (n, n) or m.shape != (n,):
         raise ValueError(f"K must be ({n}, {n}) and m ({n},), got {K.shape} and {m.shape}")
     phi = np.asarray(phi, dtype=float).reshape(-1)
-    if phi.size != len(likelihood.param_names):
+    if phi.size != likelihood.n_phi:
         raise ValueError(
-            f"{type(likelihood).__name__} takes {len(likelihood.param_names)} parameter(s) "
+            f"{type(likelihood).__name__} takes {likelihood.n_phi} parameter value(s) "
             f"{likelihood.param_names}, got {phi.size}"
         )
     return K, m, phi

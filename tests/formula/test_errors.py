@@ -102,6 +102,7 @@ def test_by_level_with_one_row():
         ("beta", "prop ~ gp(t)", ("prop", 5, 1.0), "strictly between 0 and 1.*'prop' has 1 in row 5"),
         ("gamma", "pos ~ gp(t)", ("pos", 2, 0.0), "positive values.*'pos' has 0 in row 2"),
         ("zero_inflated_poisson", "counts ~ gp(t)", ("counts", 1, 2.5), "whole counts.*2.5 in row 1"),
+        ("ordinal", "counts ~ gp(t)", ("counts", 1, 2.5), "response 'counts'.*y\\[1\\] = 2.5 is not an integer"),
     ],
 )  # fmt: skip
 def test_a_response_the_family_cannot_have(family, formula, edit, match):
@@ -121,6 +122,15 @@ def test_family_and_response_form_must_agree():
         Model("succ ~ gp(t)", DATA, family="binomial")
     with pytest.raises(ValueError, match="not numeric"):
         Model("site ~ gp(t)", DATA, family="bernoulli")
+
+
+def test_the_ordinal_family_has_no_intercept():
+    """The cut-points carry the location: an Intercept prior is refused, and the fitted
+    model's prior names have no Intercept."""
+    d = DATA.assign(grade=np.minimum(np.arange(len(DATA)) % 4, 3).astype(float))
+    with pytest.raises(ValueError, match="ordinal family has no intercept"):
+        Model("grade ~ gp(t)", d, family="ordinal", priors={"Intercept": 0.0})
+    assert "Intercept" not in Model("grade ~ gp(t)", d, family="ordinal").prior_names
 
 
 def test_a_prior_for_a_term_that_does_not_exist():

@@ -40,6 +40,11 @@ DATA["succ"] = RNG.binomial(DATA["trials"].astype(int), 1 / (1 + np.exp(-F))).as
 DATA.loc[[4, 17], "y_out"] += 4.0
 _RNG2 = np.random.default_rng(12)  # the newer families' responses, without moving RNG's draws
 DATA["prop"] = _RNG2.beta(12 / (1 + np.exp(-F)), 12 / (1 + np.exp(F)))
+_GRADES = ["low", "mid", "high", "top"]  # an ordered Categorical response (family='ordinal')
+DATA["grade"] = pd.Categorical(
+    np.array(_GRADES)[np.searchsorted([-0.8, 0.0, 0.8], F + 0.5 * _RNG2.logistic(size=N))],
+    categories=_GRADES, ordered=True,
+)  # fmt: skip
 
 
 def _logp_and_grad(model: pm.Model, point: dict[str, float]):
@@ -106,6 +111,8 @@ LATENT_CASES = [
     # gamma and zero_inflated_poisson take the same path (FAMILY_PARAMS, the log link):
     # tests/latent checks their likelihoods, the response checks are in test_errors.py
     ("zero_inflated_negative_binomial", "counts ~ 0 + gp(t)", dict(y=DATA["counts"])),
+    # the ordinal family drops the formula's intercept (not identified with the cut-points)
+    ("ordinal", "grade ~ gp(t)", dict(y=DATA["grade"].cat.codes.astype(float))),
 ]  # fmt: skip
 
 
@@ -118,6 +125,7 @@ def test_latent_families_are_latentgp_log_density_and_gradient(family, formula, 
              "student_t": {"sigma": 0.4, "nu": 3.5},
              "beta": {"precision": 12.0},
              "zero_inflated_negative_binomial": {"dispersion": 4.0, "zero_inflation": 0.2},
+             "ordinal": {"cutpoints": np.array([-0.9, 0.1, 1.2])},
              }.get(family, {})  # fmt: skip
     point = {"ls": 1.4, "eta": 0.9, **extra}
     fpoint = {"gp(t).ls": 1.4, "gp(t).eta": 0.9, **extra}
