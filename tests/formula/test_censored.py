@@ -87,3 +87,24 @@ def test_non_positive_survival_time_refused():
     with pytest.raises(ValueError, match="positive survival times; the column 'time' has 0 in "
                                          "row 3"):  # fmt: skip
         Model("time ~ gp(age)", bad, family="weibull", censored="status")
+
+
+def test_command_line_specifications_refuse_censored_models(tmp_path, capsys):
+    """A CSV specification (``bayes-gp fit``) cannot name the censoring column yet: the
+    censored families and likelihoods are refused with the Python route, before reading the
+    file; the command line words it with its own option names."""
+    from bayes_gp.cli import main
+    from bayes_gp.workflow import CSVModel, FormulaCSVModel
+
+    csv = tmp_path / "surv.csv"
+    DATA.to_csv(csv, index=False)
+    with pytest.raises(ValueError, match=r"`family` 'weibull' or 'lognormal' or "
+                                         r"'censored_gaussian' needs each row's censoring code"):
+        FormulaCSVModel(str(csv), "time ~ gp(age)", "lognormal")
+    with pytest.raises(ValueError, match=r"`likelihood` 'weibull'.*bayes_gp.LatentGP"):
+        CSVModel(str(csv), ("age",), "time", likelihood="weibull")
+    code = main(["fit", "--formula", "time ~ gp(age)", "--data", str(csv), "--family",
+                 "weibull", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert code == 1
+    words = "--family weibull or lognormal or censored_gaussian needs each row's censoring code"
+    assert words in capsys.readouterr().err
