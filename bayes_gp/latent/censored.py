@@ -303,7 +303,7 @@ class CensoredGaussian(_CensoredNormal, LatentLikelihood):
 class LogNormal(_CensoredNormal, LatentLikelihood):
     r"""Right-censored log-normal survival times, ``phi = [sigma]``: :math:`\log T_i \sim
     N(f_i, \sigma^2)` (the log-normal accelerated failure time model; Klein & Moeschberger 2003,
-    §12.2), the median time :math:`e^{f}`:
+    ch. 12), the median time :math:`e^{f}`:
 
     .. math::
        \ell_i = \begin{cases}
@@ -387,7 +387,7 @@ class LogNormal(_CensoredNormal, LatentLikelihood):
 class Weibull(LatentLikelihood):
     r"""Right-censored Weibull survival times, log link, shape :math:`k` (``phi = [shape]``):
     scale :math:`\lambda = e^{f}`, :math:`S(t) = \exp(-(t/\lambda)^k)` (the Weibull
-    proportional-hazards / accelerated-failure-time model; Klein & Moeschberger 2003, §12.2).
+    proportional-hazards / accelerated-failure-time model; Klein & Moeschberger 2003, ch. 12).
 
     With :math:`u = \log t - f`, :math:`z = (t e^{-f})^k = e^{k u}` and :math:`\delta = 1` for
     an event, 0 for a right-censored time:

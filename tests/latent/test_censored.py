@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from scipy.integrate import quad
 from scipy.special import logsumexp
 from scipy.stats import multivariate_t
 
@@ -82,6 +83,14 @@ def test_log_concave_and_finite_in_the_tails():
     lik = LogNormal(np.full(2, 1.0), censored=np.ones(2))
     d1 = lik.derivatives(np.array([-30.0, -300.0]), [1.0])[1]
     np.testing.assert_allclose(d1, [30.0, 300.0], rtol=2e-3)
+    # an interval 40 to 41 sd above f (and its mirror image): log P against quadrature of
+    # exp(-40 t - t^2/2) (1e-13; measured 1.4e-16), where Phi(b) - Phi(a) underflows to 0
+    lik = CensoredGaussian(np.array([40.0, -41.0]), censored=np.array([2.0, 2.0]),
+                           upper=np.array([41.0, -40.0]))  # fmt: skip
+    integral = quad(lambda t: np.exp(-40.0 * t - 0.5 * t * t), 0.0, 1.0, epsabs=0,
+                    epsrel=1e-13)[0]  # fmt: skip
+    ref = -800.0 - 0.5 * np.log(2 * np.pi) + np.log(integral)
+    np.testing.assert_allclose(lik.log_density(np.zeros(2), [1.0]), ref, rtol=1e-13)
 
 
 # ------------------------------------------------------------- response scale, predictive
