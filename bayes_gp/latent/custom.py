@@ -70,6 +70,7 @@ integrate :math:`e^{\ell}` by Gauss–Hermite quadrature) need nothing more. The
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -180,15 +181,28 @@ def _param_names(fn: Callable, params, name: str) -> tuple[str, ...]:
 
 class _Graph:
     """The symbolic derivatives of a :class:`LogDensity` and their compiled function (built on
-    first use, dropped when pickled: a worker process rebuilds them)."""
+    first use, dropped when pickled: a worker process rebuilds them).
+
+    A compiled PyTensor function reuses its own storage and must not run in two threads at
+    once (nutpie samples its chains in threads, each calling the Laplace Op): :meth:`call`
+    holds a lock and returns copies."""
 
     def __init__(self, density: LogDensity):
         self.density = density
         self._outputs = None
         self._fn = None
+        self._lock = threading.Lock()
 
     def __getstate__(self):
-        return {"density": self.density, "_outputs": None, "_fn": None}
+        return {"density": self.density}
+
+    def __setstate__(self, state):
+        self.__init__(state["density"])
+
+    def call(self, *args) -> list[np.ndarray]:
+        """The compiled function's outputs at ``args`` (copies), one thread at a time."""
+        with self._lock:
+            return [np.array(o, dtype=float) for o in self.function(*args)]
 
     def build(self):
         """``(inputs, vectors, [l, d1, d2, d3], [(dl, dd1, dd2) per parameter])``, validated
@@ -291,7 +305,7 @@ class CustomLikelihood(LatentLikelihood):
             graph = _Graph(self.density)
             graph.build()  # the symbolic refusals, before anything is compiled
             object.__setattr__(self, "_graph", graph)
-        object.__setattr__(self, "_last", [None, None])
+        object.__setattr__(self, "_last", {})  # thread -> (key, outputs)
 
     @property
     def name(self) -> str:
@@ -306,14 +320,18 @@ class CustomLikelihood(LatentLikelihood):
         f = np.asarray(f, dtype=float)
         p = _check_phi(self, phi)
         key = (f.shape, f.tobytes(), p.tobytes())
-        if self._last[0] == key:
-            return self._last[1]
+        thread = threading.get_ident()
+        last = self._last.get(thread)
+        if last is not None and last[0] == key:
+            return last[1]
         if f.shape[-1:] != (self.n,):
             raise ValueError(f"latent values must end in the {self.n} observations, got {f.shape}")
         y = np.broadcast_to(self.y, f.shape).ravel()
-        outs = self._graph.function(y, f.ravel(), *p)
+        outs = self._graph.call(y, f.ravel(), *p)
         outs = [np.broadcast_to(o, (f.size,)).reshape(f.shape) for o in outs]
-        self._last[:] = [key, outs]
+        if len(self._last) > 64:  # threads of past sampling runs
+            self._last.clear()
+        self._last[thread] = (key, outs)
         return outs
 
     def derivatives(self, f, phi=()):
@@ -390,7 +408,7 @@ class CustomLikelihood(LatentLikelihood):
             )
         # J^T u = diag(J) u: l in f (diagonal l'), l' in f (the Hessian, diagonal l''), l in
         # each broadcast parameter (diagonal: the per-observation derivative of the gradient)
-        dl_dphi = self._graph.function(self.y, f, *p)[4::3] if self.param_names else []
+        dl_dphi = self._graph.call(self.y, f, *p)[4::3] if self.param_names else []
         checks = [("l", "f", d1), ("l'", "f", d2)]
         checks += [("l", repr(q), np.broadcast_to(g, (n,)))
                    for q, g in zip(self.param_names, dl_dphi, strict=True)]  # fmt: skip
@@ -406,7 +424,7 @@ class CustomLikelihood(LatentLikelihood):
                     "alone: no sums, means, cumulative sums, shifts or indexing over observations"
                 )
         half = max(1, n // 2)
-        part = self._graph.function(self.y[:half], f[:half], *p)[0]
+        part = self._graph.call(self.y[:half], f[:half], *p)[0]
         full = np.broadcast_to(ell, (n,))[:half]
         if np.max(np.abs(np.broadcast_to(part, (half,)) - full)) > CHECK_RTOL * (
             1.0 + np.max(np.abs(full))

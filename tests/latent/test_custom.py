@@ -275,3 +275,33 @@ REFUSED = [
 def test_each_function_it_cannot_take_is_refused_with_the_reason(likelihood, opts, match):
     with pytest.raises(ValueError, match=match):
         LatentGP(X, Y_COUNTS, "expquad", likelihood, **opts)
+
+
+def test_derivatives_are_safe_from_several_threads(models):
+    """nutpie samples its chains in threads that call the same likelihood: two threads
+    evaluating it at different points get their own derivatives (a compiled PyTensor function
+    shares its input and output storage; unguarded, the second call fails with 'Multiple
+    values for input' or returns the other thread's values)."""
+    import threading
+
+    lik = models["student_t"][0].likelihood
+    phi = CASES[2][6]
+    fs = np.random.default_rng(3).normal(size=(2, N))
+    ref = [np.array(lik.derivatives(f, phi)[2]) for f in fs]
+    wrong, errors = [], []
+
+    def work(k):
+        try:
+            for j in range(1500):
+                out = lik.derivatives(fs[k] + 1e-3 * (j % 2), phi)[2]
+                if j % 2 == 0 and not np.array_equal(out, ref[k]):
+                    wrong.append(k)
+        except Exception as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and wrong == []
