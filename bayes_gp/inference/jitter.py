@@ -382,12 +382,12 @@ class PreflightJitter(SharedJitter):
         """Check ``matrix(values)`` (the model's matrix *including* its current jitter) at the
         initial point and ``n_draws`` prior draws of ``rvs``; adopt the jitter that works, on the
         ladder that starts at the default."""
-        n = self.X.shape[0]
         points = check_points(self.model, rvs, n_draws, random_seed=random_seed)
         current = self.jitter
 
         def matrix_at(values):
-            return matrix(values) - current * np.eye(n)
+            C = matrix(values)  # n x n, or larger (derivative observations stacked below y)
+            return C - current * np.eye(C.shape[0])
 
         choice = preflight(matrix_at, points, self.default_jitter, advice=advice(self.X, what))
         self.set_jitter(choice.jitter)

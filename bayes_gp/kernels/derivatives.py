@@ -33,6 +33,14 @@ radial profiles (piecewise polynomial, Bessel) :math:`g^{(n)}(0^+)` by automatic
 differentiation of the profile in :math:`r`, at :data:`PROFILE_STEP` (the gradient graph of
 :math:`r^2` is :math:`0 \cdot r^{-1}` at 0).
 
+Derivatives along two different dimensions :math:`d \ne e` (``dim_b``: the covariances of a
+gradient's components, for derivative observations, :mod:`bayes_gp.regression.derivative_obs`)
+follow from the Taylor series of :math:`\kappa` in :math:`s = \tau^\top M \tau`,
+:math:`\kappa = g(0) + g''(0)\,s/2 + g''''(0)\,s^2/24 + \dots`:
+:math:`\partial_i\partial_j\kappa(0) = g''(0) M_{ij}` and
+:math:`\partial_i\partial_j\partial_k\partial_l\kappa(0) = \tfrac13 g''''(0)(M_{ij}M_{kl} +
+M_{ik}M_{jl} + M_{il}M_{jk})` (:func:`_zero_lag`; 0 off the diagonal of an ARD metric).
+
 Near, but not at, zero lag the chain rule through :math:`r` cancels: the fourth derivatives of
 a Matérn 5/2 kernel at a lag of :math:`10^{-4}\ell` carry a relative error of about
 :math:`10^{-5}`, more on the Bessel path of a general :math:`\nu`; first and second
@@ -279,12 +287,21 @@ def _shifted(X, t, dim: int, input_dim: int):
     return X + t * pt.as_tensor_variable(e)
 
 
-def _autodiff_table(kernel, A, B, dim: int, order: int, input_dim: int, order_b: int):
-    """``{(p, q): d^p/da_d^p d^q/db_d^q k(A, B)}`` (``p <= order``, ``q <= order_b``) by
-    forward-mode differentiation in scalar shifts of the inputs."""
+def _autodiff_table(
+    kernel, A, B, dim: int, order: int, input_dim: int, order_b: int, dim_b: int | None = None
+):
+    """``{(p, q): d^p/da_d^p d^q/db_e^q k(A, B)}`` (``p <= order``, ``q <= order_b``,
+    ``e = dim_b``, default ``dim``) by forward-mode differentiation in scalar shifts of the
+    inputs."""
+    dim_b = dim if dim_b is None else dim_b
     t, u = pt.dscalar("t"), pt.dscalar("u")
     one = pt.constant(1.0, dtype="float64")
-    K = kernel(_shifted(A, t, dim, input_dim), _shifted(B, u, dim, input_dim))
+    # the kernel is built on inputs of unknown size, then given A and B: with sizes known a
+    # stationary kernel may take the fused ARD distance Op (bayes_gp.kernels.metrics), which
+    # has a pullback but none of its own pullback, so no second derivative
+    A, B = pt.as_tensor_variable(A), pt.as_tensor_variable(B)
+    Av, Bv = pt.matrix("A", dtype=A.dtype), pt.matrix("B", dtype=B.dtype)
+    K = kernel(_shifted(Av, t, dim, input_dim), _shifted(Bv, u, dim_b, input_dim))
     table = {}
     row = K
     for p in range(order + 1):
@@ -297,24 +314,74 @@ def _autodiff_table(kernel, A, B, dim: int, order: int, input_dim: int, order_b:
             table[(p, q)] = col
     zero = pt.constant(0.0, dtype="float64")
     keys = list(table)
-    *values, K0 = graph_replace([*(table[k] for k in keys), K], {t: zero, u: zero}, strict=False)
+    *values, K0 = graph_replace(
+        [*(table[k] for k in keys), K], {t: zero, u: zero, Av: A, Bv: B}, strict=False
+    )
     return {k: v * pt.ones_like(K0) for k, v in zip(keys, values, strict=True)}
 
 
-def _leaf_table(kernel, A, B, dim: int, order: int, input_dim: int, order_b: int):
-    table = _autodiff_table(kernel, A, B, dim, order, input_dim, order_b)
+def _metric(base, input_dim: int, i: int, j: int):
+    r""":math:`M_{ij}` of a stationary kernel's distance :math:`r^2 = \tau^\top M \tau`, from
+    its squared distances between unit vectors: :math:`M_{ii} = r^2(e_i, 0)`,
+    :math:`M_{ij} = (M_{ii} + M_{jj} - r^2(e_i, e_j)) / 2`."""
+
+    def unit(k):
+        e = np.zeros((1, input_dim))
+        if k is not None:
+            e[0, k] = 1.0
+        return pt.as_tensor_variable(e)
+
+    def sq(a, b):
+        sa, sb = base._slice(unit(a), unit(b))
+        return base.square_dist(sa, sb)[0, 0]
+
+    if i == j:
+        return sq(i, None)
+    return 0.5 * (sq(i, None) + sq(j, None) - sq(i, j))
+
+
+def _zero_lag(g: dict, metric, dims: list[int]):
+    r""":math:`\partial_{i_1}\cdots\partial_{i_n}\kappa(0)` of
+    :math:`\kappa(\tau) = g(\sqrt{\tau^\top M\tau})` along the input dimensions ``dims``
+    (``n`` = 2 or 4), from the Taylor series
+    :math:`\kappa = g(0) + g''(0)\,s/2 + g''''(0)\,s^2/24 + \dots`, :math:`s = \tau^\top M\tau`:
+
+    .. math::
+       \partial_i\partial_j\kappa(0) = g''(0) M_{ij}, \qquad
+       \partial_i\partial_j\partial_k\partial_l\kappa(0) = \tfrac13 g''''(0)
+       (M_{ij}M_{kl} + M_{ik}M_{jl} + M_{il}M_{jk}),
+
+    :math:`g''(0) M_{dd}` and :math:`g''''(0) M_{dd}^2` along one dimension (module
+    docstring)."""
+    if len(dims) == 2:
+        return g[2] * metric(dims[0], dims[1])
+    i, j, k, m = dims
+    pairs = metric(i, j) * metric(k, m) + metric(i, k) * metric(j, m) + metric(i, m) * metric(j, k)
+    return g[4] / 3.0 * pairs
+
+
+def _leaf_table(
+    kernel, A, B, dim: int, order: int, input_dim: int, order_b: int, dim_b: int | None = None
+):
+    dim_b = dim if dim_b is None else dim_b
+    table = _autodiff_table(kernel, A, B, dim, order, input_dim, order_b, dim_b)
     kind = _leaf_kind(kernel)
     if kind == "autodiff":
         return table
     base = kernel.base if isinstance(kernel, Substituted) else kernel
     sa, sb = base._slice(A, B)
     r2 = base.square_dist(sa, sb)
-    e = np.zeros((1, input_dim))
-    e[0, dim] = 1.0
-    ea, eb = base._slice(pt.as_tensor_variable(e), pt.as_tensor_variable(np.zeros((1, input_dim))))
-    mdd = base.square_dist(ea, eb)[0, 0]
     if isinstance(kernel, Substituted):
-        r2, mdd = kernel._sub(r2), kernel._sub(mdd)
+        r2 = kernel._sub(r2)
+    metrics: dict = {}
+
+    def metric(i: int, j: int):
+        key = (min(i, j), max(i, j))
+        if key not in metrics:
+            value = _metric(base, input_dim, *key)
+            metrics[key] = kernel._sub(value) if isinstance(kernel, Substituted) else value
+        return metrics[key]
+
     if kind == "matern":
         _, g2, g4 = _matern_moments(kernel)
         # g2/g4 NaN where the moment does not exist: check_differentiable refuses those orders
@@ -336,7 +403,7 @@ def _leaf_table(kernel, A, B, dim: int, order: int, input_dim: int, order_b: int
             out[(p, q)] = value  # the moment does not exist (refused by check_differentiable)
             continue
         else:
-            at_zero = (-1.0) ** q * g[n] * mdd ** (n // 2)
+            at_zero = (-1.0) ** q * _zero_lag(g, metric, [dim] * p + [dim_b] * q)
         out[(p, q)] = pt.switch(coincident, at_zero, value)
     return out
 
@@ -352,12 +419,29 @@ def _constant_table(c, order: int, order_b: int):
             for p in range(order + 1) for q in range(order_b + 1)}  # fmt: skip
 
 
+#: Graph building without PyTensor's per-node stack traces (``traceback__limit=0``): the nested
+#: forward-mode graphs create tens of thousands of nodes, and extracting a Python stack for each
+#: took 3 of the 7 s to build the joint covariance of values and derivatives of a sum of kernels.
+_NO_TRACES = pytensor.config.change_flags(traceback__limit=0)
+
+
+@_NO_TRACES
 def derivative_table(
-    kernel, A, B, dim: int, order: int, input_dim: int, order_b: int | None = None
+    kernel,
+    A,
+    B,
+    dim: int,
+    order: int,
+    input_dim: int,
+    order_b: int | None = None,
+    dim_b: int | None = None,
 ) -> dict:
-    r"""The graphs :math:`\partial^p_{a_d}\partial^q_{b_d} k(A, B)` for :math:`0 \le p \le`
+    r"""The graphs :math:`\partial^p_{a_d}\partial^q_{b_e} k(A, B)` for :math:`0 \le p \le`
     ``order``, :math:`0 \le q \le` ``order_b`` (default ``order``), each ``(m, n)``, as a
-    dict ``{(p, q): graph}`` (module docstring).
+    dict ``{(p, q): graph}`` (module docstring); :math:`d` is ``dim`` and :math:`e` is
+    ``dim_b`` (default ``dim``): with :math:`d \ne e` the mixed derivatives
+    :math:`\partial^2 k / \partial a_d \partial b_e` are the covariances between the
+    gradient's components (R&W §9.4, Solak et al. 2003).
 
     Parameters
     ----------
@@ -374,17 +458,20 @@ def derivative_table(
         ``D``.
     order_b : int, optional
         Highest order in ``B``: 0 for the cross-covariances of a derivative with :math:`f`.
+    dim_b : int, optional
+        The input dimension of the derivatives in ``B`` (default ``dim``).
     """
     order_b = order if order_b is None else order_b
+    dim_b = dim if dim_b is None else dim_b
     kind, items = _children(kernel)
     if kind == "sub":
-        inner = derivative_table(items, A, B, dim, order, input_dim, order_b)
+        inner = derivative_table(items, A, B, dim, order, input_dim, order_b, dim_b)
         return {k: kernel._sub(v) if isinstance(v, pt.TensorVariable) else v
                 for k, v in inner.items()}  # fmt: skip
     if kind == "leaf":
-        return _leaf_table(kernel, A, B, dim, order, input_dim, order_b)
+        return _leaf_table(kernel, A, B, dim, order, input_dim, order_b, dim_b)
     tables = [
-        derivative_table(f, A, B, dim, order, input_dim, order_b)
+        derivative_table(f, A, B, dim, order, input_dim, order_b, dim_b)
         if isinstance(f, pm.gp.cov.BaseCovariance)
         else _constant_table(f, order, order_b)
         for f in items
@@ -405,6 +492,7 @@ def derivative_table(
     return total
 
 
+@_NO_TRACES
 def mean_derivative(mean_func, A, dim: int, order: int, input_dim: int):
     r""":math:`\partial^{order} m(A) / \partial a_d^{order}` of a mean function, ``(m,)``: the
     slope :math:`w_d` of a linear mean for order 1, 0 for a constant one."""

@@ -76,6 +76,11 @@ from bayes_gp.predictive import (
 from bayes_gp.predictive import predict as gaussian_predict
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import GPModel, is_nuts
+from bayes_gp.regression.derivative_obs import (
+    GradientLikelihood,
+    derivative_observations,
+    sigma_d_prior,
+)
 from bayes_gp.solvers.approx import approx_spec, build_likelihood
 from bayes_gp.solvers.compact import PP_KERNELS, CompactLikelihood
 from bayes_gp.solvers.exact import ExactLikelihood, check_dense_memory
@@ -193,6 +198,34 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         ``approx`` nor ``sparse`` applies; :attr:`quasiseparable` says which is in use.
         ``"quasiseparable"`` raises a ``ValueError`` for other kernels, for several input
         columns, and with ``approx`` or ``sparse``.
+    dX : array_like (m,) or (m, D), or DataFrame, optional
+        Inputs of derivative observations (gradient-enhanced GP, R&W §9.4;
+        :mod:`bayes_gp.regression.derivative_obs`), at their own inputs.
+    dy : array_like (m,) or (m, D), optional
+        Observed derivatives :math:`g_j = \\partial f(\\tilde x_j)/\\partial x_{e_j} +
+        \\delta_j`: ``(m,)``, one per row of ``dX``, along the input dimensions ``d_dims``; or
+        ``(m, D)``, the full gradient at each row of dX (``d_dims`` left out). The likelihood
+        is then the joint Gaussian of :math:`[y; g]`,
+
+        .. math::
+           C = \\begin{bmatrix} K + \\sigma^2 I & \\partial_{x'} K \\\\
+           \\partial_{x} K & \\partial_x\\partial_{x'} K + \\sigma_\\partial^2 I\\end{bmatrix}
+
+        (R&W eq. 9.1; Solak et al. 2003), with the kernel's derivatives from
+        :mod:`bayes_gp.kernels.derivatives`; :meth:`predict`, :meth:`predict_derivative`, LOO
+        (of the ``n`` values, given everything else) and the fits condition on both. Dense
+        exact GP only: ``approx``, ``sparse=True`` and ``structure="quasiseparable"`` are
+        refused, and a kernel whose GP is not differentiable (Matérn 1/2, exponential,
+        :math:`\\gamma`-exponential with :math:`\\gamma < 2`, ``pp0``) raises ``ValueError``.
+    d_dims : int, str or array_like (m,), optional
+        The input column (index or feature name) each derivative in a 1-D ``dy`` is along,
+        one for all or one per derivative; may be left out for one input column.
+    d_noise : float or array_like, optional
+        The derivatives' noise: ``None`` (default) a learned :math:`\\sigma_\\partial`
+        (``sigma_d``, prior :math:`\\operatorname{HalfNormal}` with the root mean square of
+        ``dy`` as scale; ``priors={"sigma_d": ...}``); a number, a fixed standard deviation
+        (0: exact derivatives, jitter only); an array of ``dy``'s shape, known standard
+        deviations per derivative.
     """
 
     def __init__(
@@ -211,6 +244,10 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         approx_options: Mapping[str, Any] | None = None,
         sparse: bool | None = None,
         structure: str | None = None,
+        dX=None,
+        dy=None,
+        d_dims=None,
+        d_noise=None,
     ):
         check_aligned(X, y)
         X, names = as_inputs(X)
@@ -230,8 +267,16 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         elif noise is not None:
             noise = positive_float("noise", noise)
         check_jitter(jitter)
+        #: derivative observations (:class:`~bayes_gp.regression.derivative_obs.DerivativeObservations`) or None
+        scale = DataScale.of(X, y)  # all-zero dy: the prior scale of sigma_d is sd(y) / range
+        self.derivative_obs = derivative_observations(
+            dX, dy, d_dims, d_noise, X.shape[1], names, scale.y_sd / float(np.mean(scale.x_range))
+        )
+        if self.derivative_obs is not None:
+            self._refuse_with_derivatives(approx, sparse, structure)
         priors = dict(priors or {})
-        unknown = set(priors) - {*self.spec.params, "sigma", "c", "intercept", "slope"}
+        d_names = {"sigma_d"} if self.derivative_obs is not None else set()
+        unknown = set(priors) - {*self.spec.params, "sigma", "c", "intercept", "slope", *d_names}
         if unknown:
             raise ValueError(
                 f"`priors` has unknown names {sorted(unknown)}; this model's hyperparameters "
@@ -266,6 +311,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         #: the compact-support kernel's sparse exact likelihood is used (see `sparse`)
         self.sparse = (
             pp_q is not None
+            and self.derivative_obs is None
             and self.approx is None
             and sparse is not False
             and self._structure is None
@@ -304,6 +350,27 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             n_draws=N_PRIOR_DRAWS if self.X.shape[0] <= 3000 else 0,
         )
 
+    @staticmethod
+    def _refuse_with_derivatives(approx, sparse, structure) -> None:
+        """Derivative observations take the dense exact likelihood only (``dX``)."""
+        if approx is not None:
+            raise ValueError(
+                "derivative observations (`dX`, `dy`) need the exact GP's joint covariance of "
+                "values and derivatives; the approximations (`approx`) have no derivative "
+                "cross-covariances: leave `approx` out (fit a subset if n is large)"
+            )
+        if sparse:
+            raise ValueError(
+                "derivative observations (`dX`, `dy`) use the dense joint covariance: the sparse "
+                "compact-support likelihood (`sparse=True`) does not hold derivative rows"
+            )
+        if isinstance(structure, str) and structure.lower() == "quasiseparable":
+            raise ValueError(
+                "derivative observations (`dX`, `dy`) use the dense joint covariance: the "
+                "quasiseparable state-space likelihood does not take derivative rows (leave "
+                "`structure` at None or 'dense')"
+            )
+
     # ------------------------------------------------------------------ model
     def _prior(self, name: str, ard: bool = False, default: Callable | None = None):
         """The user's prior for ``name`` (any form of :mod:`bayes_gp.priors`), else
@@ -328,6 +395,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
 
     def _build(self) -> pm.Model:
         coords = {"feature": self.feature_names, "obs": np.arange(self.X.shape[0])}
+        obs = self.derivative_obs
+        if obs is not None:  # the stacked [y; dy]
+            coords["obs_and_derivatives"] = np.arange(self.X.shape[0] + obs.m)
         with pm.Model(coords=coords) as model:
             hyper, cov, mean_func, sigma, known = self._declare_gp()
             #: the exact likelihood is the O(n) quasiseparable one (see `structure`)
@@ -335,13 +405,22 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
                 self._structure,
                 cov,
                 self.X,
-                other=self.sparse or self.approx is not None,
+                other=self.sparse or self.approx is not None or obs is not None,
                 label=self.spec.name,
             )
             # the marginal likelihood, chosen once: exact dense, exact compact-support, exact
             # quasiseparable, or an approximation; every later question goes to it
             # (bayes_gp.solvers.exact)
-            if self.quasiseparable:  # 1-D state-space kernel: bayes_gp.solvers.structured
+            if obs is not None:  # values and derivatives: bayes_gp.regression.derivative_obs
+                if obs.learned:
+                    sigma_d = self._prior("sigma_d", default=lambda n: sigma_d_prior(n, obs))
+                else:
+                    sigma_d = np.float64(obs.fixed_sd or 0.0)
+                self.marginal = GradientLikelihood(
+                    "y", self.X, self.y, obs, cov, mean_func, sigma, sigma_d, self.jitter_tensor,
+                    "obs_and_derivatives", **known,
+                )  # fmt: skip
+            elif self.quasiseparable:  # 1-D state-space kernel: bayes_gp.solvers.structured
                 self.marginal = QuasisepLikelihood(
                     "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs",
                     absolute_jitter=True, **known,
@@ -779,6 +858,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         def cross(Xv):
             tab = derivatives.derivative_table(self._cov, Xv, X, d, order, D, order_b=0)
             mean = derivatives.mean_derivative(self._mean_func, Xv, d, order, D)
+            if self.derivative_obs is not None:  # and with the derivative observations
+                extra = self.marginal.cross_derivative(Xv, d, order)
+                return [pt.concatenate([tab[(order, 0)], extra], axis=1), mean]
             return [tab[(order, 0)], mean]
 
         def prior(Xv):
@@ -941,11 +1023,25 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             ("mean function", str(mean)),
             ("noise", noise),
             ("observations n", self.X.shape[0]),
+            *self._describe_derivatives(),
             ("input dimensions D", self.X.shape[1]),
             ("inputs", ", ".join(self.feature_names)),
         ]
         return rows
 
+
+    def _describe_derivatives(self) -> list[tuple[str, object]]:
+        obs = self.derivative_obs
+        if obs is None:
+            return []
+        if obs.learned:
+            noise = "learned (sigma_d)"
+        elif obs.known_sd is not None:
+            noise = f"known per derivative ({obs.known_sd.min():g} to {obs.known_sd.max():g})"
+        else:
+            noise = f"fixed {obs.fixed_sd:g}"
+        along = ", ".join(self.feature_names[e] for e in np.unique(obs.dims))
+        return [("derivative observations m", f"{obs.m} (along {along}; noise {noise})")]
 
     def ppc_caption(self, n_draws: int) -> str:
         return (
@@ -1020,6 +1116,8 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         approx = "" if self.approx is None else f", approx={self.approx.name!r}"
         approx += ", sparse=True" if self.sparse else ""
         approx += ", structure='quasiseparable'" if self.quasiseparable else ""
+        if self.derivative_obs is not None:
+            approx += f", m={self.derivative_obs.m} derivative observations"
         return (
             f"GPRegression(n={self.X.shape[0]}, D={self.X.shape[1]}, kernel={k!r}, ard={self.ard}"
             f"{approx})"
