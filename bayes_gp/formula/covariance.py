@@ -26,6 +26,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pymc.gp.hsgp_approx import calc_eigenvalues, calc_eigenvectors
+from pytensor.graph.replace import vectorize_graph
 
 from bayes_gp.kernels.base import Kernel
 from bayes_gp.kernels.categorical import Exchangeable
@@ -37,6 +38,7 @@ __all__ = [
     "FixedMean",
     "HSGPTerm",
     "InducingTerm",
+    "LevelKernel",
     "OpenExchangeable",
 ]
 
@@ -148,6 +150,62 @@ class InducingTerm(Kernel):
     def diag(self, X):
         X, _ = self._slice(X)
         return self.base(X, diag=True)
+
+
+class LevelKernel(Kernel):
+    r"""One GP per level of a factor, each with its own hyperparameters
+    (``gp(t, by=g, pooling="partial" | "none")``):
+
+    .. math::
+       k\big((x, g), (x', g')\big) = k_{\theta_g}(x, x')\,[g = g'],
+
+    ``template`` the term's kernel built with scalar (or, for ARD length-scales, vector)
+    ``placeholders`` for the levels' hyperparameters, ``values`` their per-level values
+    (tensors ``(L,)`` or ``(L, D)``) and ``new_values`` those of a level the training data
+    lacked (a negative code: the population's median under partial pooling, the prior's
+    otherwise). Row :math:`i` of the covariance is the template at row :math:`i`'s own
+    level's values — the template's graph vectorised over the rows
+    (``pytensor.graph.replace.vectorize_graph``), :math:`O(nm)` evaluations like one shared
+    kernel — and the level indicator keeps only pairs of one level, where the two rows' values
+    are the same, so the matrix is symmetric (and each block positive semi-definite)."""
+
+    def __init__(self, template, input_dim: int, group: int, placeholders, values, new_values):
+        super().__init__(input_dim, list(range(input_dim)))
+        self.template = template
+        self.group = int(group)
+        self.placeholders = list(placeholders)
+        self.values = [pt.as_tensor_variable(v) for v in values]
+        self.new_values = [pt.as_tensor_variable(v) for v in new_values]
+
+    def _row_values(self, codes):
+        """Each row's values of the placeholders: its level's, or a new level's."""
+        idx = pt.cast(codes, "int64")
+        known = pt.ge(idx, 0)
+        safe = pt.maximum(idx, 0)
+        out = []
+        for v, new in zip(self.values, self.new_values, strict=True):
+            per_row = v[safe]
+            mask = known if per_row.ndim == 1 else known[:, None]
+            out.append(pt.switch(mask, per_row, new))
+        return out
+
+    def _by_row(self, graph_of_row, X):
+        x1 = pt.dmatrix("x_row")
+        out = graph_of_row(x1)
+        X = pt.as_tensor_variable(X)
+        repl = {x1: X[:, None, :]}
+        repl.update(zip(self.placeholders, self._row_values(X[:, self.group]), strict=True))
+        return vectorize_graph(out, repl)
+
+    def full(self, X, Xs=None):
+        X = pt.as_tensor_variable(X)
+        Xs = X if Xs is None else pt.as_tensor_variable(Xs)
+        K = self._by_row(lambda x1: self.template(x1, Xs), X)[:, 0, :]
+        same = pt.eq(X[:, self.group][:, None], Xs[:, self.group][None, :])
+        return K * same.astype("float64")
+
+    def diag(self, X):
+        return self._by_row(lambda x1: self.template(x1, diag=True), X)[:, 0]
 
 
 class SameGroup(Kernel):

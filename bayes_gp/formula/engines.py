@@ -532,17 +532,6 @@ class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
         self._fixed_b = np.zeros_like(self._fixed_b)
         super().__init__(design.frame(), y, self._term_kernel, shared=True, jitter=jitter)
 
-    def _inducing_residuals(self, model) -> dict:
-        """The summed :math:`\\operatorname{diag}(K - Q)` of the FITC terms and of the VFE
-        terms at the training rows (:mod:`bayes_gp.formula.lowrank`), as its keywords."""
-        res = self._term_residuals[id(model)]
-        out = {}
-        for kind in ("fitc", "vfe"):
-            parts = [res[t.name] for t in self.parsed.gp_terms if t.approx == kind]
-            if parts:
-                out[f"{kind}_residual"] = _sum(parts)
-        return out
-
     @property
     def _train_inputs(self) -> np.ndarray:
         return self.X

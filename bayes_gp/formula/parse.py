@@ -13,7 +13,9 @@ as in Bambi) with three more calls:
   of Riutort-Mayol et al. 2022) the term's reduced-rank Hilbert-space approximation;
   ``approx="vfe"`` or ``"fitc"`` (with ``m=`` inducing inputs, k-means centres of the term's
   inputs, by default GPRegression's rule) its inducing-input approximation
-  (:mod:`bayes_gp.formula.covariance`, :class:`InducingTerm`).
+  (:mod:`bayes_gp.formula.covariance`, :class:`InducingTerm`); ``pooling="partial"`` or
+  ``"none"`` (with ``by=``) gives each level its own length-scales and amplitudes, partially
+  pooled as :class:`~bayes_gp.HierarchicalGP`'s or independent (default ``"shared"``).
   A factor among the inputs (a string, categorical or boolean column, or any column written
   ``C(region)``) makes the term a GP on (continuous, categorical) inputs,
   :math:`k_t(t, t')\,B_{cc'}` (:mod:`bayes_gp.formula.covariance`): ``cat="exchangeable"``
@@ -47,10 +49,15 @@ __all__ = [
     "GP_OPTIONS",
     "CAT_KERNELS",
     "TERM_APPROXIMATIONS",
+    "POOLINGS",
 ]
 
 #: The keyword arguments of ``gp()``.
-GP_OPTIONS = ("by", "kernel", "ard", "name", "approx", "m", "c", "cat", "rank")
+GP_OPTIONS = ("by", "kernel", "ard", "name", "approx", "m", "c", "cat", "rank", "pooling")
+
+#: ``gp(..., by=g, pooling=...)``: the levels' length-scales and amplitudes one shared value,
+#: partially pooled (HierarchicalGP's non-centred log-normal population) or independent.
+POOLINGS = ("shared", "partial", "none")
 
 #: ``gp(approx=...)``: the Hilbert-space basis, or the inducing-input approximations (VFE:
 #: Titsias 2009; FITC: Snelson & Ghahramani 2006) with ``m`` inducing inputs.
@@ -79,6 +86,7 @@ class GPTerm:
     rank: int | None = None  # the rank R of cat="coregion" (default 1)
     categorical: tuple[str, ...] = ()  # inputs written C(x): factors whatever their dtype
     kernel_given: bool = False  # kernel= was written (a gp() of factors only has none)
+    pooling: str = "shared"  # by= levels' length-scales and amplitudes: POOLINGS
 
 
 @dataclass(frozen=True)
@@ -226,9 +234,31 @@ def _gp_term(call, formula: str) -> GPTerm:
         raise ValueError(f"gp(m=...) takes a positive whole number, got {m!r} in {formula!r}")
     if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or c <= 1):
         raise ValueError(f"gp(c=...) takes a number above 1, got {c!r} in {formula!r}")
+    pooling = opts.get("pooling", "shared")
+    if pooling not in POOLINGS:
+        raise ValueError(
+            f"gp(pooling=...) takes {' or '.join(map(repr, POOLINGS))}, got {pooling!r} in "
+            f"{formula!r}"
+        )
+    if pooling != "shared" and by is None:
+        raise ValueError(
+            f"gp(pooling={pooling!r}) pools the hyperparameters of the levels of by=; "
+            f"give by=... (in {formula!r})"
+        )
+    if pooling != "shared" and ard:
+        raise ValueError(
+            f"gp(pooling={pooling!r}) pools one length-scale per level; ard=True is not "
+            f"available with it (in {formula!r})"
+        )
+    if pooling != "shared" and approx is not None:
+        raise ValueError(
+            f"gp(pooling={pooling!r}) gives each level its own kernel; approx={approx!r} "
+            f"shares one basis across the levels: use pooling='shared' with approx= (in "
+            f"{formula!r})"
+        )
     return GPTerm(name, tuple(variables), by.name if by else None, kernel, ard, approx, m,
                   None if c is None else float(c), cat, rank, tuple(categorical),
-                  "kernel" in opts)  # fmt: skip
+                  "kernel" in opts, pooling)  # fmt: skip
 
 
 def parse_formula(formula: str) -> ParsedFormula:

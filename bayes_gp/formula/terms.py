@@ -46,12 +46,14 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 import pytensor.tensor as pt
+from pymc.distributions.shape_utils import change_dist_size
 
 from bayes_gp._validation import f64
 from bayes_gp.formula.covariance import (
     FixedMean,
     HSGPTerm,
     InducingTerm,
+    LevelKernel,
     LinearBasis,
     OnColumns,
     OpenExchangeable,
@@ -64,7 +66,7 @@ from bayes_gp.kernels.base import factors as kernel_factors
 from bayes_gp.kernels.catalogue import DataScale, default_prior, kernel_spec
 from bayes_gp.kernels.categorical import Coregion
 from bayes_gp.predictive import Prediction, mixture_prediction
-from bayes_gp.priors import resolve_prior
+from bayes_gp.priors import register_copy, resolve_prior
 from bayes_gp.solvers.hsgp import HSGPLikelihood, hsgp_m_c
 from bayes_gp.solvers.inducing import default_n_inducing, inducing_points
 
@@ -119,6 +121,16 @@ def _normal_prior(name: str, p) -> tuple[float, float]:
         "sigma) (integrated out in closed form, R&W eq. 2.39) or a number that fixes it; other "
         f"distributions would have to be sampled, got {type(p).__name__}"
     )
+
+
+#: The kinds of hyperparameters that ``gp(..., by=g, pooling=...)`` gives each level (as
+#: :class:`~bayes_gp.HierarchicalGP` pools them); the others (``alpha``, ``period``) are shared.
+POOLED_KINDS = ("ls", "eta")
+#: Scale of the HalfNormal prior of a partially pooled hyperparameter's log-scale spread (the
+#: hierarchical model's :data:`~bayes_gp.hierarchical.model.TAU_SCALE`).
+POOLING_TAU_SCALE = 0.5
+#: The median of a standard half-normal distribution, :math:`\Phi^{-1}(3/4)`.
+HALFNORMAL_MEDIAN = 0.6744897501960817
 
 
 class FormulaTerms:
@@ -222,6 +234,10 @@ class FormulaTerms:
         spec = self._gp_specs[t.name][0]
         fixed = self._fixed_eta(t)
         out = [p for p in spec.params if p != fixed] if spec is not None else []
+        if t.pooling != "shared":  # each level its own (the z's are not priors= names)
+            names = {"partial": ("_mu", "_tau"), "none": ("_group",)}[t.pooling]
+            out = [q for p in out for q in
+                   ([p + e for e in names] if p.rsplit("_", 1)[-1] in POOLED_KINDS else [p])]  # fmt: skip
         if self.design.gp_factor[t.name] is None:
             return out
         if t.cat == "coregion":
@@ -290,12 +306,19 @@ class FormulaTerms:
             user = {**{f"{t.name}.{k}": v for k, v in spec.priors.items()}, **self._term_priors}
             hyper = {}
             fixed = self._fixed_eta(t)
+            level = ([], [], [])  # pooling != "shared": placeholders, per-level, new level
             for p in spec.params:
                 if p == fixed:
                     hyper[p] = 1.0
                     continue
                 name = f"{t.name}.{p}"
                 kind = p.rsplit("_", 1)[-1]
+                if t.pooling != "shared" and kind in POOLED_KINDS:
+                    hyper[p] = pt.dscalar(name)
+                    for out, v in zip(level, (hyper[p], *self._level_values(t, p, kind, scale)),
+                                      strict=True):  # fmt: skip
+                        out.append(v)
+                    continue
                 if t.ard and p in spec.ard_params:
                     hyper[p] = self._ard_prior(name, user, scale, len(cols))
                     continue
@@ -323,7 +346,10 @@ class FormulaTerms:
                 cov = cov * self._factor_kernel(t, D, user)
             if t.by:
                 col = self.design.factor_column(t.by)
-                cov = cov * SameGroup(D, col)
+                if level[0]:  # each level its own hyperparameters (bayes_gp.formula.covariance)
+                    cov = LevelKernel(cov, D, col, *level)
+                else:
+                    cov = cov * SameGroup(D, col)
                 exact = exact * SameGroup(D, col)
                 if feats[t.name] is not None:  # one block of features per level
                     Z = _indicators(X[:, col])
@@ -381,6 +407,49 @@ class FormulaTerms:
                                   np.asarray(c) * S, 0.5 * (lo + hi))  # fmt: skip
         m, c, L, center = self._hsgp[t.name]
         return HSGPTerm(base, D, cols, m, L, center)
+
+    def _level_values(self, t, p: str, kind: str, scale) -> tuple[Any, Any]:
+        r"""``(values (L,), new level's value)`` of hyperparameter ``p`` of a ``by=`` term whose
+        levels each have their own (``pooling=``), created in the current model with the
+        priors of :class:`~bayes_gp.HierarchicalGP`: ``"partial"`` non-centred
+        :math:`\log \theta_g = \mu + \tau z_g`, :math:`\mu \sim N(\log \theta_{loc}, 1)`
+        about the log of the default prior's median, :math:`\tau \sim
+        \text{HalfNormal}(0.5)`, :math:`z_g \sim N(0, 1)` (``{name}_mu``, ``_tau``, ``_z``,
+        the deterministic ``_group``), a new level at the population's median
+        :math:`e^{\mu}`; ``"none"`` the default prior for each level (``{name}_group``), a new
+        level at its median."""
+        name = f"{t.name}.{p}"
+        labels = list(self.design.levels[t.by])
+        dim = f"{t.by}.level".replace(",", ";")
+        L = len(labels)
+        own = self._gp_specs[t.name][0].priors.get(p)
+        if own is not None:  # a kernel object's own prior: the median of draws
+            median = float(np.median(pm.draw(own, 4001, random_seed=0)))
+        elif kind == "ls":
+            median = float(np.mean(scale.x_range) / 3.0)
+        else:
+            median = HALFNORMAL_MEDIAN * scale.y_sd
+        user = self._term_priors
+        if t.pooling == "none":
+
+            def each(n):
+                if own is not None:
+                    return register_copy(change_dist_size(own, [L]), n)
+                if kind == "ls":
+                    return pm.LogNormal(n, mu=f64(np.log(median)), sigma=f64(1.0), shape=L)
+                return pm.HalfNormal(n, sigma=f64(scale.y_sd), shape=L)
+
+            values = resolve_prior(user, f"{name}_group", each)
+            _name_dims(f"{name}_group", (dim,), (labels,))
+            return values, pt.as_tensor_variable(f64(median))
+        mu = resolve_prior(user, f"{name}_mu", lambda n: pm.Normal(
+            n, mu=f64(np.log(median)), sigma=f64(1.0)))  # fmt: skip
+        tau = resolve_prior(user, f"{name}_tau",
+                            lambda n: pm.HalfNormal(n, sigma=f64(POOLING_TAU_SCALE)))  # fmt: skip
+        z = pm.Normal(f"{name}_z", mu=f64(0.0), sigma=f64(1.0), shape=L)
+        _name_dims(f"{name}_z", (dim,), (labels,))
+        values = pm.Deterministic(f"{name}_group", pt.exp(mu + tau * z), dims=(dim,))
+        return values, pt.exp(mu)
 
     def _inducing_term(self, t, base, D: int, cols: list[int]) -> InducingTerm:
         """The VFE/FITC approximation of a ``gp(..., approx="vfe" | "fitc")`` term: ``m``
@@ -451,7 +520,10 @@ class FormulaTerms:
                 cov = (f"{t.approx.upper()} ({len(self._inducing[t.name])} inducing inputs, "
                        f"k-means) of {cov}")  # fmt: skip
             if t.by:
-                cov += f" × [{t.by} = {t.by}'] (one GP per level, shared hyperparameters)"
+                how = {"shared": "shared hyperparameters",
+                       "partial": "length-scales and amplitudes partially pooled",
+                       "none": "length-scales and amplitudes of its own"}[t.pooling]
+                cov += f" × [{t.by} = {t.by}'] (one GP per level, {how})"
             params = tuple(f"{t.name}.{p}" for p in self._gp_params(t))
             rows.append(TermInfo(t.name, "gp", cov, params, tuple(t.variables)))
         for g in self.parsed.group_terms:
