@@ -1018,7 +1018,12 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
                 + (" + " if self.known_noise_var is not None and self.learn_noise else "")
                 + ("σ²I" if self.learn_noise or self.known_noise_var is None else "")
                 + ")"
-                + (" (quasiseparable: O(n) state-space recursion)" if self.quasiseparable else ""),
+                + (" (quasiseparable: O(n) state-space recursion)" if self.quasiseparable else "")
+                + (
+                    ", jointly with the derivatives dy (covariances ∂k/∂x', ∂²k/∂x∂x'; R&W §9.4)"
+                    if self.derivative_obs is not None
+                    else ""
+                ),
             ),
             ("mean function", str(mean)),
             ("noise", noise),

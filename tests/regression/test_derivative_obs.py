@@ -253,7 +253,9 @@ def test_full_gradients_and_known_noise_equal_the_one_column_form():
     assert abs(a - b) < 1e-12
     assert full.derivative_obs.m == 4 and "sigma_d" not in full.hyperparameters
     assert full.point_loo(MapFit(p, 0.0, True))[1].shape == (X2.shape[0],)
-    assert "derivative observations m" in dict(full.describe())
+    rows = dict(full.describe())
+    assert rows["derivative observations m"].startswith("4 (along x0, x1; noise known")
+    assert "jointly with the derivatives" in rows["likelihood"]
 
 
 def test_nuts_conditions_on_the_derivatives():
