@@ -38,6 +38,7 @@ __all__ = [
     "pit_figure",
     "reliability_figure",
     "prior_predictive_figure",
+    "outcome_figure",
     "n_components",
 ]
 
@@ -341,5 +342,42 @@ def prior_predictive_figure(draws: np.ndarray, observed: np.ndarray, binary: boo
         ax.set_xlabel("y (x-axis: 99% range of the prior predictive draws)")
         ax.set_ylabel("empirical CDF")
     ax.set_title(f"Prior predictive check: {len(draws)} data sets from the prior", fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    return to_data_uri(fig)
+
+
+def outcome_figure(fig_data: dict, title: str) -> str:
+    """The outcome-specific posterior predictive check
+    (:mod:`bayes_gp.report.outcome_checks`): category counts observed against the replicated
+    data sets' means and 94% intervals (``"bars"``), a statistic's replicated distribution
+    against its observed value (``"hist"``), or the observed Kaplan–Meier curve against the
+    replicated curves' median and pointwise 94% band (``"km"``)."""
+    fig, (ax,) = _small_axes(1, 7.0)
+    kind = fig_data["kind"]
+    if kind == "bars":
+        rep = fig_data["replicated"]
+        k = np.arange(rep.shape[1])
+        lo, hi = np.quantile(rep, [0.03, 0.97], axis=0)
+        ax.bar(k, fig_data["observed"], color="0.75", label="observed")
+        ax.errorbar(k, rep.mean(axis=0), yerr=[rep.mean(axis=0) - lo, hi - rep.mean(axis=0)],
+                    fmt="o", color="C0", capsize=4, label="replicated: mean, 94%")  # fmt: skip
+        ax.set_xticks(k, fig_data["labels"])
+        ax.set_xlabel("category")
+        ax.set_ylabel("count")
+    elif kind == "hist":
+        ax.hist(fig_data["replicated"], bins=30, color="C0", alpha=0.6, label="replicated")
+        ax.axvline(fig_data["observed"], color="k", lw=2, label="observed")
+        ax.set_xlabel(fig_data["label"])
+        ax.set_ylabel("data sets")
+    else:
+        grid = fig_data["grid"]
+        ax.fill_between(grid, fig_data["lower"], fig_data["upper"], step="post", color="C0",
+                        alpha=0.25, lw=0, label="replicated: 94% band")  # fmt: skip
+        ax.step(grid, fig_data["median"], where="post", color="C0", lw=1, label="replicated: median")
+        ax.step(grid, fig_data["observed"], where="post", color="k", lw=2, label="observed")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("time")
+        ax.set_ylabel("survival S(t)")
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="best")
     return to_data_uri(fig)

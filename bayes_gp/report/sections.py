@@ -32,6 +32,7 @@ from bayes_gp.report.model_checks import (
     prior_predictive_check,
     prior_tree,
 )
+from bayes_gp.report.outcome_checks import outcome_check
 from bayes_gp.validate.predictive import predictive_calibration
 
 __all__ = ["CI_PROB", "MAX_PREDICTION_ROWS", "Part", "nuts_part", "point_part"]
@@ -430,6 +431,28 @@ def _ppc_section(part: Part, model, fit, nuts: bool) -> None:
     else:
         caption = f"{model.ppc_caption(PPC_DRAWS)} (az.plot_ppc_dist)"
     part.add_figures("Posterior predictive check", ("ppc", caption, make))
+    _outcome_section(part, model, fit)
+
+
+def _outcome_section(part: Part, model, fit) -> None:
+    """The posterior predictive check suited to the outcome (category frequencies, zeros and
+    dispersion, the Kaplan–Meier curve; :mod:`bayes_gp.report.outcome_checks`): a table,
+    verdict rows and the figure."""
+    what = "Posterior predictive check of the outcome"
+    check = _guarded(part, what, lambda: outcome_check(model, fit),
+                     "the outcome's posterior predictive check could not be drawn")  # fmt: skip
+    if check is None:
+        return
+    part.verdicts += check.verdicts
+    frame = pd.DataFrame(
+        [r[1:] for r in check.rows], index=[r[0] for r in check.rows],
+        columns=["observed", "replicated mean", "replicated 3%", "replicated 97%", "p-value"],
+    )  # fmt: skip
+    body = H.dataframe_table(frame, "statistic") + H.paragraph(check.note, note=True)
+    if part.with_figures:
+        body += part.figure("outcome_ppc", f"{check.title}: observed and replicated",
+                            lambda: figures.outcome_figure(check.figure, check.title))  # fmt: skip
+    part.body.append(H.section(f"{what}: {check.title.lower()}", body, level=3))
 
 
 def point_part(entry: Entry, X_new, with_figures: bool, held_out=None) -> Part:
