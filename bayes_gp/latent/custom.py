@@ -40,9 +40,10 @@ positive parameter, a Beta one in (0, 1)); a fixed number is used as it is.
 **What it refuses**, with the reason, when the model is built (before any sampling):
 a function that fails on PyTensor variables, returns other than one value per observation
 (a sum, a scalar, the wrong length), is not differentiable (an Op without a gradient, e.g. a
-NumPy function wrapped by ``as_op``, or a gradient PyTensor leaves undefined), does not depend
-on :math:`f` or on one of its parameters, or couples observations (:math:`\ell_i` depending on
-another :math:`f_j` or :math:`y_j`: a centred :math:`f`, a cumulative sum). Coupling is
+NumPy function wrapped by ``wrap_py`` or ``as_op``, or a gradient PyTensor leaves
+undefined), does not depend on :math:`f` or on one of its parameters, or couples
+observations (:math:`\ell_i` depending on another :math:`f_j` or :math:`y_j`: a centred
+:math:`f`, a cumulative sum). Coupling is
 detected at one point (the latent prior mean plus noise, the parameters at their priors' initial
 values) by vector–Jacobian products with a random vector :math:`u`:
 :math:`J^\top u = \mathrm{diag}(J)\,u` (for almost every :math:`u`) exactly when :math:`J` is
