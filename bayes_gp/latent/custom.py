@@ -494,17 +494,21 @@ class CustomLikelihood(LatentLikelihood):
 
 
 def custom_likelihood(
-    likelihood, link: str | None, y, n: int, exposure=None, trials=None
+    likelihood, link: str | None, y, n: int, exposure=None, trials=None, **others
 ) -> tuple[CustomLikelihood, str]:
     """:class:`~bayes_gp.LatentGP`'s ``likelihood=`` when it is a function or a
     :class:`LogDensity`: the likelihood object and its link's name (``"identity"`` or
-    ``"user"``); a ``ValueError`` names an argument that does not apply."""
+    ``"user"``); a ``ValueError`` names an argument that does not apply (``link``,
+    ``exposure``, ``trials`` and the built-in likelihoods' other data arguments, ``others``,
+    e.g. ``censored=``)."""
     density = likelihood if isinstance(likelihood, LogDensity) else LogDensity(likelihood)
-    for what, value in (("link", link), ("exposure", exposure), ("trials", trials)):
+    given = {"link": link, "exposure": exposure, "trials": trials, **others}
+    for what, value in given.items():
         if value is not None:
             raise ValueError(
                 f"`{what}` does not apply to a user likelihood ({density.name}): the function "
-                "holds its link, and an exposure or trials enters it as a closure over the data"
+                "holds its link, and data such as an exposure, trials or censoring codes enter "
+                "it as a closure over arrays of the data's length"
             )
     y = as_targets(y, n, what="a latent GP", learned_noise=False)
     return CustomLikelihood(y, density=density), "identity" if density.identity_link else "user"

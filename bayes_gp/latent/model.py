@@ -1435,7 +1435,8 @@ def make_likelihood(
     ``trials=``, ``censored=`` and ``upper=`` arguments for outcomes ``y`` (``n`` rows), and the
     link in use; a ``ValueError`` names a bad one."""
     if not isinstance(likelihood, str):  # a user's log density (bayes_gp.latent.custom)
-        return custom_likelihood(likelihood, link, y, n, exposure, trials)
+        return custom_likelihood(likelihood, link, y, n, exposure, trials,
+                                 censored=censored, upper=upper)  # fmt: skip
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"`likelihood` must be one of {list(LIKELIHOODS)}, got {likelihood!r}")
     cls, links = LIKELIHOODS[likelihood]

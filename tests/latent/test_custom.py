@@ -267,6 +267,7 @@ REFUSED = [
      r"\['ls'\] have the names of the model's kernel"),
     (poisson, {"link": "log"}, "`link` does not apply to a user likelihood"),
     (poisson, {"exposure": np.ones(N)}, "`exposure` does not apply"),
+    (poisson, {"censored": np.zeros(N)}, "`censored` does not apply"),
 ]  # fmt: skip
 
 
