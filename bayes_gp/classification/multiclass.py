@@ -396,6 +396,10 @@ class SoftmaxLaplaceLogp(Op):
     start). Instances compare by identity.
     """
 
+    #: Its numba implementation calls Python in object mode (the GIL held): nutpie's chains,
+    #: threads of one process, would wait for each other (bayes_gp.inference.nuts.gil_ops).
+    holds_gil = True
+
     def __init__(self, Y: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100):
         self.Y = np.asarray(Y, float)
         if self.Y.ndim != 2:

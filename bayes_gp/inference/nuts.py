@@ -25,6 +25,16 @@ per second of wall time (compilation included; ``benchmarks/README.md``):
 
 An explicit ``sampler=`` is always honoured.
 
+Chains: nutpie runs them in threads of one process, in parallel. A model whose log density
+holds one of bayes_gp's Ops that run Python in object mode (``holds_gil``: the
+Laplace-integrated latent GP, the multi-class softmax Laplace, the compact-support band
+factorisation, the Kronecker ICM density) keeps Python's GIL for most of each gradient, so its
+chains would wait for each other: measured (a Poisson ``LatentGP``, 2 chains, load 2-5 from
+other jobs) 8.9-10.9 s one after another against 9.9-10.8 s in parallel at n = 112 (the coal
+data), 72-87 s against 86-90 s at n = 400. For such models :func:`run_nuts` runs the chains
+one after another (``cores=1``) unless ``cores`` is given, and says so: a log line and the
+posterior's ``bayes_gp_cores`` attribute (the report's inference table shows it).
+
 GPU: ``sampler="numpyro"`` compiles the model to JAX and runs wherever JAX's default backend is.
 With ``jax[cuda13]`` (or ``jax[cuda12]``) installed and an NVIDIA GPU visible, that is the GPU
 (``jax.default_backend() == "gpu"``); ``JAX_PLATFORMS=cpu`` (set before JAX is imported) forces
@@ -37,6 +47,7 @@ runs in double precision on either. The platform used is recorded in the posteri
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -48,7 +59,9 @@ from bayes_gp import op_backends
 from bayes_gp.inference import compiled
 from bayes_gp.linalg import single_blas_thread
 
-__all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood"]
+__all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood", "gil_ops"]
+
+_log = logging.getLogger("bayes_gp")
 
 SAMPLERS = ("pymc", "nutpie", "numpyro")
 
@@ -76,6 +89,18 @@ def resolve_sampler(sampler: str, latent: bool = False) -> str:
             f"sampler {sampler!r} needs the package {module!r}, which is not installed"
         )
     return sampler
+
+
+def gil_ops(model: pm.Model) -> list[str]:
+    """The names of the Ops in ``model``'s log density that hold Python's GIL in their numba
+    implementation (``holds_gil``; module docstring), each once."""
+    from pytensor.graph.traversal import applys_between
+
+    names: list[str] = []
+    for node in applys_between(model.value_vars, [model.logp()]):
+        if getattr(node.op, "holds_gil", False) and type(node.op).__name__ not in names:
+            names.append(type(node.op).__name__)
+    return names
 
 
 def check_nuts_settings(draws, tune, chains) -> tuple[int, int, int]:
@@ -113,6 +138,17 @@ def run_nuts(
         raise ValueError(f"`target_accept` must be in [0.5, 1), got {target_accept}")
     if backend == "pymc":
         kwargs.setdefault("cores", 1)
+    cores_note = ""
+    if backend == "nutpie" and chains > 1 and "cores" not in kwargs:
+        held = gil_ops(model)
+        if held:
+            kwargs["cores"] = 1
+            cores_note = (
+                f"chains one after another (cores=1): {', '.join(held)} runs Python in object "
+                "mode and holds the GIL, so chains in parallel threads would wait for each "
+                "other (pass cores= to override)"
+            )
+            _log.info("bayes_gp: nutpie runs the %d %s", chains, cores_note)
     if backend == "numpyro":  # the JAX implementations of bayes_gp's own Ops
         op_backends.ensure("jax")
     nuts = {"target_accept": target_accept, **kwargs.pop("nuts", {})}
@@ -131,6 +167,8 @@ def run_nuts(
         if idata is None:
             idata = pm.sample(nuts_sampler=backend, **options)
     idata["posterior"].attrs["bayes_gp_sampler"] = backend
+    if cores_note:
+        idata["posterior"].attrs["bayes_gp_cores"] = cores_note
     if backend == "numpyro":
         import jax
 

@@ -52,6 +52,10 @@ class LaplaceLogp(Op):
     Instances compare by identity: each holds its data and its warm-start cache.
     """
 
+    #: Its numba implementation calls Python in object mode (the GIL held): nutpie's chains,
+    #: threads of one process, would wait for each other (bayes_gp.inference.nuts.gil_ops).
+    holds_gil = True
+
     def __init__(self, likelihood: LatentLikelihood, *, tol: float = 1e-10, max_iter: int = 100):
         if not isinstance(likelihood, LatentLikelihood):
             raise TypeError(

@@ -129,6 +129,10 @@ class KroneckerICMLogp(Op):
     positive definite gives :math:`-\infty`.
     """
 
+    #: Its numba implementation calls Python in object mode (the GIL held): nutpie's chains,
+    #: threads of one process, would wait for each other (bayes_gp.inference.nuts.gil_ops).
+    holds_gil = True
+
     __props__ = ()
 
     def make_node(self, B, K, s2, R):

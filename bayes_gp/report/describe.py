@@ -91,6 +91,8 @@ def nuts_settings(idata) -> list[tuple[str, object]]:
         ("draws per chain", int(post.sizes.get("draw", 0))),
         ("tuning steps per chain", attrs.get("tuning_steps", "not recorded")),
     ]
+    if "bayes_gp_cores" in attrs:
+        rows.append(("chains run", attrs["bayes_gp_cores"]))
     if "sampling_time" in attrs:
         rows.append(("sampling time (s)", float(attrs["sampling_time"])))
     if "bayes_gp_jitter" in attrs:

@@ -322,6 +322,10 @@ class CompactGPLogp(Op):
     (no gradient); ``ls`` is a vector with one entry (isotropic) or one per column of ``X``.
     """
 
+    #: Its numba implementation calls Python in object mode (the GIL held): nutpie's chains,
+    #: threads of one process, would wait for each other (bayes_gp.inference.nuts.gil_ops).
+    holds_gil = True
+
     __props__ = ("q", "j")
 
     def __init__(self, q: int, j: int):

@@ -28,3 +28,20 @@ def test_models_record_the_auto_backend():
     gpr = GPRegression(X, np.sin(X) + 0.1 * rng.normal(size=25), "expquad")
     idata = gpr.sample(draws=5, tune=5, chains=1, random_seed=1)
     assert idata["posterior"].attrs["bayes_gp_sampler"] == "nutpie"
+
+
+def test_models_whose_ops_hold_the_gil_are_found():
+    """``gil_ops`` names the object-mode Ops of a model's log density (run_nuts then runs
+    nutpie's chains one after another; tests/latent/test_model.py checks a run): the
+    Laplace-integrated latent GP and the softmax Laplace have one, the exact GP and the joint
+    latent model none."""
+    from bayes_gp import LatentGP, MulticlassGPClassifier
+    from bayes_gp.inference.nuts import gil_ops
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 5, 12)
+    counts = rng.poisson(2.0, 12).astype(float)
+    assert gil_ops(LatentGP(X, counts, "expquad", "poisson").model) == ["LaplaceLogp"]
+    assert gil_ops(GPRegression(X, np.sin(X), "expquad").model) == []
+    labels = np.repeat([0, 1, 2], 4)
+    assert gil_ops(MulticlassGPClassifier(X, labels).model) == ["SoftmaxLaplaceLogp"]
