@@ -63,6 +63,7 @@ from bayes_gp.latent.likelihoods import (
     LatentLikelihood,
     _as_finite_vector,
     _check_phi,
+    _NormalResponse,
     _phi_arrays,
     normal_hazard,
 )
@@ -222,7 +223,7 @@ def _upper_limits(y: np.ndarray, censored: np.ndarray, upper) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class CensoredGaussian(_CensoredNormal, LatentLikelihood):
+class CensoredGaussian(_NormalResponse, _CensoredNormal, LatentLikelihood):
     r"""Gaussian measurements with detection limits: :math:`y_i^* \sim N(f_i, \sigma^2)`,
     ``phi = [sigma]``, recorded as observed, left-, right- or interval-censored (Tobin 1958 for
     the one-sided case; the codes of :data:`GAUSSIAN_CODES`):
@@ -258,42 +259,6 @@ class CensoredGaussian(_CensoredNormal, LatentLikelihood):
         object.__setattr__(self, "_z", y)
         object.__setattr__(self, "_zu", self.upper)
         object.__setattr__(self, "_jac", 0.0)
-
-    def response_mean(self, f, phi=(), size=None):
-        return np.asarray(f, float)
-
-    def response_variance(self, f, phi=(), size=None):
-        (sigma,) = _phi_arrays(self, phi)
-        return np.broadcast_to(sigma**2, np.broadcast_shapes(np.shape(f), sigma.shape)).copy()
-
-    def draw(self, f, phi, rng, size=None):
-        """Uncensored measurements :math:`f + \\sigma\\varepsilon`."""
-        sigma = self._sigma(phi)
-        return np.asarray(f, float) + sigma * rng.standard_normal(np.shape(f))
-
-    def cdf(self, f, phi=()):
-        """The uncensored measurement's CDF at the recorded values."""
-        F = ndtr((self.y - np.asarray(f, float)) / self._sigma(phi))
-        return F, F
-
-    def cdf_values(self, y, f, phi=(), size=None):
-        r""":math:`\Phi((y - f)/\sigma)`."""
-        (sigma,) = _phi_arrays(self, phi)
-        return ndtr((np.asarray(y, float) - f) / sigma)
-
-    def ppf_values(self, q, f, phi=()):
-        (sigma,) = _phi_arrays(self, phi)
-        return f + sigma * ndtri(q)
-
-    def latent_threshold(self, y, u, phi=(), size=None):
-        r""":math:`y + \sigma\Phi^{-1}(u)`."""
-        (sigma,) = _phi_arrays(self, phi)
-        return np.asarray(y, float) + sigma * ndtri(u)
-
-    def threshold_scale(self, y, phi=(), size=None):
-        r""":math:`\sigma`."""
-        (sigma,) = _phi_arrays(self, phi)
-        return np.broadcast_to(sigma, np.broadcast_shapes(np.shape(y), sigma.shape))
 
     def with_data(self, y, size=None):
         return CensoredGaussian(y)

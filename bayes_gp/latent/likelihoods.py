@@ -724,8 +724,57 @@ class StudentT(LatentLikelihood):
         return StudentT(y)
 
 
+class _NormalResponse:
+    r"""The response of :math:`y = f + \sigma\varepsilon`, :math:`\varepsilon \sim N(0, 1)`
+    (``phi = [sigma]``): its moments, draws, CDF, quantiles and latent thresholds, shared by
+    :class:`Gaussian` and the uncensored measurement of
+    :class:`~bayes_gp.latent.censored.CensoredGaussian`."""
+
+    def response_mean(self, f, phi=(), size=None):
+        return np.asarray(f, float)
+
+    def response_variance(self, f, phi=(), size=None):
+        (sigma,) = _phi_arrays(self, phi)
+        return np.broadcast_to(sigma**2, np.broadcast_shapes(np.shape(f), sigma.shape)).copy()
+
+    def _positive_sigma(self, phi) -> float:
+        (sigma,) = _check_phi(self, phi)
+        if not sigma > 0:
+            raise ValueError(f"{type(self).__name__} sigma must be positive, got {sigma}")
+        return float(sigma)
+
+    def draw(self, f, phi, rng, size=None):
+        r"""Uncensored measurements :math:`f + \sigma\varepsilon`."""
+        sigma = self._positive_sigma(phi)
+        return np.asarray(f, float) + sigma * rng.standard_normal(np.shape(f))
+
+    def cdf(self, f, phi=()):
+        """The (uncensored) measurement's CDF at the recorded values."""
+        F = ndtr((self.y - np.asarray(f, float)) / self._positive_sigma(phi))
+        return F, F
+
+    def cdf_values(self, y, f, phi=(), size=None):
+        r""":math:`\Phi((y - f)/\sigma)`."""
+        (sigma,) = _phi_arrays(self, phi)
+        return ndtr((np.asarray(y, float) - f) / sigma)
+
+    def ppf_values(self, q, f, phi=()):
+        (sigma,) = _phi_arrays(self, phi)
+        return f + sigma * ndtri(q)
+
+    def latent_threshold(self, y, u, phi=(), size=None):
+        r""":math:`y + \sigma \Phi^{-1}(u)`."""
+        (sigma,) = _phi_arrays(self, phi)
+        return np.asarray(y, float) + sigma * ndtri(u)
+
+    def threshold_scale(self, y, phi=(), size=None):
+        r""":math:`\sigma`."""
+        (sigma,) = _phi_arrays(self, phi)
+        return np.broadcast_to(sigma, np.broadcast_shapes(np.shape(y), sigma.shape))
+
+
 @dataclass(frozen=True, eq=False)
-class Gaussian(LatentLikelihood):
+class Gaussian(_NormalResponse, LatentLikelihood):
     r""":math:`y_i \sim N(f_i, \sigma^2)`, ``phi = [sigma]``: the case where Laplace is exact.
 
     .. math::
@@ -760,39 +809,6 @@ class Gaussian(LatentLikelihood):
             (-2.0 * r / sigma**3)[None],
             np.full((1, r.size), 2.0 / sigma**3),
         )
-
-    def response_mean(self, f, phi=(), size=None):
-        return np.asarray(f, float)
-
-    def response_variance(self, f, phi=(), size=None):
-        return np.full(np.shape(f), self._parts(phi) ** 2)
-
-    def draw(self, f, phi, rng, size=None):
-        (sigma,) = _check_phi(self, phi)
-        return np.asarray(f, float) + sigma * rng.standard_normal(np.shape(f))
-
-    def cdf(self, f, phi=()):
-        F = ndtr((self.y - np.asarray(f, float)) / self._parts(phi))
-        return F, F
-
-    def cdf_values(self, y, f, phi=(), size=None):
-        r""":math:`\Phi((y - f)/\sigma)`."""
-        (sigma,) = _phi_arrays(self, phi)
-        return ndtr((np.asarray(y, float) - f) / sigma)
-
-    def ppf_values(self, q, f, phi=()):
-        (sigma,) = _phi_arrays(self, phi)
-        return f + sigma * ndtri(q)
-
-    def latent_threshold(self, y, u, phi=(), size=None):
-        r""":math:`y + \sigma \Phi^{-1}(u)`."""
-        (sigma,) = _phi_arrays(self, phi)
-        return np.asarray(y, float) + sigma * ndtri(u)
-
-    def threshold_scale(self, y, phi=(), size=None):
-        r""":math:`\sigma`."""
-        (sigma,) = _phi_arrays(self, phi)
-        return np.broadcast_to(sigma, np.broadcast_shapes(np.shape(y), sigma.shape))
 
     def with_data(self, y, size=None):
         return Gaussian(y)
