@@ -1405,26 +1405,34 @@ def _sizes(size, m: int) -> np.ndarray:
     return a
 
 
-def _size_columns(X, exposure, trials):
-    """``(X, exposure, trials, name)``: an ``exposure`` / ``trials`` given as the name of a
-    column of the DataFrame ``X`` is that column's values, and the column leaves ``X``'s inputs
-    (``name`` is it, ``None`` when both came as values)."""
-    name = None
-    out = []
-    for what, value in (("exposure", exposure), ("trials", trials)):
+def _named_columns(X, **values) -> tuple[Any, list, list[str]]:
+    """``(X, values, names)``: each of ``values`` given as the name of a column of the
+    DataFrame ``X`` is that column's values, and the columns named leave ``X``'s inputs."""
+    names, out = [], []
+    for what, value in values.items():
         if isinstance(value, str):
             if not hasattr(X, "columns"):
                 raise ValueError(
                     f"`{what}`={value!r} names a column, but `X` is not a DataFrame: pass "
-                    f"the {what} as n numbers, or `X` as a DataFrame with that column"
+                    f"`{what}` as n numbers, or `X` as a DataFrame with that column"
                 )
             if value not in X.columns:
                 raise ValueError(f"`{what}`={value!r} is not a column of `X` (columns: "
                                  f"{[str(c) for c in X.columns]})")  # fmt: skip
-            name, value = value, X[value]
-            X = X.drop(columns=name)
+            names.append(value)
+            value = X[value]
         out.append(value)
-    return X, out[0], out[1], name
+    if names:
+        X = X.drop(columns=names)
+    return X, out, names
+
+
+def _size_columns(X, exposure, trials):
+    """``(X, exposure, trials, name)``: an ``exposure`` / ``trials`` given as the name of a
+    column of the DataFrame ``X`` is that column's values, and the column leaves ``X``'s inputs
+    (``name`` is it, ``None`` when both came as values)."""
+    X, (exposure, trials), names = _named_columns(X, exposure=exposure, trials=trials)
+    return X, exposure, trials, (names[-1] if names else None)
 
 
 def make_likelihood(
@@ -1482,24 +1490,8 @@ def _censoring_columns(X, censored, upper):
     """``(X, censored, upper, names)``: a ``censored`` / ``upper`` given as the name of a column
     of the DataFrame ``X`` is that column's values, and the column leaves ``X``'s inputs
     (``names`` the columns taken; ``predict`` drops them from a DataFrame ``X_new``)."""
-    names = []
-    out = []
-    for what, value in (("censored", censored), ("upper", upper)):
-        if isinstance(value, str):
-            if not hasattr(X, "columns"):
-                raise ValueError(
-                    f"`{what}`={value!r} names a column, but `X` is not a DataFrame: pass "
-                    f"`{what}` as n numbers, or `X` as a DataFrame with that column"
-                )
-            if value not in X.columns:
-                raise ValueError(f"`{what}`={value!r} is not a column of `X` (columns: "
-                                 f"{[str(c) for c in X.columns]})")  # fmt: skip
-            names.append(value)
-            value = X[value]
-        out.append(value)
-    if names:
-        X = X.drop(columns=names)
-    return X, out[0], out[1], tuple(names)
+    X, (censored, upper), names = _named_columns(X, censored=censored, upper=upper)
+    return X, censored, upper, tuple(names)
 
 
 def _censored_observation(lik, f, param) -> None:
