@@ -502,6 +502,12 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
         return super().predict(self._design_of(X_new), fit, size=size, max_draws=max_draws,
                                random_seed=random_seed)  # fmt: skip
 
+    def predict_proba(self, X_new, fit, *, max_draws: int = 200) -> np.ndarray:
+        """The ordinal family's category probabilities at new data (a DataFrame with the
+        formula's columns, or a design matrix): :meth:`LatentGP.predict_proba
+        <bayes_gp.LatentGP.predict_proba>`."""
+        return super().predict_proba(self._design_of(X_new), fit, max_draws=max_draws)
+
     def describe_engine(self) -> str:
         n = self.X.shape[0]
         return (

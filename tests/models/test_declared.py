@@ -12,7 +12,7 @@ from bayes_gp import declared
 from bayes_gp.declared import Dataset, DeclaredModel, list_models, load_model, models_dir
 
 OURS = ("breast_cancer", "coal_mining", "diabetes_ard", "mauna_loa", "pima", "stars_cyg",
-        "uk_driver_deaths", "sleepstudy", "linnerud")
+        "uk_driver_deaths", "sleepstudy", "linnerud", "housing", "biochemists", "lung_cancer")
 
 GOOD = '''
 """A minimal declared model."""
