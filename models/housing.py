@@ -14,22 +14,27 @@ Data
     (byte for byte): the archive ships no copy of MASS's Copenhagen housing-satisfaction
     survey, so the ordinal example of the package's ``housing`` is this one.
 
-    *Fast mode*: the readings of 80 of the 361 subjects with any (one of the 362 has none), drawn with a fixed seed
-    (``numpy.random.default_rng(0)``), 282 readings; a dense Laplace fit of all 1289 takes
-    about 25 s. ``X_train`` has the columns ``time`` (months) and ``sec``; ``y_train`` the
-    status codes. No held-out split (models are compared by LOO); ``X_new`` is a grid of
-    months 0–24 for both groups.
+    *Fast mode*: the readings of 80 of the 361 subjects with any (one of the 362 has none),
+    drawn with a fixed seed (``numpy.random.default_rng(0)``): 282 readings, a type-II fit in
+    a few seconds (the dense Laplace engine's cost grows as :math:`n^3`).
+    ``X_train`` has the columns ``time`` (months) and ``sec``; ``y_train`` the status codes.
+    No held-out split (models are compared by LOO); ``X_new`` is a grid of months 0–24 for
+    both groups.
 
 Model
     .. math::
-       f(t, s) = \beta s + g_s(t), \quad g_s \sim GP(0, \eta^2 k_{SE}(\ell)), \qquad
+       f \sim GP\!\left(0,\; \eta^2 \exp\!\left(-\frac{(t - t')^2}{2\ell_t^2}
+       - \frac{(s - s')^2}{2\ell_s^2}\right)\right), \qquad
        P(y \le k \mid f) = \sigma(c_k - f), \; k = 0, 1,
 
     the cumulative-logit (proportional-odds) model (McCullagh 1980, eq. 2.4) of a latent GP
-    (Chu & Ghahramani 2005): a smooth curve over the months for each group (``by=sec``, the
-    two curves sharing :math:`\ell, \eta`) plus a shift :math:`\beta` of the voucher group,
-    and two ordered cut-points :math:`c_0 < c_1` carrying the location (no intercept).
-    ``bayes_gp.Model("status ~ sec + gp(time, by=sec)", frame, family="ordinal")``;
+    (Chu & Ghahramani 2005) with a GP over the month :math:`t` and the voucher :math:`s`
+    (ARD squared exponential): the length-scale :math:`\ell_s` says how alike the two groups'
+    curves over the months are (:math:`\ell_s \gg 1` one curve, :math:`\ell_s \ll 1` two
+    unrelated ones), and two ordered cut-points :math:`c_0 < c_1` carry the location (no
+    intercept). ``bayes_gp.Model("status ~ gp(time, sec, ard=True)", frame,
+    family="ordinal")``
+    (:func:`~bayes_gp.declared.formula_model`; ``X_train``'s columns are its design's);
     ``build(data, method, family="gaussian")`` is the same formula with the codes taken as
     a metric response (Gaussian noise), the simpler model it is compared with by LOO
     (the codes are one apart, so the density at a code stands for the probability of the
@@ -41,13 +46,13 @@ Model
     estimate), not a subject's trajectory, and its LOO leaves out one reading.
 
 Priors
-    The formula defaults: :math:`\ell \sim \mathrm{LogNormal}(\log(24/3), 1)` months,
-    :math:`\eta \sim \mathrm{HalfNormal}(2)` on the logit scale, :math:`\beta \sim N(0, 8.0^2)`
-    (the formula's default common-effect prior, integrated out with the GP), the cut-points
-    independent :math:`N(\cdot, 2.5^2)` around the data's cumulative logits, ordered.
+    The formula defaults: :math:`\ell_t \sim \mathrm{LogNormal}(\log(24/3), 1)` months,
+    :math:`\ell_s \sim \mathrm{LogNormal}(\log(1/3), 1)`, :math:`\eta \sim
+    \mathrm{HalfNormal}(2)` on the logit scale, the cut-points independent
+    :math:`N(\cdot, 2.5^2)` around the data's cumulative logits, ordered.
 
 Methods
-    ``"nuts"`` (default): NUTS over :math:`(\ell, \eta, c)` with the latent values integrated
+    ``"nuts"`` (default): NUTS over :math:`(\ell_t, \ell_s, \eta, c)` with the latent values integrated
     out by the Laplace approximation at every step; ``"nuts_joint"``: joint NUTS over the
     whitened latent values too; ``"map"``: the type-II Laplace fit.
 
@@ -58,8 +63,9 @@ Reference and what the data show
     community living into independent housing more than it moves them off the street (at
     12 months 0.12 of the voucher group and 0.09 of the others are on the street): a pattern a
     proportional-odds shift can only approximate — the report's category-frequency check is
-    the place to see how well. Measured on the fast subsample (MAP): LA-LOO −241 ordinal
-    against −265 for the metric codes; all 1289 readings: −1209 against −1324.
+    the place to see how well. Measured on the fast subsample (MAP): :math:`\ell_t = 3.4`
+    months, :math:`\ell_s = 0.12` (two separate curves), LA-LOO −241 ordinal against −265 for
+    the metric codes.
 """
 
 from __future__ import annotations
@@ -67,9 +73,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_gp import Model
 from bayes_gp.datasets import rdataset
-from bayes_gp.declared import Dataset
+from bayes_gp.declared import Dataset, formula_model
 
 TASK = "regression"
 SUMMARY = "Housing status of 362 homeless adults over 24 months (street < community < independent)"
@@ -79,7 +84,7 @@ SETTINGS = {
     "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5, "n_subjects": None},
 }
 
-FORMULA = "status ~ sec + gp(time, by=sec)"
+FORMULA = "status ~ gp(time, sec, ard=True)"
 #: The three ordered categories of ``status`` (codes 0, 1, 2).
 LEVELS = ("street", "community", "independent")
 FEATURES = ["time", "sec"]
@@ -125,4 +130,4 @@ def build(data: Dataset, method: str = "nuts", family: str = "ordinal"):
         raise ValueError(f"housing supports methods {METHODS}, not {method!r}")
     if family not in FAMILIES:
         raise ValueError(f"housing compares the families {FAMILIES}, not {family!r}")
-    return Model(FORMULA, frame(data), family=family)
+    return formula_model(FORMULA, data, "status", family=family)

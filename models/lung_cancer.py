@@ -8,10 +8,11 @@ Data
     ``status`` 1 censored (alive at last follow-up), 2 dead; with ``age`` (years), ``sex``
     (1 male, 2 female) and ``ph.ecog`` (the physician's ECOG performance score, 0 fully active
     to 3 in bed more than half the day). The one patient without an ECOG score is dropped:
-    227 patients, 164 deaths, 63 censored. ``X_train`` has the columns ``age``, ``sex``,
-    ``ecog`` and ``censored`` (the censoring code, 1 right-censored / 0 death: not an input;
-    the model takes it by name). No held-out split; ``X_new`` is a grid of ages 39–82 for a
-    man with ECOG 1 (``censored`` 0). *Fast mode* uses the same data (the fit takes ~2 s).
+    227 patients, 164 deaths, 63 censored. ``X_train`` has the columns ``age``, ``ecog``,
+    ``sex`` (the formula's design, in its order) and ``censored`` (the censoring code, 1
+    right-censored / 0 death: not an input; the model takes it by name). No held-out split;
+    ``X_new`` is a grid of ages 39–82 for a man with ECOG 1 (``censored`` 0). *Fast mode* uses
+    the same data (the fit takes ~2 s).
 
 Model
     .. math::
@@ -23,7 +24,8 @@ Model
     :math:`e^{f}` and shape :math:`k`, censored times entering through :math:`S(t)`
     (:mod:`bayes_gp.latent.censored`), sex linear, age and ECOG through one GP with a
     length-scale each (ARD): ``bayes_gp.Model("time ~ sex + gp(age, ecog, ard=True)", frame,
-    family="weibull", censored="censored")``. With ``gp(age)`` alone and ECOG linear, the type-II
+    family="weibull", censored="censored")`` (:func:`~bayes_gp.declared.formula_model`: it
+    also reads arrays laid out as ``X_train``). With ``gp(age)`` alone and ECOG linear, the type-II
     fit puts the age GP's amplitude at 0 (a degenerate optimum the fit reports as not
     converged: age adds little once ECOG is in); the joint GP keeps the ECOG effect, so its
     amplitude has a proper mode. ``build(data, method, family="lognormal")`` is the log-normal
@@ -57,9 +59,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayes_gp import Model
 from bayes_gp.datasets import rdataset
-from bayes_gp.declared import Dataset
+from bayes_gp.declared import Dataset, formula_model
 
 TASK = "regression"
 SUMMARY = "NCCTG lung cancer survival (227 patients, 63 censored): right-censored Weibull GP"
@@ -70,7 +71,8 @@ SETTINGS = {
 }
 
 FORMULA = "time ~ sex + gp(age, ecog, ard=True)"
-FEATURES = ["age", "sex", "ecog", "censored"]
+#: The formula's design columns in its order (age, ecog: the GP; sex), then the censoring code.
+FEATURES = ["age", "ecog", "sex", "censored"]
 FAMILIES = ("weibull", "lognormal")
 
 
@@ -80,8 +82,8 @@ def load_data(fast: bool = False) -> Dataset:
     X = np.column_stack(
         [
             table["age"].to_numpy(float),
-            table["sex"].to_numpy(float),
             table["ph.ecog"].to_numpy(float),
+            table["sex"].to_numpy(float),
             (table["status"] == 1).to_numpy(float),
         ]
     )
@@ -115,4 +117,4 @@ def build(data: Dataset, method: str = "nuts", family: str = "weibull"):
         raise ValueError(f"lung_cancer supports methods {METHODS}, not {method!r}")
     if family not in FAMILIES:
         raise ValueError(f"lung_cancer compares the families {FAMILIES}, not {family!r}")
-    return Model(FORMULA, frame(data), family=family, censored="censored")
+    return formula_model(FORMULA, data, "time", family=family, censored="censored")

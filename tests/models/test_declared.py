@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from bayes_gp import declared
@@ -170,3 +171,24 @@ def test_dataset_with_several_outputs():
         Dataset(X, Y, ["a", "b"], ["u", "v", "w"], "src", X_test=X[:2], y_test=Y[:2, :2])
     with pytest.raises(ValueError, match=r"y_test must have shape \(2,\)"):
         Dataset(X, Y[:, 0], ["a", "b"], "t", "src", X_test=X[:2], y_test=Y[:3, 0])
+
+
+def test_formula_model_reads_arrays_laid_out_as_the_data_set():
+    """``formula_model``: an array of the data set's columns is read as its rows (the design has
+    another width: the censoring column is not an input); a data set as wide as the design but
+    in another order is refused (it would be read as the design, column by column)."""
+    from bayes_gp.declared import formula_model
+
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 1.0, 12)
+    X = np.column_stack([t, rng.integers(0, 2, 12), np.zeros(12)])
+    data = Dataset(X, 0.1 + rng.exponential(1.0, 12), ["t", "g", "c"], "y", "made up")
+    gp = formula_model("y ~ g + gp(t)", data, "y", family="weibull", censored="c")
+    assert gp.X.shape[1] == 2 and list(gp.feature_names) == ["t", "g"]
+    fit = gp.fit("map", n_restarts=1, random_seed=0)
+    frame = pd.DataFrame(X[:3], columns=["t", "g", "c"]).assign(y=1.0)
+    np.testing.assert_allclose(gp.predict(X[:3], fit).latent_mean,
+                               gp.predict(frame, fit).latent_mean, rtol=1e-12)  # fmt: skip
+    swapped = Dataset(X[:, [1, 0]], data.y_train, ["g", "t"], "y", "made up")
+    with pytest.raises(ValueError, match=r"as many as the formula's design columns \['t', 'g'\]"):
+        formula_model("y ~ g + gp(t)", swapped, "y", family="gaussian")

@@ -12,6 +12,14 @@ from bayes_gp import LatentGP
 MODEL = "housing"
 
 
+def _reads_dataset_arrays(gp, fit, data, response) -> None:
+    """The workflow passes ``X_new`` as an array laid out as ``X_train``: the model reads it as
+    the rows of the data set (the same predictions as from the data frame)."""
+    new = pd.DataFrame(data.X_new, columns=data.feature_names).assign(**{response: 1.0})
+    cols = gp.prediction_columns(data.X_new, fit)
+    np.testing.assert_allclose(cols["latent_mean"], gp.predict(new, fit).latent_mean, rtol=1e-12)
+
+
 def test_the_readings_and_the_fast_subsample(decl, data):
     assert decl.task == "regression" and decl.methods == ("nuts", "nuts_joint", "map")
     full = decl.load_data(fast=False)
@@ -46,6 +54,7 @@ def test_map_category_probabilities_follow_the_cells(decl, data):
     for month in (6.0, 12.0, 24.0):
         assert p.loc[(month, 1.0), 2] > p.loc[(month, 0.0), 2] + 0.2
     assert p.loc[(0.0, 0.0), 0] > 0.35 and p.loc[(24.0, 0.0), 0] < 0.25
+    _reads_dataset_arrays(gp, fit, data, "status")
     metric = decl.module.build(data, "map", family="gaussian")
     fit_m = metric.fit("map", n_restarts=1, random_seed=0)
     diff = gp.point_loo(fit)[1] - metric.point_loo(fit_m)[1]

@@ -4,6 +4,7 @@ GP of survival time, against the linear Weibull regression (R's ``survreg``) and
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.optimize import minimize
 
@@ -12,11 +13,19 @@ from bayes_gp import LatentGP
 MODEL = "lung_cancer"
 
 
+def _reads_dataset_arrays(gp, fit, data, response) -> None:
+    """The workflow passes ``X_new`` as an array laid out as ``X_train``: the model reads it as
+    the rows of the data set (the same predictions as from the data frame)."""
+    new = pd.DataFrame(data.X_new, columns=data.feature_names).assign(**{response: 1.0})
+    cols = gp.prediction_columns(data.X_new, fit)
+    np.testing.assert_allclose(cols["latent_mean"], gp.predict(new, fit).latent_mean, rtol=1e-12)
+
+
 def _weibull_aft_shape(data) -> float:
     """The maximum-likelihood shape of the linear Weibull AFT model on age, sex and ECOG
     (``survreg(Surv(time, status) ~ ph.ecog + age + sex)``: log T = x'b + s W, W the standard
     minimum extreme-value variable, shape 1/s; Klein & Moeschberger 2003, eq. 12.2.2)."""
-    age, sex, ecog, censored = data.X_train.T
+    age, ecog, sex, censored = data.X_train.T
     X = np.column_stack([np.ones_like(age), age, sex, ecog])
     log_t, event = np.log(data.y_train), 1.0 - censored
 
@@ -34,8 +43,8 @@ def _weibull_aft_shape(data) -> float:
 def test_the_227_patients_and_their_censoring(decl, data):
     assert decl.task == "regression" and decl.methods == ("nuts", "nuts_joint", "map")
     assert data.X_train.shape == (227, 4)
-    assert data.feature_names == ["age", "sex", "ecog", "censored"]
-    age, sex, ecog, censored = data.X_train.T
+    assert data.feature_names == ["age", "ecog", "sex", "censored"]
+    age, ecog, sex, censored = data.X_train.T
     assert int(censored.sum()) == 63 and int((censored == 0).sum()) == 164
     assert set(np.unique(sex)) == {1.0, 2.0} and set(np.unique(ecog)) == {0.0, 1.0, 2.0, 3.0}
     assert (age.min(), age.max()) == (39.0, 82.0)
@@ -63,6 +72,7 @@ def test_map_weibull_shape_matches_survreg_and_beats_lognormal(decl, data):
                                                [63, 2, 2, 0]]  # fmt: skip
     median = gp.predict(new, fit).extra["median"]
     assert median[0] > 1.5 * median[1] and median[2] > 1.2 * median[0]
+    _reads_dataset_arrays(gp, fit, data, "time")
     lognormal = decl.module.build(data, "map", family="lognormal")
     fit_ln = lognormal.fit("map", n_restarts=2, random_seed=0)
     elpd_w, elpd_ln = gp.point_loo(fit)[1], lognormal.point_loo(fit_ln)[1]
