@@ -79,9 +79,26 @@ from bayes_gp.declared import Dataset, formula_model
 TASK = "regression"
 SUMMARY = "Housing status of 362 homeless adults over 24 months (street < community < independent)"
 METHODS = ("nuts", "nuts_joint", "map")
+#: NUTS by PyMC's sampler: nutpie splits a variable's dimension names at commas, and the ARD
+#: length-scale vector "gp(time, sec).ls" gets the default dimension "gp(time, sec).ls_dim_0" (nutpie
+#: 0.16: "more dims (4) given than existing ones (3)" when it builds the DataTree).
 SETTINGS = {
-    "fast": {"draws": 200, "tune": 200, "chains": 2, "n_restarts": 3, "n_subjects": 80},
-    "full": {"draws": 1000, "tune": 1000, "chains": 4, "n_restarts": 5, "n_subjects": None},
+    "fast": {
+        "draws": 200,
+        "tune": 200,
+        "chains": 2,
+        "n_restarts": 3,
+        "n_subjects": 80,
+        "sampler": "pymc",
+    },
+    "full": {
+        "draws": 1000,
+        "tune": 1000,
+        "chains": 4,
+        "n_restarts": 5,
+        "n_subjects": None,
+        "sampler": "pymc",
+    },
 }
 
 FORMULA = "status ~ gp(time, sec, ard=True)"
