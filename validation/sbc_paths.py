@@ -21,6 +21,7 @@ band). Every simulation's seed is recorded: ``bayes_gp.validate.sbc_one(..., see
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -93,6 +94,90 @@ def poisson(y, X=X_LAT):
     )  # fmt: skip
 
 
+#: Ordinal path: K = 4 categories, so K - 1 = 3 cut-points.
+N_CUT = 3
+#: Weibull path: each row's censoring time, fixed for the path (drawn once, independently of the
+#: model, from Uniform(0.3, 2.5); about 30% of the simulated times are censored).
+C_WEIBULL = np.random.default_rng(39).uniform(0.3, 2.5, X_LAT.size)
+
+
+def _cutpoints_logp(value, mid_mu, mid_sd, gap_mu, gap_sd):
+    r"""Log density of the cut-points :math:`c = (c_1 - g_1, c_1, c_1 + g_2)` with
+    :math:`c_1 \sim N(0, 0.5^2)`, :math:`g_k \sim \mathrm{LogNormal}(\log 1.5, 0.25)`: the map
+    :math:`(c_1, g_1, g_2) \mapsto c` is linear with unit Jacobian, so
+    :math:`\log p(c) = \log N(c_1) + \sum_k \log \mathrm{LN}(c_{k} - c_{k-1})`."""
+    import pytensor.tensor as pt
+
+    gaps = pt.diff(value)
+    return (pm.logp(pm.Normal.dist(mid_mu, mid_sd), value[1])
+            + pm.logp(pm.LogNormal.dist(gap_mu, gap_sd), gaps).sum())  # fmt: skip
+
+
+def _cutpoints_dist(mid_mu, mid_sd, gap_mu, gap_sd, size):
+    import pytensor.tensor as pt
+
+    mid = pm.Normal.dist(mid_mu, mid_sd)
+    gaps = pm.LogNormal.dist(gap_mu, gap_sd, shape=(2,))
+    return pt.stack([mid - gaps[0], mid, mid + gaps[1]])
+
+
+def _cutpoint_prior(name: str):
+    """The fixed cut-point prior of the ordinal path: middle cut-point N(0, 0.5²), the two gaps
+    LogNormal(log 1.5, 0.25) (every category keeps a probability that 30 rows observe), with
+    PyMC's ordered transform (``bayes_gp.latent.ordinal.check_cutpoint_prior``). Its forward
+    draws are increasing, so the true value ranked is the one the likelihood used (a
+    ``pm.Normal`` with the ordered transform draws unsorted vectors)."""
+    return pm.CustomDist(
+        name, 0.0, 0.5, np.log(1.5), 0.25, dist=_cutpoints_dist, logp=_cutpoints_logp,
+        signature="(),(),(),()->(k)", shape=(N_CUT,),
+        transform=pm.distributions.transforms.ordered, initval=np.array([-1.5, 0.0, 1.5]),
+    )  # fmt: skip
+
+
+def ordinal(y, X=X_LAT):
+    """LatentGP, ordinal (cumulative logit, K = 4), zero mean, the cut-points' prior fixed."""
+    return bayes_gp.LatentGP(
+        X, y, kernel="expquad", likelihood="ordinal", link="logit",
+        priors={"ls": pm.LogNormal.dist(np.log(2.0), 0.4), "eta": pm.LogNormal.dist(0.0, 0.4),
+                "cutpoints": _cutpoint_prior},
+    )  # fmt: skip
+
+
+def zip_(y, X=X_LAT):
+    """LatentGP, zero-inflated Poisson, log link, constant mean c ~ N(1, 0.5²), zero inflation
+    π ~ Beta(2, 6) (mean 0.25)."""
+    return bayes_gp.LatentGP(
+        X, y, kernel="expquad", likelihood="zero_inflated_poisson", mean="constant",
+        priors={"ls": pm.LogNormal.dist(np.log(2.0), 0.4), "eta": pm.LogNormal.dist(-0.5, 0.4),
+                "c": pm.Normal.dist(1.0, 0.5), "zero_inflation": pm.Beta.dist(2.0, 6.0)},
+    )  # fmt: skip
+
+
+def _weibull_priors() -> dict:
+    return {"ls": pm.LogNormal.dist(np.log(2.0), 0.4), "eta": pm.LogNormal.dist(-0.5, 0.4),
+            "c": pm.Normal.dist(0.0, 0.5), "shape": pm.LogNormal.dist(np.log(1.5), 0.3)}
+
+
+def weibull(y, X=X_LAT):
+    """LatentGP, right-censored Weibull times (scale e^f, log link), constant mean
+    c ~ N(0, 0.5²), shape k ~ LogNormal(log 1.5, 0.3). A row is censored when its time equals
+    its censoring time ``C_WEIBULL`` (the simulated time is min(T, C); T = C has probability 0)."""
+    y = np.asarray(y, dtype=float)
+    return bayes_gp.LatentGP(
+        X, y, kernel="expquad", likelihood="weibull", mean="constant",
+        censored=(y >= C_WEIBULL).astype(int), priors=_weibull_priors(),
+    )  # fmt: skip
+
+
+def weibull_simulator(y, X=X_LAT):
+    """The Weibull path's simulating model: every row right-censored at its ``C_WEIBULL``, so
+    that the joint latent model's ``pm.Censored`` draws min(T, C)."""
+    return bayes_gp.LatentGP(
+        X, C_WEIBULL, kernel="expquad", likelihood="weibull", mean="constant",
+        censored=np.ones(X.size, dtype=int), priors=_weibull_priors(),
+    )  # fmt: skip
+
+
 class JointLatent:
     """The joint latent model of a LatentGP (latent values f a free variable, y observed): what
     simulates the data of a latent path, whose fitted model integrates f out."""
@@ -109,9 +194,63 @@ def poisson_joint(y):
     return JointLatent(poisson, y)
 
 
+def ordinal_joint(y):
+    return JointLatent(ordinal, y)
+
+
+def zip_joint(y):
+    return JointLatent(zip_, y)
+
+
+def weibull_joint(y):
+    return JointLatent(weibull_simulator, y)
+
+
 def _example_hetero_y() -> np.ndarray:
     rng = np.random.default_rng(3)
     return np.sin(X_REG) + (0.1 + 0.2 * X_REG / 10) * rng.normal(size=X_REG.size)
+
+
+def fit_isolated(gp, **options):
+    """``gp.sample(**options)`` (nutpie) in a forked child process; if the child dies (nutpie
+    segfaults on the right-censored Weibull's Laplace model for some simulated data sets, e.g.
+    simulation 5 of ``weibull_laplace``, reproducibly), the same fit by PyMC's NUTS in this
+    process, with a warning that the simulation's table row counts. Both samplers target the
+    same posterior, so the ranks are unaffected; the crash no longer ends the whole run."""
+    import pickle
+    import signal
+    import tempfile
+    import warnings
+
+    accepted = inspect.signature(gp.sample).parameters  # as the runner's fit="sample"
+    extra = {"log_likelihood": False, "progressbar": False}
+    kwargs = {**options, **{k: v for k, v in extra.items() if k in accepted}}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "idata.pkl")
+        pid = os.fork()
+        if pid == 0:  # the child: fit, pickle, exit without running the parent's handlers
+            code = 1
+            try:
+                idata = gp.sample(**kwargs)
+                with open(path, "wb") as fh:
+                    pickle.dump(idata, fh)
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            with open(path, "rb") as fh:
+                return pickle.load(fh)
+    why = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
+           else f"exit status {os.WEXITSTATUS(status)}")  # fmt: skip
+    print(f"fit_isolated: nutpie's child process ended by {why}; fitting with PyMC's NUTS",
+          file=sys.stderr, flush=True)  # fmt: skip
+    warnings.warn(f"nutpie ended by {why}; fitted with PyMC's NUTS", RuntimeWarning, stacklevel=2)
+    return gp.sample(**{**kwargs, "sampler": "pymc"})
 
 
 @dataclass(frozen=True)
@@ -152,6 +291,22 @@ PATHS = {
                              fit="sample", simulate_model=poisson_joint, check_prior=False,
                              sample_kwargs={"method": "nuts"},
                              var_names=("ls", "eta", "c")),
+    "ordinal_laplace": Path_(ordinal, np.arange(X_LAT.size) % (N_CUT + 1),
+                             "LatentGP ordinal (K = 4, logit), NUTS with the GP integrated out "
+                             "by Laplace", fit="sample", simulate_model=ordinal_joint,
+                             check_prior=False, sample_kwargs={"method": "nuts"},
+                             var_names=("ls", "eta", "cutpoints")),
+    "zip_laplace": Path_(zip_, np.ones(X_LAT.size),
+                         "LatentGP zero-inflated Poisson, NUTS with the GP integrated out by "
+                         "Laplace", fit="sample", simulate_model=zip_joint, check_prior=False,
+                         sample_kwargs={"method": "nuts"},
+                         var_names=("ls", "eta", "c", "zero_inflation")),
+    "weibull_laplace": Path_(weibull, C_WEIBULL.copy(),
+                             "LatentGP right-censored Weibull (fixed censoring times), NUTS "
+                             "with the GP integrated out by Laplace", fit=fit_isolated,
+                             simulate_model=weibull_joint, check_prior=False,
+                             sample_kwargs={"method": "nuts"},
+                             var_names=("ls", "eta", "c", "shape")),
 }  # fmt: skip
 
 
