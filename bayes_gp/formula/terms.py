@@ -321,6 +321,10 @@ class FormulaTerms:
                     continue
                 if t.ard and p in spec.ard_params:
                     hyper[p] = self._ard_prior(name, user, scale, len(cols))
+                    # one value per input, named (nutpie splits dimension names at commas,
+                    # and its default one would hold the term's: gp(a, b).ls_dim_0)
+                    inputs = [v for v in t.variables if v != self.design.gp_factor[t.name]]
+                    _name_dims(name, (f"{t.name}.input".replace(",", ";"),), (inputs,))
                     continue
 
                 def fallback(n, kind=kind, scale=scale):

@@ -242,6 +242,10 @@ def test_ard_and_kernel_objects():
     d = DATA.assign(x2=RNG.normal(size=N))
     m = Model("y ~ gp(t, x2, ard=True)", d)
     assert m.model["gp(t, x2).ls"].type.shape == (2,)
+    # one length-scale per input, on a dimension named without the term's comma (nutpie splits
+    # dimension names at commas: its default 'gp(t, x2).ls_dim_0' broke every ARD term's run)
+    assert m.model.named_vars_to_dims["gp(t, x2).ls"] == ("gp(t; x2).input",)
+    assert list(m.model.coords["gp(t; x2).input"]) == ["t", "x2"]
     k = K.Matern32(1, ls=pm.Gamma.dist(2.0, 1.0))
     mk = Model("y ~ gp(t, kernel=k)", DATA, kernels={"k": 1.5 * k})
     assert "gp(t).ls" in mk.hyperparameters and "gp(t).eta" not in mk.hyperparameters
