@@ -389,7 +389,7 @@ class Weibull(LatentLikelihood):
         (k,) = _check_phi(self, phi)
         if not k > 0:
             raise ValueError(f"weibull shape must be positive, got {k}")
-        return float(k)
+        return np.float64(k)  # (a NumPy float: an overflow is inf, not an OverflowError)
 
     def _parts(self, f, phi):
         k = self._shape(phi)

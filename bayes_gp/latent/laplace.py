@@ -489,13 +489,16 @@ def _laplace_whitened(K, m, U, likelihood, phi, f0, tol, max_iter, gradient):
         f, psi, d1, d2, d3 = evaluate(v)
     converged = False
     n_iter = 0
-    for n_iter in range(1, max_iter + 1):  # noqa: B007 (n_iter is reported)
+    for n_iter in range(1, max_iter + 1):
         g = LK.T @ d1 - v  # gradient of Psi in v
         W = -d2
         LA = _chol(np.eye(n) + LK.T @ (W[:, None] * LK))
         concave = LA is not None
         if not concave:  # not concave here: Newton direction with W+ = max(W, 0)
             LA = _chol(np.eye(n) + LK.T @ (np.maximum(W, 0.0)[:, None] * LK))
+        if LA is None:  # W (or the gradient) not finite: the likelihood overflowed here
+            return _infeasible(f, v, "the likelihood's curvature is not finite at the latent "
+                               "values reached (a parameter at an extreme value)", n_iter)  # fmt: skip
         dv = cho_solve((LA, True), g)
         dec = float(g @ dv)
         scale = 1.0 + float(np.max(np.abs(v)))

@@ -361,3 +361,22 @@ def test_cov_is_the_laplace_covariance():
     np.testing.assert_allclose(res.cov, ref, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(res.cov_diag(), np.diag(res.cov), rtol=1e-12)
     assert laplace(K, np.zeros(15), lik, phi, gradient=False).cov_diag() is None
+
+
+def test_an_overflowing_likelihood_is_an_infeasible_point_with_its_reason():
+    """A Weibull shape so large that the curvature overflows (noise-free times drive a MAP fit
+    there): both forms of Newton's method give an infeasible result that says why, which a
+    type-II fit reports with the parameter values (it was scipy's 'The factored matrix c is
+    not square', or an OverflowError)."""
+    import warnings
+
+    from bayes_gp.latent.censored import Weibull
+
+    t = np.linspace(0.5, 3.0, 6)
+    K = np.exp(-0.5 * np.subtract.outer(t, t) ** 2) + 1e-8 * np.eye(6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the overflow itself
+        for form in ("whitened", "auto"):
+            res = laplace(K, np.zeros(6), Weibull(1.0 + t), [1e200], _form=form)
+            assert not res.feasible and res.log_evidence == -np.inf
+            assert "curvature is not finite" in res.reason
