@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bayes_gp.predictive import CI_QUANTILES
 from bayes_gp.report.html import DATA_URI_PREFIX
 
 __all__ = [
@@ -357,7 +358,7 @@ def outcome_figure(fig_data: dict, title: str) -> str:
     if kind == "bars":
         rep = fig_data["replicated"]
         k = np.arange(rep.shape[1])
-        lo, hi = np.quantile(rep, [0.03, 0.97], axis=0)
+        lo, hi = np.quantile(rep, CI_QUANTILES, axis=0)
         ax.bar(k, fig_data["observed"], color="0.75", label="observed")
         ax.errorbar(k, rep.mean(axis=0), yerr=[rep.mean(axis=0) - lo, hi - rep.mean(axis=0)],
                     fmt="o", color="C0", capsize=4, label="replicated: mean, 94%")  # fmt: skip

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bayes_gp.predictive import CI_QUANTILES
 from bayes_gp.report.diagnostics import Verdict
 
 __all__ = ["OutcomeCheck", "outcome_check", "kaplan_meier", "P_TAIL", "KM_INSIDE"]
@@ -73,7 +74,7 @@ class OutcomeCheck:
 
 
 def _interval(rep: np.ndarray) -> tuple[float, float]:
-    lo, hi = np.quantile(rep, [0.03, 0.97])
+    lo, hi = np.quantile(rep, CI_QUANTILES)
     return float(lo), float(hi)
 
 
@@ -151,7 +152,7 @@ def _survival(lik, reps: np.ndarray) -> OutcomeCheck:
         late = censored & (r > t)
         curves.append(kaplan_meier(np.where(late, t, r), ~late, grid))
     curves = np.array(curves)
-    lo, hi = np.quantile(curves, [0.03, 0.97], axis=0)
+    lo, hi = np.quantile(curves, CI_QUANTILES, axis=0)
     steps = np.unique(t[events])
     at = np.searchsorted(grid, steps)
     inside = float(np.mean((km_obs[at] >= lo[at] - 1e-12) & (km_obs[at] <= hi[at] + 1e-12)))

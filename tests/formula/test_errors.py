@@ -33,7 +33,7 @@ DATA = pd.DataFrame(
         (
             "y ~ gp(t, width=2)",
             r"no option \['width'\].*\['by', 'kernel', 'ard', 'name', 'approx', 'm', 'c', "
-            r"'cat', 'rank'\]",
+            r"'cat', 'rank', 'pooling'\]",
         ),
         ("y ~ gp(np.log(t))", "column names as its inputs"),
         ("y ~ gp(t, t)", "lists a column twice"),

@@ -64,12 +64,16 @@ def _values(model, point):
 
 
 def test_the_grouped_engine_is_the_dense_one():
+    """(The spreads are fixed: with three sites their MAP sits at tau = 0, a boundary the
+    comparison's type-II fit need not visit.)"""
     f = "y ~ x1 + gp(t) + gp(t, by=site, pooling='partial') + (1|site)"
-    grouped, dense = Model(f, DATA, structure="grouped"), Model(f, DATA, structure="dense")
+    taus = {f"{BY}.ls_tau": 0.4, f"{BY}.eta_tau": 0.3}
+    grouped = Model(f, DATA, structure="grouped", priors=taus)
+    dense = Model(f, DATA, structure="dense", priors=taus)
     assert isinstance(grouped.marginal, GroupedLikelihood)
     params = {"gp(t).ls": 1.2, "gp(t).eta": 0.7, "1|site.sigma": 0.8, "sigma": 0.3,
-              **{f"{BY}.{k}": v for k, v in POINTS["partial"].items()}}  # fmt: skip
-    assert_same_model(grouped, dense, params, rtol=1e-9, grad_rtol=1e-7)
+              **{f"{BY}.{k}": v for k, v in POINTS["partial"].items() if "tau" not in k}}  # fmt: skip
+    assert_same_model(grouped, dense, params, rtol=1e-8, grad_rtol=1e-7)
 
 
 def test_each_level_has_its_own_curve_and_a_new_level_the_populations():
