@@ -213,8 +213,8 @@ def _example_hetero_y() -> np.ndarray:
 
 def fit_isolated(gp, **options):
     """``gp.sample(**options)`` (nutpie) in a forked child process; if the child dies (nutpie
-    segfaults on the right-censored Weibull's Laplace model for some simulated data sets, e.g.
-    simulation 5 of ``weibull_laplace``, reproducibly), the same fit by PyMC's NUTS in this
+    segfaults on the Laplace models of some simulated data sets, reproducibly: simulation 5 of
+    ``weibull_laplace``; the ``zip_laplace`` run died at simulation 85), the same fit by PyMC's NUTS in this
     process, with a warning that the simulation's table row counts. Both samplers target the
     same posterior, so the ranks are unaffected; the crash no longer ends the whole run."""
     import pickle
@@ -298,7 +298,7 @@ PATHS = {
                              var_names=("ls", "eta", "cutpoints")),
     "zip_laplace": Path_(zip_, np.ones(X_LAT.size),
                          "LatentGP zero-inflated Poisson, NUTS with the GP integrated out by "
-                         "Laplace", fit="sample", simulate_model=zip_joint, check_prior=False,
+                         "Laplace", fit=fit_isolated, simulate_model=zip_joint, check_prior=False,
                          sample_kwargs={"method": "nuts"},
                          var_names=("ls", "eta", "c", "zero_inflation")),
     "weibull_laplace": Path_(weibull, C_WEIBULL.copy(),
@@ -330,7 +330,7 @@ def run(name: str, n: int, parallel: int, out: Path, draws: int, tune: int, seed
         "n_simulations": n,
         "n_failed": int(res.n_failed),
         "settings": {"draws": draws, "tune": tune, "chains": 2, "thin_to": 99, "seed": seed,
-                     "fit": p.fit, **{k: str(v) for k, v in p.sample_kwargs.items()}},
+                     "fit": getattr(p.fit, "__name__", p.fit), **{k: str(v) for k, v in p.sample_kwargs.items()}},
         "uniformity": json.loads(u.to_json(orient="index")),
         "passed": bool(res.passed(0.05)) if res.n_failed < n else False,
         "divergent_simulations": int((res.table["divergences"] > 0).sum()),
