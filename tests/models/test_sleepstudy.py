@@ -27,10 +27,6 @@ MODEL = "sleepstudy"
 NUTS = {"draws": 200, "tune": 200, "chains": 2, "sampler": "nutpie", "random_seed": 1}
 #: Complete pooling has three hyperparameters and a simple posterior: fewer draws suffice.
 NUTS_COMPLETE = {**NUTS, "draws": 50, "tune": 50}
-#: The complete-pooling fit beside ``fit_many`` (a 20-row model outside the JAX block): PyMC's
-#: sampler (``FAST_RUN``: numba), as measured in the test's docstring (nutpie compiling it with
-#: numba took the test from 41 to 103 s in a cold CI run).
-NUTS_COMPLETE_PYMC = {**NUTS_COMPLETE, "sampler": "pymc", "compile_kwargs": {"mode": "FAST_RUN"}}
 
 
 def test_data_and_model(decl, data):
@@ -182,12 +178,9 @@ def test_nuts_report_draws_every_figure(nuts_fits):
     assert "(first " in rep.html and "az.plot_rank" in rep.html
 
 
-#: The subjects of the fit_many test (all 18 took 197 s on 2 workers at load 8, 2 x 100 draws;
-#: the long version takes four, 308, 309, 310 and 330, on two workers): 308 rises steeply (250
-#: to 466 ms), 309 stays flat and low (~210 ms).
-SUBSET = (308, 309)
-
-
+# No pooling by fit_many (one GPRegression per subject on Dask, the subjects' exact-LOO terms
+# combined into one PSIS-LOO): validation/tests/test_sleepstudy_long.py (four subjects, two
+# workers; its short version, two subjects on one worker, took 21 s of this suite's budget).
 def check_no_pooling(decl, data, subset, *, draws: int, n_workers: int, complete_nuts: dict,
                      min_diff: float, min_z: float) -> None:
     """No pooling of the ``subset`` subjects by ``fit_many`` (``draws`` + ``draws``, 2 chains,
@@ -224,18 +217,3 @@ def check_no_pooling(decl, data, subset, *, draws: int, n_workers: int, complete
     assert cmp.index[0] == "none", cmp
     diff, dse = -float(cmp.loc["complete", "elpd_diff"]), float(cmp.loc["complete", "dse"])
     assert diff > min_diff and diff > min_z * dse, cmp
-
-
-def test_no_pooling_by_fit_many_combines_the_subjects_into_one_loo(decl, data):
-    """No pooling as one GPRegression per subject on Dask (``bayes_gp.fit_many``, NUTS): the
-    subjects' exact-LOO terms per draw are placed at their rows of the data, so the combined
-    PSIS-LOO is, reading by reading, each subject's own, and ``az.compare`` pairs it with a
-    fit of the same readings (complete pooling here: one curve for the two subjects).
-    Measured (one Dask worker, 2 x 50 draws, seed 1; complete pooling 2 x 50): complete
-    pooling 24.3 behind no pooling, standard error 5.5 (elpd_loo -118.2, se 2.8, for complete
-    pooling). The rows of the combined terms are checked exactly (a term at the wrong reading
-    fails ``assert_array_equal``); the long version (four subjects, two workers, 2 x 100 draws:
-    45 behind, standard error 7) is validation/tests/test_sleepstudy_long.py."""
-    # measured 24.3 and 5.5
-    check_no_pooling(decl, data, SUBSET, draws=50, n_workers=1,
-                     complete_nuts=NUTS_COMPLETE_PYMC, min_diff=15, min_z=3)  # fmt: skip
