@@ -336,7 +336,8 @@ def test_load_rejects_a_damaged_or_foreign_posterior(csv_file, tmp_path, damage)
     else:  # a valid netCDF file from elsewhere
         post.unlink()
         xr.Dataset({"temperature": ("time", np.arange(3.0))}).to_netcdf(post)
-        match += ".*lacks \\['eta', 'ls', 'sigma'\\]"
+        # a CSV regression is the formula model y ~ gp(x): its hyperparameters' names
+        match += ".*" + re.escape("lacks ['gp(x).eta', 'gp(x).ls', 'sigma']")
         if damage == "foreign-as-nuts":
             record = json.loads((out / "fit.json").read_text())
             record["method"] = "nuts"
@@ -409,10 +410,10 @@ def test_fit_csv_nuts_end_to_end_with_report(csv_file, tmp_path):
     assert rc == 0, err
     assert "divergences:" in stdout and "r_hat" in stdout
     idata = az.from_netcdf(out / "posterior.nc")
-    assert idata["posterior"]["ls"].shape == (2, 100)
+    assert idata["posterior"]["gp(x).ls"].shape == (2, 100)  # the formula y ~ gp(x)
     assert idata["log_likelihood"]["y"].shape == (2, 100, 40)
     html = (out / "report.html").read_text()
-    mean_ls = float(idata["posterior"]["ls"].mean())
+    mean_ls = float(idata["posterior"]["gp(x).ls"].mean())
     assert f"{mean_ls:.3g}"[:3] in html  # the summary table holds the posterior mean
     assert "r̂" in html or "r_hat" in html
     assert "http://" not in html and "https://" not in html.replace("https://www.w3.org", "")

@@ -4,6 +4,15 @@
 ``name``, ``task``, ``summary``, ``methods``, ``settings``, ``load_data`` and ``build``.
 :func:`resolve` turns a name into its declared model; :func:`spec_of` and :func:`from_spec`
 write a model as the specification saved in ``fit.json`` and rebuild it from there.
+
+A CSV model is a formula model (:func:`bayes_gp.Model`, :attr:`CSVModel.formula`): the input
+columns one ``gp(x1, x2, kernel=..., ard=...)`` term, the target the response, the task or
+likelihood its family, and the intercept fixed at the data's location (the constant mean that
+:class:`~bayes_gp.GPRegression` and :class:`~bayes_gp.LatentGP` give a model without ``mean=``,
+so that the log density is theirs, :data:`SPEC_ENGINE`). A binary classifier of two labels, a
+latent GP with an exposure column or the ``gaussian`` likelihood stay on their classes
+(:meth:`CSVModel.engine_of`). Specifications saved before the formula engine (no ``engine``
+key) rebuild the class they were fitted with, whose hyperparameter names their fits hold.
 """
 
 from __future__ import annotations
@@ -30,7 +39,19 @@ __all__ = [
     "spec_of",
     "from_spec",
     "read_csv",
+    "SPEC_ENGINE",
+    "location",
 ]
+
+#: The engine a CSV specification written now records (``fit.json``'s ``spec["engine"]``); a
+#: specification without the key was written before it and rebuilds the model class
+#: (``"class"``: GPRegression, GPClassifier, LatentGP), whose hyperparameter names its saved fit
+#: holds (``ls``, not ``gp(x).ls``).
+SPEC_ENGINE = "formula"
+#: The engines of a CSV model: the formula model, or the class of the earlier specifications.
+_ENGINES = ("formula", "class")
+#: The formula family of a CSV regression (no ``likelihood``): the exact GP.
+_REGRESSION_FAMILY = "gaussian"
 
 #: The inference settings of a model that declares none (CSV models), fast and full.
 DEFAULT_SETTINGS = MappingProxyType(
@@ -90,6 +111,11 @@ class CSVModel:
         ``"map"`` or ``"vi"``.
     exposure, trials : str, optional
         Column of the exposure (Poisson, negative binomial) or of the trials (binomial).
+    engine : {"formula", "class"}
+        ``"formula"`` (default): the model is the formula model :attr:`formula` where there is
+        one (:attr:`class_reason` says where not); ``"class"``: GPRegression, GPClassifier or
+        LatentGP, as a specification saved without an ``engine`` key was fitted
+        (:func:`from_spec`).
 
     Raises
     ------
@@ -109,10 +135,14 @@ class CSVModel:
     likelihood: str | None = None
     exposure: str | None = None
     trials: str | None = None
+    engine: str = SPEC_ENGINE
 
     def __post_init__(self):
         from bayes_gp.kernels.catalogue import kernel_spec
         from bayes_gp.latent import LIKELIHOODS
+
+        if self.engine not in _ENGINES:
+            raise ValueError(f"engine must be 'formula' or 'class', got {self.engine!r}")
 
         if self.likelihood is not None:
             if self.likelihood not in LIKELIHOODS:
@@ -158,6 +188,52 @@ class CSVModel:
         return f"{self.task} of {self.y} on {', '.join(self.x)} ({self.kernel}) from {self.path}"
 
     @property
+    def family(self) -> str:
+        """The formula family: the likelihood, or ``"gaussian"`` for a regression
+        (``"bernoulli"`` for a classifier, which stays on GPClassifier: :attr:`class_reason`)."""
+        if self.likelihood is not None:
+            return self.likelihood
+        return _REGRESSION_FAMILY if self.task == "regression" else "bernoulli"
+
+    @property
+    def class_reason(self) -> str | None:
+        """Why this model is built from its class rather than as a formula model, ``None`` when
+        it is a formula model (:attr:`formula`)."""
+        if self.engine == "class":
+            return "a specification saved before the formula engine: its fit names the class's"
+        if self.likelihood is None and self.task == "classification":
+            # GPClassifier's log density is the bernoulli formula's (tests/workflow/
+            # test_csv_formula.py), but it takes any two labels (a formula: 0/1), fits by EP
+            # (the formula's latent GP has no EP) and predicts p_positive and the label
+            return ("a classifier of two labels: GPClassifier fits by EP and predicts labels, "
+                    "which the bernoulli formula (0/1, no EP) does not")  # fmt: skip
+        from bayes_gp.formula import FAMILIES
+
+        if self.likelihood is not None and self.likelihood not in FAMILIES:
+            return f"the likelihood {self.likelihood!r} has no formula family"
+        if self.likelihood == "gaussian":
+            return ("the gaussian likelihood of a latent GP fits by nuts_joint and vi; the "
+                    "gaussian formula family is the exact GPRegression (nuts, map)")  # fmt: skip
+        if self.exposure:
+            return ("an exposure column: LatentGP predicts at each row's exposure and per unit "
+                    "exposure; the formula's offset(log(exposure)) has no such size")  # fmt: skip
+        if any("`" in c for c in (*self.x, self.y, *filter(None, [self.trials]))):
+            return "a column name with a backtick, which a formula cannot quote"
+        return None
+
+    @property
+    def formula(self) -> str | None:
+        """The formula of the model (:func:`bayes_gp.Model`), ``None`` where it is built from
+        its class (:attr:`class_reason`): ``y ~ gp(x1, x2, kernel='...', ard=...)``, the
+        response ``p(y, trials)`` for the binomial likelihood."""
+        if self.class_reason is not None:
+            return None
+        q = _quoted
+        response = f"p({q(self.y)}, {q(self.trials)})" if self.trials else q(self.y)
+        inputs = ", ".join(map(q, self.x))
+        return f"{response} ~ gp({inputs}, kernel={self.kernel!r}, ard={self.ard})"
+
+    @property
     def size_column(self) -> str | None:
         """The exposure or trials column, if any."""
         return self.exposure or self.trials
@@ -192,6 +268,7 @@ class CSVModel:
             "likelihood": self.likelihood,
             "exposure": self.exposure,
             "trials": self.trials,
+            "engine": self.engine,
         }
 
     def load_data(self, fast: bool = False) -> Dataset:
@@ -272,6 +349,8 @@ class CSVModel:
         from bayes_gp.regression import GPRegression
 
         method = choose_method(self.name, self.methods, method, self.renamed)
+        if self.formula is not None:
+            return self._formula_model(data)
         X = pd.DataFrame(data.X_train, columns=data.feature_names)
         if self.likelihood is not None:
             from bayes_gp.latent import LatentGP
@@ -282,6 +361,59 @@ class CSVModel:
             return GPRegression(X, data.y_train, self.kernel, ard=self.ard)
         link = _LINKS.get(method, "logit")
         return GPClassifier(X, data.y_train, self.kernel, link=link, ard=self.ard)
+
+    def _formula_model(self, data: Dataset):
+        r"""The formula model :attr:`formula` of ``data``, its intercept fixed at the data's
+        location :func:`location` (the classes' constant mean without ``mean=``): the same
+        log density as the class, :math:`\log p(y \mid \theta) + \log p(\theta)`."""
+        from bayes_gp.formula.model import engine_arguments
+
+        frame = pd.DataFrame(data.X_train, columns=list(data.feature_names))
+        frame[self.y] = data.y_train
+        if self.trials:
+            frame[self.trials] = data.size_train
+        family = self.family
+        # the ordinal family drops the intercept (its cut-points carry the location)
+        priors = None if family == "ordinal" else {"Intercept": location(family, data)}
+        cls, args, kwargs = engine_arguments(self.formula, frame, family, priors=priors)
+        return cls(*args, **kwargs)
+
+
+def location(family: str, data: Dataset) -> float:
+    r"""The data's location on the latent scale of ``family``: the constant mean of
+    :class:`~bayes_gp.GPRegression` (:math:`\bar y`, R&W §2.7) and of
+    :class:`~bayes_gp.LatentGP` (``_latent_scale``) when no ``mean=`` is given, at which a CSV
+    model fixes its formula's intercept.
+
+    .. math::
+       \bar y \;(\text{gaussian, student\_t}),\quad
+       \log\frac{\sum y + 1/2}{\sum e}\;(\text{counts, exposure } e = 1),\quad
+       \operatorname{logit}\frac{\sum y + 1/2}{\sum t + 1}\;(\text{binomial}),\quad
+       \operatorname{logit} \bar y\;(\text{beta}),\quad \log \bar y\;(\text{gamma}),
+       \quad 0\;(\text{bernoulli})
+    """
+    from scipy.special import logit
+
+    y = np.asarray(data.y_train, float)
+    if family in ("gaussian", "student_t"):
+        return float(np.mean(y))
+    if family == "bernoulli":
+        return 0.0
+    if family == "binomial":
+        return float(logit((y.sum() + 0.5) / (np.sum(data.size_train) + 1.0)))
+    if family == "beta":
+        return float(logit(np.mean(y)))
+    if family == "gamma":
+        return float(np.log(np.mean(y)))
+    return float(np.log((y.sum() + 0.5) / y.size))  # counts at exposure 1
+
+
+def _quoted(column: str) -> str:
+    """A column's name as a formula writes it: as it is, or in backticks when it is not a
+    Python name (the column ``my col`` is written with a backtick on each side)."""
+    import keyword
+
+    return column if column.isidentifier() and not keyword.iskeyword(column) else f"`{column}`"
 
 
 def read_csv(path: str) -> pd.DataFrame:
@@ -476,4 +608,5 @@ def from_spec(spec: dict) -> DeclaredModel | CSVModel | FormulaCSVModel:
     return CSVModel(
         spec["csv"], tuple(spec["x"]), spec["y"], spec["kernel"], spec["task"], spec["ard"],
         spec.get("likelihood"), spec.get("exposure"), spec.get("trials"),
+        spec.get("engine", "class"),
     )  # fmt: skip

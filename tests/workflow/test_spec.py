@@ -1,0 +1,224 @@
+"""A CSV model (:class:`bayes_gp.workflow.CSVModel`) is the formula model of its columns: the
+same log density and gradient as the class it replaces (GPRegression, LatentGP) at any
+hyperparameters, to 1e-8, the same type-II fit and predictions; a specification saved before
+the formula engine rebuilds its class and reproduces its fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_gp import workflow
+from bayes_gp.formula.engines import FormulaLatentGP, FormulaRegression
+from bayes_gp.workflow import CSVModel
+from bayes_gp.workflow.spec import from_spec
+
+#: Log densities and gradients of the two engines agree to this (absolute, on values of -20 to
+#: -100): both are the same arithmetic on the same numbers, so a wrong prior, mean or scale
+#: (a difference of order 0.1 or more) fails it.
+TOL = 1e-8
+
+
+@pytest.fixture(scope="module")
+def csv_path(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    n = 30
+    a, b = rng.uniform(0, 10, n), rng.normal(size=n)
+    f = np.sin(a) + 0.3 * b
+    trials = rng.integers(1, 8, n)
+    df = pd.DataFrame({
+        "a": a, "b": b, "my col": rng.normal(size=n),
+        "y": f + 0.2 * rng.normal(size=n),
+        "yt": f + 0.3 * rng.standard_t(3, size=n),
+        "count": rng.poisson(np.exp(f)),
+        "trials": trials, "succ": rng.binomial(trials, 1 / (1 + np.exp(-f))),
+        "yb": (f + rng.normal(size=n) > 0).astype(int),
+        "share": 1 / (1 + np.exp(-f - 0.3 * rng.normal(size=n))),
+        "pos": np.exp(f + 0.3 * rng.normal(size=n)),
+        "grade": np.digitize(f, [-0.5, 0.5]),
+    })  # fmt: skip
+    path = tmp_path_factory.mktemp("csv_formula") / "data.csv"
+    df.to_csv(path, index=False)
+    return str(path)
+
+
+def _models(path, **kwargs):
+    """The CSV model on the formula engine and on its class, built on the same data."""
+    new = CSVModel(path, **kwargs)
+    old = CSVModel(path, **kwargs, engine="class")
+    data = new.load_data()
+    return new, new.build(data), old.build(data)
+
+
+def _logp_and_grad(model):
+    """The model's log density and its gradient, one function of the unconstrained values
+    (the fast-compiling Python linker: a test compiles two models)."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from bayes_gp.linalg import EAGER_MODE
+
+    values = model.value_vars
+    logp = model.logp()
+    grads = pt.grad(logp, values)
+    fn = pytensor.function(values, [logp, *grads], mode=EAGER_MODE)
+    return lambda point: [np.asarray(v) for v in fn(*(point[v.name] for v in values))]
+
+
+def _assert_same_density(a, b, seed=0):
+    """The two models' log densities and gradients agree at the initial point and at four
+    random points of the unconstrained space (the free variables in the same order, the same
+    hyperparameter under both names: ``ls`` and ``gp(x).ls``)."""
+    fa, fb = _logp_and_grad(a.model), _logp_and_grad(b.model)
+    start = a.model.initial_point()
+    names = list(b.model.initial_point())
+    assert len(names) == len(start)
+    for ka, kb in zip(start, names, strict=True):
+        assert ka == kb or ka.endswith("." + kb) or kb.endswith("." + ka), (ka, kb)
+    rng = np.random.default_rng(seed)
+    for step in (0.0, 0.5, 0.5, 1.0, 1.0):
+        pa = {k: v + step * rng.normal(size=np.shape(v)) for k, v in start.items()}
+        pb = dict(zip(names, pa.values(), strict=True))
+        (lp_a, *g_a), (lp_b, *g_b) = fa(pa), fb(pb)
+        assert np.isfinite(lp_a)
+        assert abs(lp_a - lp_b) < TOL
+        for x, y in zip(g_a, g_b, strict=True):
+            np.testing.assert_allclose(x, y, rtol=0, atol=TOL)
+
+
+REGRESSION = {
+    "expquad": dict(x=("a",), y="y"),
+    "matern52-2d": dict(x=("a", "b"), y="y", kernel="matern52"),
+    "ard": dict(x=("a", "b"), y="y", ard=True),
+    "sum-kernel": dict(x=("a",), y="y", kernel="expquad + periodic"),
+    "quoted-column": dict(x=("my col", "a"), y="y", kernel="matern32"),
+}
+
+
+@pytest.mark.parametrize("case", REGRESSION)
+def test_regression_is_the_gaussian_formula(csv_path, case):
+    """``--x ... --y ...`` is ``y ~ gp(x..., kernel=..., ard=...)`` (gaussian family, the
+    intercept fixed at the mean of y): the log density of GPRegression."""
+    decl, new, old = _models(csv_path, **REGRESSION[case])
+    assert isinstance(new, FormulaRegression) and type(old).__name__ == "GPRegression"
+    assert decl.family == "gaussian" and decl.formula.startswith("y ~ gp(")
+    assert decl.methods == type(new).fit_methods == type(old).fit_methods
+    _assert_same_density(new, old)
+
+
+def test_regression_map_fit_and_predictions_are_the_class_ones(csv_path):
+    """The type-II fit (same seed, restarts) and the predictions table of a CSV regression are
+    GPRegression's: same optimum, same columns, same numbers to 1e-8."""
+    model = dict(x=("a", "b"), y="y", kernel="matern52")
+    runs = [workflow.run(CSVModel(csv_path, **model, engine=e), "map", n_restarts=2,
+                         random_seed=4) for e in ("formula", "class")]  # fmt: skip
+    new, old = runs
+    assert isinstance(new.model, FormulaRegression)
+    assert new.fit.log_marginal_likelihood == pytest.approx(
+        old.fit.log_marginal_likelihood, abs=TOL
+    )
+    for k, v in old.fit.params.items():
+        np.testing.assert_allclose(new.fit.params[f"gp(a, b).{k}" if k != "sigma" else k], v,
+                                   rtol=1e-6)  # fmt: skip
+    assert list(new.predictions.columns) == list(old.predictions.columns)
+    pd.testing.assert_frame_equal(new.predictions, old.predictions, rtol=1e-6, atol=1e-8)
+
+
+def test_a_specification_saved_before_the_formula_engine_reproduces_its_fit(csv_path, tmp_path):
+    """A ``fit.json`` written before the formula engine (its spec without ``engine``, its fit
+    under GPRegression's names ``ls``, ``eta``, ``sigma``) reloads into GPRegression with the
+    same parameters and predictions; one written now records ``engine: formula``."""
+    res = workflow.run(CSVModel(csv_path, ("a",), "y", engine="class"), "map", n_restarts=1,
+                       random_seed=1)  # fmt: skip
+    out = tmp_path / "old"
+    workflow.save(res, out, with_report=False)
+    record = json.loads((out / "fit.json").read_text())
+    del record["spec"]["engine"]  # as the earlier versions wrote it
+    (out / "fit.json").write_text(json.dumps(record))
+    again = workflow.load(out)
+    assert type(again.model).__name__ == "GPRegression"
+    assert again.model.hyperparameters == ["ls", "eta", "sigma"]
+    for k, v in res.fit.params.items():
+        np.testing.assert_array_equal(again.fit.params[k], v)
+    x_new = np.linspace(-1, 11, 5)
+    a, b = res.model.predict(x_new, res.fit), again.model.predict(x_new, again.fit)
+    np.testing.assert_array_equal(b.mean, a.mean)
+    np.testing.assert_array_equal(b.var, a.var)
+    assert from_spec({**record["spec"], "engine": "formula"}).formula == (
+        "y ~ gp(a, kernel='expquad', ard=False)"
+    )
+    new = workflow.run(CSVModel(csv_path, ("a",), "y"), "map", n_restarts=1, random_seed=1)
+    assert new.spec["engine"] == "formula" and isinstance(new.model, FormulaRegression)
+
+
+LATENT = {
+    "poisson": dict(x=("a", "b"), y="count", likelihood="poisson"),
+    "negative_binomial-ard": dict(x=("a", "b"), y="count", likelihood="negative_binomial",
+                                  kernel="matern32", ard=True),
+    "binomial-trials": dict(x=("a",), y="succ", likelihood="binomial", trials="trials"),
+    "bernoulli-logit": dict(x=("a", "b"), y="yb", likelihood="bernoulli"),
+    "student_t": dict(x=("a",), y="yt", likelihood="student_t"),
+    "beta": dict(x=("a",), y="share", likelihood="beta"),
+    "gamma": dict(x=("a",), y="pos", likelihood="gamma"),
+    "zero_inflated_poisson": dict(x=("a",), y="count", likelihood="zero_inflated_poisson"),
+    "ordinal": dict(x=("a",), y="grade", likelihood="ordinal"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", LATENT)
+def test_latent_likelihood_is_the_formula_family(csv_path, case):
+    """``--likelihood L`` is ``y ~ gp(x..., ...)`` of family L (``p(y, trials) ~ ...`` for the
+    binomial), its intercept fixed at the data's location on the link scale (none for the
+    ordinal family): the Laplace-integrated log density of LatentGP, and its methods."""
+    decl, new, old = _models(csv_path, **LATENT[case])
+    assert isinstance(new, FormulaLatentGP) and type(old).__name__ == "LatentGP"
+    assert decl.family == new.family == LATENT[case]["likelihood"]
+    assert decl.methods == type(new).fit_methods == type(old).fit_methods
+    assert decl.renamed == type(new).renamed_methods
+    _assert_same_density(new, old)
+
+
+@pytest.mark.parametrize("case", ["poisson", "binomial-trials"])
+def test_latent_map_fit_and_predictions_are_the_class_ones(csv_path, case):
+    """The type-II fit and the predictions table (the trials column, the mean at each row's
+    trials, the mean per trial, the latent columns) of a CSV latent GP are LatentGP's."""
+    new, old = (workflow.run(CSVModel(csv_path, **LATENT[case], engine=e), "map", n_restarts=1,
+                             random_seed=4) for e in ("formula", "class"))  # fmt: skip
+    assert isinstance(new.model, FormulaLatentGP)
+    assert new.fit.log_marginal_likelihood == pytest.approx(
+        old.fit.log_marginal_likelihood, abs=TOL
+    )
+    assert list(new.predictions.columns) == list(old.predictions.columns)
+    pd.testing.assert_frame_equal(new.predictions, old.predictions, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("link", ["logit", "probit"])
+def test_a_classifier_of_labels_stays_on_gpclassifier(csv_path, link):
+    """``--task classification`` keeps GPClassifier (two labels of any kind, EP, predicted
+    labels and ``p_positive``: :attr:`CSVModel.class_reason`), whose log density is the
+    bernoulli formula's with the intercept fixed at 0, link for link (EP's probit)."""
+    from bayes_gp.formula import Model
+
+    decl = CSVModel(csv_path, ("a", "b"), "yb", task="classification")
+    assert decl.formula is None and "EP" in decl.class_reason
+    data = decl.load_data()
+    gp = decl.build(data, "ep" if link == "probit" else "map")
+    assert type(gp).__name__ == "GPClassifier" and gp.link == link
+    assert decl.methods == ("map", "nuts", "ep", "nuts_joint")
+    frame = pd.read_csv(csv_path)
+    formula = Model("yb ~ gp(a, b, kernel='expquad', ard=False)", frame, "bernoulli", link=link,
+                    priors={"Intercept": 0.0})  # fmt: skip
+    _assert_same_density(formula, gp)
+
+
+def test_exposure_and_the_gaussian_likelihood_stay_on_latentgp(csv_path):
+    """A latent GP with an exposure column (predicted at each row's exposure and per unit
+    exposure) and the gaussian likelihood (nuts_joint, vi) keep LatentGP, with a reason."""
+    for kwargs in (dict(y="count", likelihood="poisson", exposure="trials"),
+                   dict(y="y", likelihood="gaussian")):  # fmt: skip
+        decl = CSVModel(csv_path, ("a",), **kwargs)
+        assert decl.formula is None and decl.class_reason
+        assert type(decl.build(decl.load_data(), "map")).__name__ == "LatentGP"
