@@ -43,10 +43,11 @@ __all__ = [
     "location",
 ]
 
-#: The engine a CSV specification written now records (``fit.json``'s ``spec["engine"]``); a
-#: specification without the key was written before it and rebuilds the model class
-#: (``"class"``: GPRegression, GPClassifier, LatentGP), whose hyperparameter names its saved fit
-#: holds (``ls``, not ``gp(x).ls``).
+#: The engine of a CSV model, which its specification records (``fit.json``'s
+#: ``spec["engine"]``: this, or ``"class"`` for a model kept on its class,
+#: :attr:`CSVModel.class_reason`); a specification without the key was written before it and
+#: rebuilds the model class (GPRegression, GPClassifier, LatentGP), whose hyperparameter names
+#: its saved fit holds (``ls``, not ``gp(x).ls``).
 SPEC_ENGINE = "formula"
 #: The engines of a CSV model: the formula model, or the class of the earlier specifications.
 _ENGINES = ("formula", "class")
@@ -268,7 +269,9 @@ class CSVModel:
             "likelihood": self.likelihood,
             "exposure": self.exposure,
             "trials": self.trials,
-            "engine": self.engine,
+            # the engine that built it: a model kept on its class says "class", so that a later
+            # formula engine for it does not rebuild a fit saved under the class's names
+            "engine": "formula" if self.formula is not None else "class",
         }
 
     def load_data(self, fast: bool = False) -> Dataset:
