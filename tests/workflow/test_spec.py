@@ -164,8 +164,17 @@ LATENT = {
     "beta": dict(x=("a",), y="share", likelihood="beta"),
     "gamma": dict(x=("a",), y="pos", likelihood="gamma"),
     "zero_inflated_poisson": dict(x=("a",), y="count", likelihood="zero_inflated_poisson"),
+    "zero_inflated_negative_binomial": dict(x=("a",), y="count",
+                                            likelihood="zero_inflated_negative_binomial"),
     "ordinal": dict(x=("a",), y="grade", likelihood="ordinal"),
 }  # fmt: skip
+
+
+def test_every_formula_likelihood_has_its_equality_test():
+    """A likelihood goes to the formula engine only with a case of the test below."""
+    from bayes_gp.workflow.spec import _FORMULA_LIKELIHOODS
+
+    assert set(_FORMULA_LIKELIHOODS) == {c["likelihood"] for c in LATENT.values()}
 
 
 @pytest.mark.parametrize("case", LATENT)
