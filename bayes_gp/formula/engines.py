@@ -415,6 +415,7 @@ class FormulaRegression(FormulaTerms, GPRegression):
 #: The families whose response is a count (log link, ``offset(log(exposure))``).
 COUNT_FAMILIES = (
     "poisson", "negative_binomial", "zero_inflated_poisson", "zero_inflated_negative_binomial",
+    "hurdle_poisson", "hurdle_negative_binomial",
 )  # fmt: skip
 #: A latent family's own parameters (:class:`~bayes_gp.LatentGP`'s names; ``priors=`` by them).
 FAMILY_PARAMS = {
@@ -424,6 +425,8 @@ FAMILY_PARAMS = {
     "gamma": ("shape",),
     "zero_inflated_poisson": ("zero_inflation",),
     "zero_inflated_negative_binomial": ("dispersion", "zero_inflation"),
+    "hurdle_poisson": ("zero_probability",),
+    "hurdle_negative_binomial": ("dispersion", "zero_probability"),
     "weibull": ("shape",),
     "lognormal": ("sigma",),
     "censored_gaussian": ("sigma",),
@@ -446,8 +449,9 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
             )
         off = design.X[:, design.offset_column] if design.offset_column is not None else 0.0
         y = np.asarray(y, float)
-        if family in COUNT_FAMILIES:
-            loc = float(np.log((y.sum() + 0.5) / np.sum(np.exp(off) * np.ones_like(y))))
+        if family in COUNT_FAMILIES:  # a hurdle's f: the positive counts
+            rows = y > 0 if family.startswith("hurdle_") else np.ones(y.shape, bool)
+            loc = float(np.log((y.sum() + 0.5) / np.sum((np.exp(off) * np.ones_like(y))[rows])))
             s = LINK_SCALE
         elif family == "binomial":
             loc, s = float(logit((y.sum() + 0.5) / (np.sum(trials) + 1.0))), LINK_SCALE

@@ -42,6 +42,7 @@ from bayes_gp.formula.engines import (
     engine_class,
 )
 from bayes_gp.formula.parse import ParsedFormula, parse_formula
+from bayes_gp.latent.hurdle import HURDLES
 from bayes_gp.latent.ordinal import Ordinal, ordinal_codes
 
 __all__ = [
@@ -68,6 +69,8 @@ FAMILIES = (
     "gamma",
     "zero_inflated_poisson",
     "zero_inflated_negative_binomial",
+    "hurdle_poisson",
+    "hurdle_negative_binomial",
     "weibull",
     "lognormal",
     "censored_gaussian",
@@ -115,6 +118,11 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
 
     if family in COUNT_FAMILIES:
         bad((y < 0) | (y != np.round(y)), "non-negative whole counts")
+        if family in HURDLES:  # zeros and positive counts, each identifying its own part
+            try:
+                HURDLES[family](y).check_training()
+            except ValueError as err:
+                raise ValueError(f"the response {name!r}: {err}") from None
     elif family == "beta":
         bad((y <= 0) | (y >= 1), "proportions strictly between 0 and 1")
     elif family == "gamma":

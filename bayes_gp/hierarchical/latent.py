@@ -316,8 +316,7 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
                 "rows: aggregate the data (e.g. counts per input and group, with exposure) or "
                 "use fewer groups"
             )
-        counts = ("poisson", "negative_binomial", "zero_inflated_poisson",
-                  "zero_inflated_negative_binomial")  # fmt: skip
+        counts = [k for k, (cls, _) in LATENT_LIKELIHOODS.items() if cls.size_name == "exposure"]
         if exposure is not None and likelihood not in counts:
             raise ValueError(
                 f"`exposure` applies to the count likelihoods {list(counts)}, not to "

@@ -8,6 +8,7 @@ from bayes_gp.latent.ep import EPEvidence as EPEvidence
 from bayes_gp.latent.ep import EPResult as EPResult
 from bayes_gp.latent.ep import EPState as EPState
 from bayes_gp.latent.ep import ep_run, expectation_propagation
+from bayes_gp.latent.hurdle import HurdleNegativeBinomial, HurdlePoisson
 from bayes_gp.latent.laplace import LaplaceResult as LaplaceResult
 from bayes_gp.latent.laplace import grad_theta as grad_theta
 from bayes_gp.latent.laplace import laplace
@@ -49,6 +50,8 @@ __all__ = [
     "Binomial",
     "Gamma",
     "Gaussian",
+    "HurdleNegativeBinomial",
+    "HurdlePoisson",
     "CensoredGaussian",
     "LogNormal",
     "Weibull",

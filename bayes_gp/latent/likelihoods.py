@@ -192,6 +192,12 @@ class LatentLikelihood:
         """``(logp, d1, d2, d3)``: :math:`\\ell_i` and its first three ``f``-derivatives."""
         raise NotImplementedError
 
+    def check_training(self) -> None:
+        """Refuse, with a ``ValueError`` naming the problem, training data from which the model
+        is not identified (a hurdle model's data without zeros). :class:`~bayes_gp.LatentGP`
+        calls it on its own data, never on held-out data (:meth:`with_data`); the default
+        accepts any data."""
+
     def phi_derivatives(self, f: np.ndarray, phi=()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Arrays of shape ``(n_phi, n)``: :math:`\\partial_{\\phi_j}` of ``logp``, ``d1``, ``d2``."""
         z = np.zeros((0, self.n))
@@ -271,6 +277,14 @@ class LatentLikelihood:
     def threshold_scale(self, y, phi=(), size=None) -> np.ndarray:
         """The spread (standard deviation, or scale) of :meth:`latent_threshold`'s :math:`T`."""
         raise NotImplementedError
+
+    def threshold_atom(self, y, phi=()) -> np.ndarray | float:
+        r"""The probability :math:`a` of :math:`T = +\infty` (a value of :math:`y` reached below
+        whatever :math:`f`: a hurdle model's zero) that :meth:`latent_threshold` leaves out,
+        its quantile function then being that of :math:`T` given :math:`T < \infty`; the
+        predictive CDF over the threshold is :math:`a + (1 - a)\,E[\Phi((T - \mu)/s) \mid T
+        < \infty]`, the quadrature nodes spent on the finite part. Default 0."""
+        return 0.0
 
     def max_value(self, size=None) -> np.ndarray | float:
         """The largest value :math:`y` can take: the trials ``size`` of a binomial, 1 for a

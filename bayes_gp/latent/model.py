@@ -4,7 +4,8 @@ r"""The latent-GP model for counts, proportions, binary outcomes and outliers.
    f \sim GP(m_\beta, k_\theta), \qquad y_i \mid f_i \sim p(y_i \mid f_i, \phi)
 
 with a likelihood of :mod:`bayes_gp.latent.likelihoods` (Bernoulli, binomial, Poisson, negative
-binomial, Student-t, Gaussian, beta, gamma, zero-inflated Poisson and negative binomial;
+binomial, Student-t, Gaussian, beta, gamma, zero-inflated and hurdle Poisson and negative
+binomial;
 :mod:`bayes_gp.latent.ordinal` for ordered categories). The
 ways to fit it, by their names in
 :mod:`bayes_gp.inference.methods`:
@@ -85,6 +86,7 @@ from bayes_gp.latent.censored import CensoredGaussian, LogNormal, Weibull
 from bayes_gp.latent.custom import CustomLikelihood, custom_likelihood
 from bayes_gp.latent.custom import prior_predictive as custom_prior_predictive
 from bayes_gp.latent.ep import EPEvidence, EPState, expectation_propagation
+from bayes_gp.latent.hurdle import HurdleNegativeBinomial, HurdlePoisson
 from bayes_gp.latent.laplace import laplace
 from bayes_gp.latent.likelihoods import (
     Bernoulli,
@@ -144,6 +146,8 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
     "gamma": (Gamma, ("log",)),
     "zero_inflated_poisson": (ZeroInflatedPoisson, ("log",)),
     "zero_inflated_negative_binomial": (ZeroInflatedNegativeBinomial, ("log",)),
+    "hurdle_poisson": (HurdlePoisson, ("log",)),
+    "hurdle_negative_binomial": (HurdleNegativeBinomial, ("log",)),
     "weibull": (Weibull, ("log",)),
     "lognormal": (LogNormal, ("log",)),
     "censored_gaussian": (CensoredGaussian, ("identity",)),
@@ -285,8 +289,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     y : array_like (n,)
         Outcomes: 0/1 (``"bernoulli"``), successes (``"binomial"``), counts (``"poisson"``,
         ``"negative_binomial"``, ``"zero_inflated_poisson"``,
-        ``"zero_inflated_negative_binomial"``), real values (``"student_t"``, ``"gaussian"``), proportions
-        strictly inside (0, 1) (``"beta"``) or positive values (``"gamma"``); survival times
+        ``"zero_inflated_negative_binomial"``, ``"hurdle_poisson"``,
+        ``"hurdle_negative_binomial"``: zeros and positive counts both needed), real values
+        (``"student_t"``, ``"gaussian"``), proportions strictly inside (0, 1) (``"beta"``) or
+        positive values (``"gamma"``); survival times
         (``"weibull"``, ``"lognormal"``) or measurements with detection limits
         (``"censored_gaussian"``), each with its code in ``censored``; ordered categories
         (``"ordinal"``): codes 0..K-1 (K >= 3, every category observed) or an ordered pandas
@@ -332,13 +338,15 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         :math:`\alpha^{-1/2}` from 2 to 0.1). Both are free of the data's units: the beta's
         and the gamma's parameter have none (:math:`\mu` carries the scale). The zero-inflated
         counts' ``zero_inflation`` :math:`\pi \sim \mathrm{Beta}(1, 1)` (uniform: brms's
-        default for its ``zi``), their ``dispersion`` as the negative binomial's. The ordinal
+        default for its ``zi``), their ``dispersion`` as the negative binomial's; the hurdle
+        counts' ``zero_probability`` :math:`\pi = P(y = 0) \sim \mathrm{Beta}(1, 1)` (the
+        same form; brms's default for its ``hu``) and ``dispersion`` likewise. The ordinal
         ``cutpoints`` (one vector of K - 1): independent :math:`N(0, 2.5^2)` restricted to
         increasing values by PyMC's ``ordered`` transform (:meth:`_cutpoint_prior`); a user's
         prior must carry that transform.
     exposure : array_like (n,) or str, optional
         Exposure :math:`E_i` of the count likelihoods (Poisson, negative binomial and their
-        zero-inflated versions; rate times exposure), default 1: ``n``
+        zero-inflated and hurdle versions; rate times exposure), default 1: ``n``
         values, or the name of a column of the DataFrame ``X`` (then not an input; ``predict``
         and ``held_out_predictive`` read it from a DataFrame ``X_new`` holding that column),
         as :class:`~bayes_gp.HierarchicalGP` takes it.
@@ -442,6 +450,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         elif isinstance(lik, Binomial):
             frac = (y.sum() + 0.5) / (lik.trials.sum() + 1.0)
             loc = float(logit(frac))
+        elif isinstance(lik, (HurdlePoisson, HurdleNegativeBinomial)):  # f: the positive counts
+            loc = float(np.log((y.sum() + 0.5) / lik.exposure[y > 0].sum()))
         else:
             loc = float(np.log((y.sum() + 0.5) / lik.exposure.sum()))
         return dataclasses.replace(base, y_mean=loc, y_sd=LINK_SCALE)
@@ -472,8 +482,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def _likelihood_priors(self) -> list:
         """The likelihood parameters' variables (``dispersion``, ``nu``, ``sigma``,
-        ``precision``, ``shape``, ``zero_inflation``; their defaults in the class docstring) in
-        the current model."""
+        ``precision``, ``shape``, ``zero_inflation``, ``zero_probability``; their defaults in the
+        class docstring) in the current model."""
         lik = self.likelihood
         sd = float(np.std(np.log(self.y) if isinstance(lik, LogNormal) else self.y)) or 1.0
         defaults = {
@@ -483,6 +493,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             "precision": lambda n: pm.LogNormal(n, mu=f64(np.log(10.0)), sigma=f64(1.5)),
             "shape": lambda n: pm.LogNormal(n, mu=f64(np.log(5.0)), sigma=f64(1.5)),
             "zero_inflation": lambda n: pm.Beta(n, alpha=f64(1.0), beta=f64(1.0)),
+            "zero_probability": lambda n: pm.Beta(n, alpha=f64(1.0), beta=f64(1.0)),
             "cutpoints": self._cutpoint_prior,
         }
         if isinstance(lik, Weibull):  # median 1 (exponential times), 0.14 to 7.1 at 95%
@@ -552,6 +563,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                 pm.ZeroInflatedNegativeBinomial("y", psi=1.0 - phi[1],
                                                 mu=lik.exposure * pt.exp(f), alpha=phi[0],
                                                 observed=lik.y, dims="obs")  # fmt: skip
+            elif isinstance(lik, HurdlePoisson):  # PyMC's psi: P(y > 0) = 1 - pi
+                pm.HurdlePoisson("y", psi=1.0 - phi[0], mu=lik.exposure * pt.exp(f),
+                                 observed=lik.y, dims="obs")  # fmt: skip
+            elif isinstance(lik, HurdleNegativeBinomial):
+                pm.HurdleNegativeBinomial("y", psi=1.0 - phi[1], mu=lik.exposure * pt.exp(f),
+                                          alpha=phi[0], observed=lik.y, dims="obs")  # fmt: skip
             elif isinstance(lik, Poisson):
                 pm.Poisson("y", mu=lik.exposure * pt.exp(f), observed=lik.y, dims="obs")
             elif isinstance(lik, NegativeBinomial):
@@ -1441,7 +1458,19 @@ def make_likelihood(
 ) -> tuple[LatentLikelihood, str]:
     """The likelihood object of :class:`LatentGP`'s ``likelihood=``, ``link=``, ``exposure=``,
     ``trials=``, ``censored=`` and ``upper=`` arguments for outcomes ``y`` (``n`` rows), and the
-    link in use; a ``ValueError`` names a bad one."""
+    link in use; a ``ValueError`` names a bad one, or training data that do not identify the
+    model (:meth:`~bayes_gp.latent.likelihoods.LatentLikelihood.check_training`)."""
+    lik, link = _likelihood_object(likelihood, link, y, n, exposure, trials, censored=censored,
+                                   upper=upper)  # fmt: skip
+    lik.check_training()
+    return lik, link
+
+
+def _likelihood_object(
+    likelihood: str, link: str | None, y, n: int, exposure=None, trials=None, *,
+    censored=None, upper=None,
+) -> tuple[LatentLikelihood, str]:
+    """:func:`make_likelihood` before its identification check."""
     if not isinstance(likelihood, str):  # a user's log density (bayes_gp.latent.custom)
         return custom_likelihood(likelihood, link, y, n, exposure, trials,
                                  censored=censored, upper=upper)  # fmt: skip

@@ -237,9 +237,11 @@ class _Mixture:
                 G = lik.cdf_values(y_in[m_i][:, None], f, [p[s_i] for p in phi], n_i)
                 Fin[s_i, m_i] = G @ _KW
             s_i, m_i = np.nonzero(swap)
-            if s_i.size:  # over the threshold T
-                Fin[s_i, m_i] = ndtr((self._thresholds(y_in, size_in, s_i, m_i)
-                                      - mu[s_i, m_i][:, None]) / sd[s_i, m_i][:, None]) @ _KW
+            if s_i.size:  # over the threshold T (its finite part, beside an atom at +inf)
+                atom = lik.threshold_atom(y_in[m_i], [p[s_i, 0] for p in phi])
+                Fin[s_i, m_i] = atom + (1.0 - atom) * (
+                    ndtr((self._thresholds(y_in, size_in, s_i, m_i) - mu[s_i, m_i][:, None])
+                         / sd[s_i, m_i][:, None]) @ _KW)  # fmt: skip
         F[:, inside] = Fin
         return F.mean(axis=0)
 

@@ -10,7 +10,8 @@ test quantities and posterior predictive p-values):
   sets' (mean and central 94% interval), and its posterior predictive p-value
   :math:`p_k = P(n_k^{rep} \ge n_k)` (with half the ties);
 * **counts**: the fraction of zeros (too many zeros for a Poisson or negative binomial is what
-  a zero-inflated model is for; Lambert 1992) and the variance-to-mean ratio;
+  a zero-inflated model is for, Lambert 1992, and too many or too few a hurdle model, Mullahy
+  1986) and the variance-to-mean ratio;
 * **survival times**: the Kaplan–Meier curve of the data against those of the replicated data
   sets (Kaplan & Meier 1958), each replicate censored where the data were (a right-censored
   row's replicated time beyond its censoring time is censored there; events are uncensored):
@@ -121,8 +122,12 @@ def _counts(lik, reps: np.ndarray) -> OutcomeCheck:
         "ok" if ok0 else "warn",
         "" if ok0 else (f"the data have {'more' if more else 'fewer'} zeros than the fit "
                         "replicates: " + ("a zero-inflated likelihood (zero_inflated_poisson, "
-                                          "zero_inflated_negative_binomial) models the extra "
-                                          "zeros" if more else "check the exposure and kernel")),
+                                          "zero_inflated_negative_binomial) or a hurdle one "
+                                          "(hurdle_poisson, hurdle_negative_binomial) models "
+                                          "the extra zeros" if more else
+                                          "check the exposure and kernel, or a hurdle "
+                                          "likelihood (hurdle_poisson, hurdle_negative_binomial),"
+                                          " whose zeros have their own probability")),
         f"P(zeros in a replicated data set ≥ observed), {len(reps)} data sets",
     ))  # fmt: skip
     okr = P_TAIL <= pr <= 1 - P_TAIL
