@@ -37,7 +37,9 @@ For the Poisson (:math:`g = 1`, :math:`d = c`) this is :math:`\ell' = y - \mu - 
 :math:`\ell'' = -(\mu + b)(1 - b)`, minus the variance of the zero-truncated Poisson:
 log-concave in :math:`f`, as every truncated exponential family in its natural parameter. The
 truncated negative binomial is not: at :math:`y = 1`, :math:`r = 0.5`, :math:`f = 3.48`,
-:math:`\ell'' = +0.0154` (positive for :math:`r \lesssim 0.9`; for integer :math:`r \ge 1`
+:math:`\ell'' = +0.0154` (found positive for every :math:`r < 1` tried: :math:`1.5 \times
+10^{-5}` at :math:`r = 0.9`, :math:`f = 9.5`; :math:`7.5 \times 10^{-9}` at :math:`r = 0.95`,
+:math:`f = 16.4`; for integer :math:`r \ge 1`
 :math:`\ell = (y - 1)f - y\log(r + \mu) - \log Q(\mu)` with :math:`Q` a polynomial of positive
 coefficients is concave), and the dispersion is learned, so its Laplace mode takes the general
 (whitened) Newton form, as the Student-t's and the zero-inflated likelihoods'.
@@ -91,7 +93,8 @@ _S_SERIES = 0.05
 #: :math:`\log(1 + x) - x/(1 + x) = \sum_{k \ge 2} (-1)^k (k - 1) x^k / k`, to k = 16
 #: (truncation error below 1e-17 relative for x < 0.05).
 _S_COEFS = (0.0, 0.0, *[(-1.0) ** k * (k - 1) / k for k in range(2, 17)])
-#: Rounds of redrawing zeros before the inverse survival function (:meth:`_Hurdle.draw`).
+#: Rounds of redrawing zeros before the inverse survival function
+#: (:meth:`_Hurdle._positive_draws`).
 _REDRAWS = 12
 
 
@@ -301,7 +304,8 @@ class _Hurdle(_LogLink):
         r"""Zero-truncated component draws: component draws with the zeros drawn again
         (:data:`_REDRAWS` rounds), the rest (means where a zero is likely) by the inverse
         survival function at :math:`V \sim U(0, 1 - p_c(0))`."""
-        f = np.log(mu)
+        with np.errstate(divide="ignore"):
+            f = np.log(mu)
         y = self._base.draw(f, cphi, rng)
         for _ in range(_REDRAWS):
             zero = y == 0
@@ -467,7 +471,7 @@ class HurdleNegativeBinomial(_Hurdle, LatentLikelihood):
     (:class:`~bayes_gp.latent.likelihoods.NegativeBinomial`, variance :math:`\mu + \mu^2/r`;
     Zeileis, Kleiber & Jackman 2008, §2.3, with the negative binomial count part).
     :math:`E[y] = (1 - \pi)\mu/(1 - (r/(r + \mu))^r)`. Not log-concave in :math:`f` for
-    :math:`r \lesssim 0.9` (module docstring), so the Laplace mode takes the general Newton form.
+    :math:`r < 1` (module docstring), so the Laplace mode takes the general Newton form.
     """
 
     exposure: np.ndarray | None = None
