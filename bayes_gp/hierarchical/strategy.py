@@ -61,6 +61,8 @@ __all__ = [
 #: The group code of a row that asks for the population curve :math:`m + f_0` alone (no group
 #: deviation, no intercept): ``HierarchicalGP.predict(..., population=True)``. A new group is -1.
 POPULATION = -2
+#: New rows per structured solve in the exact predictions (bounds the N x chunk workspace).
+PREDICT_CHUNK = 2048
 
 
 class HSGPCostWarning(UserWarning):
@@ -182,14 +184,18 @@ class StructuredExact(GroupedLikelihood):
         mean = self._mean(values, Cn)
         var = np.empty(Xn.shape[0])
         new_row = None
+        # each new row's covariance with the training rows (columns of Kx), its prior variance
+        # and noise; C^{-1} Kx by one solve over every group's columns (in chunks), not per group
+        cols, prior, noise, order = [], [], [], []
         for g in np.unique(codes):
             at = np.flatnonzero(codes == g)
             Xs = Xn[at]
             if g == POPULATION:  # f0's posterior alone
                 _, _, K0us, k0_diag = kern(tg[0], ts, gp.U, Xs)
-                Kx = K0us[gp.u_index]
-                mean[at] += Kx.T @ alpha
-                var[at] = np.maximum(k0_diag - np.sum(Kx * fac.solve(Kx), axis=0), 0.0)
+                cols.append(K0us[gp.u_index])
+                prior.append(k0_diag)
+                noise.append(np.zeros(at.size))
+                order.append(at)
                 continue
             if g >= 0:
                 row = tg[g]
@@ -202,9 +208,17 @@ class StructuredExact(GroupedLikelihood):
             if g >= 0:  # the group's own deviation and intercept covary with its rows
                 idx = gp.rows[g]
                 Kx[idx] += kern(row, ts, gp.X[idx], Xs)[0]
-            mean[at] += Kx.T @ alpha
-            v = kg_diag + k0_diag - np.sum(Kx * fac.solve(Kx), axis=0)
-            var[at] = np.maximum(v, 0.0) + (row[-1] ** 2 if include_noise else 0.0)
+            cols.append(Kx)
+            prior.append(kg_diag + k0_diag)
+            noise.append(np.full(at.size, row[-1] ** 2 if include_noise else 0.0))
+            order.append(at)
+        at = np.concatenate(order)
+        Kx = np.concatenate(cols, axis=1)
+        mean[at] += Kx.T @ alpha
+        reduction = np.concatenate([
+            np.sum(Kx[:, j:j + PREDICT_CHUNK] * fac.solve(Kx[:, j:j + PREDICT_CHUNK]), axis=0)
+            for j in range(0, Kx.shape[1], PREDICT_CHUNK)])  # fmt: skip
+        var[at] = np.maximum(np.concatenate(prior) - reduction, 0.0) + np.concatenate(noise)
         return mean, var, fac.jitter
 
     def description(self) -> str:

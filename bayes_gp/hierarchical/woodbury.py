@@ -259,6 +259,55 @@ def dense_covariance(
     return C
 
 
+#: Most entries (G x n_max x n_max) of the padded stack of group factors that
+#: :class:`StructuredFactor` builds for its batched solves; above it (groups of very unequal
+#: sizes) it solves group by group.
+MAX_PADDED_ENTRIES = 4_000_000
+
+
+def _pad(Ls: Sequence[np.ndarray], rows: Sequence[np.ndarray]) -> tuple | None:
+    """``(L_pad, index, mask)`` of :class:`StructuredFactor` (its ``padded``), or ``None``."""
+    G = len(Ls)
+    n_max = max((len(idx) for idx in rows), default=0)
+    if G < 2 or n_max == 0 or G * n_max * n_max > MAX_PADDED_ENTRIES:
+        return None
+    L_pad = np.broadcast_to(np.eye(n_max), (G, n_max, n_max)).copy()
+    index = np.zeros((G, n_max), dtype=np.int64)
+    mask = np.zeros((G, n_max), dtype=bool)
+    for g, (L, idx) in enumerate(zip(Ls, rows, strict=True)):
+        k = len(idx)
+        L_pad[g, :k, :k] = L
+        index[g, :k] = idx
+        mask[g, :k] = True
+    return L_pad, index, mask
+
+
+def _group_choleskys(blocks: Sequence[np.ndarray]) -> tuple[list, float]:
+    """``(factors, largest jitter)``: the blocks of each size factorised as one batch
+    (``np.linalg.cholesky`` on the stack); a batch with a non-finite entry or a block that is not
+    positive definite goes block by block through :func:`~bayes_gp.linalg.jittered_cholesky`
+    (its jitter, or its error)."""
+    Ls: list = [None] * len(blocks)
+    jit = 0.0
+    by_size: dict[int, list[int]] = {}
+    for g, A in enumerate(blocks):
+        by_size.setdefault(A.shape[0], []).append(g)
+    for members in by_size.values():
+        stack = np.stack([blocks[g] for g in members])
+        try:
+            if not np.all(np.isfinite(stack)):
+                raise np.linalg.LinAlgError("non-finite block")
+            factors = np.linalg.cholesky(stack)
+            jitters = [0.0] * len(members)
+        except np.linalg.LinAlgError:
+            pairs = [jittered_cholesky(blocks[g]) for g in members]
+            factors, jitters = [L for L, _ in pairs], [j for _, j in pairs]
+        for g, L, j in zip(members, factors, jitters, strict=True):
+            Ls[g] = L
+            jit = max(jit, j)
+    return Ls, jit
+
+
 @dataclass(frozen=True)
 class StructuredFactor:
     r"""The factorisation of :math:`C = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top` in NumPy
@@ -278,6 +327,12 @@ class StructuredFactor:
     jitter : float
         The largest jitter a factorisation needed beyond the matrices' own (0: none;
         :func:`bayes_gp.linalg.jittered_cholesky`).
+    padded : tuple or None
+        ``(L_pad, index, mask)``: the :math:`L_g` stacked into one (G, n_max, n_max) array
+        (identity where a group has fewer rows), each group's rows (G, n_max) and which of them
+        are real, so that :math:`A^{-1} R` is two batched triangular solves instead of a Python
+        loop over the groups (``None`` when padding would waste memory: groups of very unequal
+        sizes, :data:`MAX_PADDED_ENTRIES`).
     """
 
     rows: list
@@ -287,17 +342,13 @@ class StructuredFactor:
     u_index: np.ndarray | None
     n: int
     jitter: float
+    padded: tuple | None = None
 
     @classmethod
     def of(cls, A_blocks, rows, K0=None, u_index=None) -> StructuredFactor:
         """Factorise the blocks (and :math:`K_0`, :math:`B`)."""
         rows, u_index, n = _check_layout(rows, u_index if K0 is not None else None, None)
-        jit = 0.0
-        Ls = []
-        for A in A_blocks:
-            L, j = jittered_cholesky(np.asarray(A, float))
-            Ls.append(L)
-            jit = max(jit, j)
+        Ls, jit = _group_choleskys([np.asarray(A, float) for A in A_blocks])
         L0 = LB = None
         if K0 is not None:
             L0, j = jittered_cholesky(np.asarray(K0, float))
@@ -307,12 +358,21 @@ class StructuredFactor:
                 V = solve_triangular(L, L0[u_index[idx]], lower=True, check_finite=False)
                 B += V.T @ V
             LB = np.linalg.cholesky(B)  # I + PSD: always positive definite
-        return cls(rows, Ls, L0, LB, u_index, n, float(jit))
+        return cls(rows, Ls, L0, LB, u_index, n, float(jit), _pad(Ls, rows))
 
     def _Ainv(self, R: np.ndarray) -> np.ndarray:
+        """:math:`A^{-1} R` for ``R`` (N, k): per group :math:`L_g^{-\top} L_g^{-1} R_g`."""
+        if self.padded is None:
+            out = np.empty_like(R)
+            for L, idx in zip(self.L, self.rows, strict=True):
+                out[idx] = cho_solve((L, True), R[idx], check_finite=False)
+            return out
+        L, index, mask = self.padded
+        Rp = np.where(mask[..., None], R[index], 0.0)  # (G, n_max, k): zeros in the padding
+        W = np.linalg.solve(L, Rp)  # L_g^{-1} R_g, batched over the groups
+        W = np.linalg.solve(np.swapaxes(L, 1, 2), W)
         out = np.empty_like(R)
-        for L, idx in zip(self.L, self.rows, strict=True):
-            out[idx] = cho_solve((L, True), R[idx], check_finite=False)
+        out[index[mask]] = W[mask]
         return out
 
     def solve(self, R: np.ndarray) -> np.ndarray:
