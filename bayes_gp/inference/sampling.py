@@ -70,11 +70,19 @@ class NUTSSampling:
     #: model, for its posterior's geometry) may set its own.
     default_target_accept: float = 0.9
 
+    @property
+    def default_nuts(self) -> dict[str, int]:
+        """``draws``, ``tune`` and ``chains`` of :meth:`sample` when the caller gives none:
+        1000 draws after 1000 tuning steps in each of 2 chains, unless the model sizes its own
+        from the effective draws per draw measured on its posterior (e.g.
+        :class:`~bayes_gp.HierarchicalGP` under partial pooling)."""
+        return {"draws": 1000, "tune": 1000, "chains": 2}
+
     def sample(
         self,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 2,
+        draws: int | None = None,
+        tune: int | None = None,
+        chains: int | None = None,
         sampler: str = "auto",
         random_seed: int | None = None,
         *,
@@ -83,8 +91,9 @@ class NUTSSampling:
         **kwargs,
     ):
         """NUTS, fully Bayesian: ``draws`` draws after ``tune`` tuning steps in each of ``chains``
-        chains, with ``sampler`` one of ``"auto"``, ``"nutpie"``, ``"pymc"``, ``"numpyro"``
-        (:func:`bayes_gp.inference.nuts.resolve_sampler`), at the target acceptance rate
+        chains (``None``: the model's :attr:`default_nuts`), with ``sampler`` one of ``"auto"``,
+        ``"nutpie"``, ``"pymc"``, ``"numpyro"`` (:func:`bayes_gp.inference.nuts.resolve_sampler`),
+        at the target acceptance rate
         ``target_accept`` (``None``: the model's :attr:`default_target_accept`, 0.9 unless the
         model sets another).
 
@@ -95,7 +104,9 @@ class NUTSSampling:
         """
         from bayes_gp.inference.nuts import check_nuts_settings, run_nuts
 
-        check_nuts_settings(draws, tune, chains)
+        given = {"draws": draws, "tune": tune, "chains": chains}
+        settings = {k: self.default_nuts[k] if v is None else v for k, v in given.items()}
+        draws, tune, chains = check_nuts_settings(**settings)
         options = {k: kwargs.pop(k, default) for k, default in self.sample_options.items()}
         run = self._nuts_run(sampler, random_seed, **options)
         run.options = options

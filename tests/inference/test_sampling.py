@@ -47,3 +47,29 @@ def test_settings_are_checked_before_anything_runs(calls):
     with pytest.raises(ValueError):
         GPRegression(X, Y).sample(draws=0)
     assert calls == []
+
+
+def test_draws_tune_and_chains_default_to_the_models_own(calls):
+    """``None`` takes the model's ``default_nuts``: 2 x (1000 + 1000) for most models, 4 chains
+    of 2000 draws for a HierarchicalGP under partial pooling (its slow-mixing group
+    length-scales, HierarchicalGP.default_nuts); a given value wins."""
+    import pandas as pd
+
+    from bayes_gp import HierarchicalGP
+
+    with pytest.raises(RuntimeError, match="recorded"):
+        GPRegression(X, Y).sample()
+    assert {k: calls[-1][1][k] for k in ("draws", "tune", "chains")} == {
+        "draws": 1000, "tune": 1000, "chains": 2}  # fmt: skip
+    df = pd.DataFrame({"t": np.tile(X, 3), "g": np.repeat(["a", "b", "c"], X.size),
+                       "y": np.tile(Y, 3)})  # fmt: skip
+    partial, shared = HierarchicalGP(df, "t", "y", "g"), HierarchicalGP(df, "t", "y", "g",
+                                                                       pooling="shared")
+    assert partial.default_nuts == {"draws": 2000, "tune": 1000, "chains": 4}
+    assert shared.default_nuts == {"draws": 1000, "tune": 1000, "chains": 2}
+    with pytest.raises(RuntimeError, match="recorded"):
+        partial.sample(chains=2)
+    assert {k: calls[-1][1][k] for k in ("draws", "tune", "chains")} == {
+        "draws": 2000, "tune": 1000, "chains": 2}  # fmt: skip
+    with pytest.raises(ValueError, match="`chains` must be a whole number"):
+        partial.sample(chains=2.0)
