@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -91,16 +92,36 @@ def resolve_sampler(sampler: str, latent: bool = False) -> str:
     return sampler
 
 
+def _objmode_ops(model: pm.Model) -> list:
+    """The Ops in ``model``'s log density whose numba implementation runs Python in object
+    mode (``holds_gil``), each once."""
+    from pytensor.graph.traversal import applys_between
+
+    ops = {}
+    for node in applys_between(model.value_vars, [model.logp()]):
+        if getattr(node.op, "holds_gil", False):
+            ops.setdefault(id(node.op), node.op)
+    return list(ops.values())
+
+
 def gil_ops(model: pm.Model) -> list[str]:
     """The names of the Ops in ``model``'s log density that hold Python's GIL in their numba
     implementation (``holds_gil``; module docstring), each once."""
-    from pytensor.graph.traversal import applys_between
-
     names: list[str] = []
-    for node in applys_between(model.value_vars, [model.logp()]):
-        if getattr(node.op, "holds_gil", False) and type(node.op).__name__ not in names:
-            names.append(type(node.op).__name__)
+    for op in _objmode_ops(model):
+        if type(op).__name__ not in names:
+            names.append(type(op).__name__)
     return names
+
+
+def _callback_error(ops: list) -> tuple[str, BaseException] | None:
+    """``(description, exception)`` of the first Op in ``ops`` whose object-mode callback
+    caught an exception (its ``last_error``; :mod:`bayes_gp.latent.op`), or ``None``."""
+    for op in ops:
+        err = getattr(op, "last_error", None)
+        if err is not None:
+            return f"{op} raised {type(err).__name__}: {err}", err
+    return None
 
 
 def check_nuts_settings(draws, tune, chains) -> tuple[int, int, int]:
@@ -139,8 +160,9 @@ def run_nuts(
     if backend == "pymc":
         kwargs.setdefault("cores", 1)
     cores_note = ""
+    objmode = _objmode_ops(model) if backend == "nutpie" else []
     if backend == "nutpie" and chains > 1 and "cores" not in kwargs:
-        held = gil_ops(model)
+        held = list(dict.fromkeys(type(op).__name__ for op in objmode))
         if held:
             kwargs["cores"] = 1
             cores_note = (
@@ -157,15 +179,36 @@ def run_nuts(
     # N=300).
     options = dict(draws=draws, tune=tune, chains=chains, random_seed=random_seed,
                    progressbar=progressbar, nuts=nuts, **kwargs)  # fmt: skip
+    # An exception in an object-mode callback under nutpie cannot propagate (numba; the Op
+    # keeps it as ``last_error``, bayes_gp.latent.op): nutpie ends the run if it comes from
+    # the initial point, else counts the point as a divergent transition. Either way it is named.
+    callbacks = [op for op in objmode if hasattr(op, "last_error")]
+    for op in callbacks:
+        op.last_error = None
     with model, threadpool_limits(limits=1, user_api="blas"):
         idata = None
-        if backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS:
-            # Through the cache of compiled models (``bayes_gp.inference.compiled``): a model
-            # of a structure compiled before samples without compiling (by numba, or by JAX
-            # when ``compiled.set_nutpie_backend`` asks for it).
-            idata = compiled.sample_nutpie(model, **options)
-        if idata is None:
-            idata = pm.sample(nuts_sampler=backend, **options)
+        try:
+            if backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS:
+                # Through the cache of compiled models (``bayes_gp.inference.compiled``): a
+                # model of a structure compiled before samples without compiling (by numba, or
+                # by JAX when ``compiled.set_nutpie_backend`` asks for it).
+                idata = compiled.sample_nutpie(model, **options)
+            if idata is None:
+                idata = pm.sample(nuts_sampler=backend, **options)
+        except Exception as exc:
+            raised = _callback_error(callbacks)
+            if raised is None:
+                raise
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]  # (a Rust backtrace follows)
+            raise RuntimeError(f"nutpie stopped ({first}); {raised[0]}") from raised[1]
+    raised = _callback_error(callbacks)
+    if raised is not None:
+        warnings.warn(
+            f"{raised[0]} during nutpie's sampling; nutpie counted the points where it raised "
+            "as divergent transitions",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     idata["posterior"].attrs["bayes_gp_sampler"] = backend
     if cores_note:
         idata["posterior"].attrs["bayes_gp_cores"] = cores_note

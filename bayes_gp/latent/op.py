@@ -20,6 +20,21 @@ through ``numba.objmode`` like :class:`bayes_gp.solvers.likelihood.GPLogp`; JAX 
 implementation (the Newton loop with data-dependent iteration counts and line search is not
 written in JAX here) and raises a ``NotImplementedError`` naming ``sampler="nutpie"`` or
 ``sampler="pymc"``.
+
+Exceptions in the numba backend: an exception raised by Python code inside a ``numba.objmode``
+block is not caught by a ``try``/``except`` of the nopython code around it. That code goes on
+with the block's outputs unset (null array pointers) and the Python error indicator left set.
+nutpie's C entry point, and bayes_gp's (:mod:`bayes_gp.inference.nutpie_compile`), wrap the
+log density in such a ``try`` and read the log density right after the call, so one exception
+from :meth:`LaplaceLogp.compute` during sampling segfaulted the process: a null read in a
+``nutpie-worker`` thread, at a point reached by that chain's trajectory alone, hence
+"reproducible from the seed" (scipy's ``ValueError`` "The factored matrix c is not square",
+raised at extreme Weibull shapes before the Laplace step returned those points as infeasible,
+killed 15 of 100 Weibull SBC fits that way). So the object-mode callback never raises: it
+catches the exception, keeps it on the Op (:attr:`LaplaceLogp.last_error`, its message also in
+``last_reason``) and returns a flag; the nopython code then raises a ``RuntimeError`` of its
+own, which numba's ``try``/``except`` does catch. nutpie then ends the run with an error
+instead of crashing, and a Python caller of the compiled function gets the ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -66,11 +81,16 @@ class LaplaceLogp(Op):
         self.max_iter = int(max_iter)
         self.last_mode: np.ndarray | None = None  # warm-start cache
         self.last_reason: str = ""  # why the last evaluation was infeasible ("" when it was not)
+        #: The last exception an evaluation through the numba backend raised (module
+        #: docstring: it cannot cross numba's object-mode boundary); ``None`` if none did.
+        #: :func:`bayes_gp.inference.nuts.run_nuts` clears it before a nutpie run and reports it.
+        self.last_error: BaseException | None = None
         _OPS[id(self)] = self
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["last_mode"] = None  # the cache does not travel
+        state["last_error"] = None  # (nor does a traceback, which does not pickle)
         return state
 
     def __setstate__(self, state):  # unpickled in a worker process: register there too
@@ -175,8 +195,30 @@ def laplace_logp(likelihood: LatentLikelihood, K, m, phi=None, **kwargs):
     return LaplaceLogp(likelihood, **kwargs)(K, m, phi)[0]
 
 
+#: The nopython code's own exception when the object-mode callback caught one (module docstring).
+_CALLBACK_FAILED = (
+    "LaplaceLogp raised an exception in its object-mode callback (numba backend); the "
+    "exception is the Op's `last_error` and its message the Op's `last_reason`"
+)
+
+
 def _compute_by_id(key: int, K, m, phi):
-    return _OPS[key].compute(np.asarray(K), np.asarray(m), np.asarray(phi))
+    """``(ok, log q, dK, dm, dphi)`` of the live Op ``key`` for the numba backend's object-mode
+    block. Never raises (module docstring): on an exception ``ok`` is ``False``, the outputs
+    are NaN of the right shapes and the exception is kept on the Op as ``last_error``."""
+    K, m, phi = np.asarray(K), np.asarray(m), np.asarray(phi)
+    op = _OPS.get(key)
+    try:
+        if op is None:
+            raise RuntimeError(f"the LaplaceLogp {key} this function was compiled for is gone")
+        return (True, *op.compute(K, m, phi))
+    except Exception as exc:  # it cannot propagate through numba: kept on the Op
+        if op is not None:
+            op.last_error = exc
+            op.last_reason = f"{type(exc).__name__}: {exc}"
+        n = K.shape[0]
+        return (False, np.asarray(np.nan), np.full((n, n), np.nan), np.full(n, np.nan),
+                np.full(phi.size, np.nan))  # fmt: skip
 
 
 # ------------------------------------------------------------------------ backends
@@ -189,7 +231,7 @@ def _register_numba() -> None:
     def _numba_laplace_logp(op, node=None, **kwargs):
         f64 = numba.types.float64
         ret_sig = numba.types.Tuple(
-            [numba.types.Array(f64, 0, "C"), f64[:, ::1], f64[::1], f64[::1]]
+            [numba.types.boolean, numba.types.Array(f64, 0, "C"), f64[:, ::1], f64[::1], f64[::1]]
         )
         key = id(op)
 
@@ -197,7 +239,9 @@ def _register_numba() -> None:
         def laplace_logp_numba(K, m, phi):
             with numba.objmode(ret=ret_sig):
                 ret = _compute_by_id(key, K, m, phi)
-            return ret
+            if not ret[0]:  # raised here, in nopython code, a try/except around catches it
+                raise RuntimeError(_CALLBACK_FAILED)
+            return ret[1], ret[2], ret[3], ret[4]
 
         return laplace_logp_numba
 

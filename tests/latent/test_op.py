@@ -218,3 +218,85 @@ def test_nuts_with_laplace_gaussian_matches_exact_posterior(sampler):
     sd = float(np.sqrt(np.sum(w * (np.exp(u) - mean) ** 2)))
     ess = float(az.ess(idata, var_names=["ls"])["ls"])
     assert abs(draws.mean() - mean) < 4 * sd / np.sqrt(max(ess, 10.0)), (draws.mean(), mean, ess)
+
+
+# ------------------------------------------- exceptions in the numba backend's callback
+def test_numba_callback_exception_is_kept_and_raised_in_nopython_code():
+    """An exception in the object-mode callback does not leave it (numba's try/except cannot
+    catch one that does; ``bayes_gp.latent.op`` module docstring): the Op keeps it as
+    ``last_error`` with its message in ``last_reason``, the compiled function raises a
+    ``RuntimeError`` naming them, and the next evaluation works again."""
+    lik = Poisson(np.array([0, 2, 3, 1, 5.0]))
+    X = np.linspace(0, 4, 5)
+    K = np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2) + 1e-6 * np.eye(5)
+    Kv = pt.dmatrix("K")
+    op = LaplaceLogp(lik)
+    fn = pytensor.function([Kv], op(Kv, pt.zeros(5), pt.zeros(0))[0], mode="NUMBA")
+    expected = laplace(K, np.zeros(5), lik, np.zeros(0)).log_evidence
+    compute = op.compute
+
+    def failing(K, m, phi):
+        raise ValueError("a numerical failure inside the Laplace step")
+
+    op.compute = failing
+    with pytest.raises(RuntimeError, match=r"object-mode callback.*last_error"):
+        fn(K)
+    assert isinstance(op.last_error, ValueError)
+    assert op.last_reason == "ValueError: a numerical failure inside the Laplace step"
+    op.compute = compute
+    assert float(fn(K)) == pytest.approx(expected, abs=1e-10)
+
+
+_NUTPIE_CALLBACK_RAISES = """
+import warnings
+import numpy as np
+import bayes_gp
+
+X = np.linspace(0.0, 5.0, 8)
+gp = bayes_gp.LatentGP(X, np.array([0, 1, 3, 2, 5, 4, 1, 0]), likelihood="poisson")
+op, compute, calls = gp._op, gp._op.compute, [0]
+
+
+def failing(K, m, phi):  # fine for the first 40 evaluations (initial point, first steps)
+    calls[0] += 1
+    if calls[0] > 40:
+        raise ValueError("a numerical failure inside the Laplace step")
+    return compute(K, m, phi)
+
+
+op.compute = failing
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    idata = gp.sample(draws=10, tune=10, chains=1, sampler="nutpie", random_seed=1)
+print("divergent", int(idata["sample_stats"]["diverging"].sum()))
+print("warned", [str(w.message) for w in caught if "LaplaceLogp" in str(w.message)])
+try:  # every evaluation raises: nutpie finds no initial point
+    gp.sample(draws=10, tune=10, chains=1, sampler="nutpie", random_seed=1)
+except RuntimeError as exc:
+    print("raised", exc, "| cause", repr(exc.__cause__))
+"""
+
+
+def test_nutpie_survives_exception_in_laplace_callback():
+    """Regression (the nutpie segfault of the issue-39 SBC runs): an exception in the Laplace
+    step during nutpie's sampling segfaulted the process (a null read in a ``nutpie-worker``
+    thread, in bayes_gp's C entry point). Run in a subprocess so that a crash fails this test:
+    raised after the first steps, the points count as divergent transitions and a
+    ``RuntimeWarning`` names the exception; raised at the initial point, nutpie stops and
+    ``sample`` raises a ``RuntimeError`` caused by it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _NUTPIE_CALLBACK_RAISES],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"exit status {proc.returncode}\n{proc.stderr[-3000:]}"
+    lines = {ln.split(" ", 1)[0]: ln for ln in proc.stdout.splitlines()}
+    assert int(lines["divergent"].split()[1]) > 0
+    assert "LaplaceLogp(Poisson) raised ValueError: a numerical failure" in lines["warned"]
+    assert "counted the points where it raised as divergent" in lines["warned"]
+    assert "nutpie stopped (All initialization points failed)" in lines["raised"]
+    assert "ValueError('a numerical failure inside the Laplace step')" in lines["raised"]
