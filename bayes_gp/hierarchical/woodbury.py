@@ -350,15 +350,21 @@ class StructuredFactor:
         rows, u_index, n = _check_layout(rows, u_index if K0 is not None else None, None)
         Ls, jit = _group_choleskys([np.asarray(A, float) for A in A_blocks])
         L0 = LB = None
+        padded = _pad(Ls, rows)
         if K0 is not None:
             L0, j = jittered_cholesky(np.asarray(K0, float))
             jit = max(jit, j)
             B = np.eye(L0.shape[0])
-            for L, idx in zip(Ls, rows, strict=True):
-                V = solve_triangular(L, L0[u_index[idx]], lower=True, check_finite=False)
-                B += V.T @ V
+            if padded is None:
+                for L, idx in zip(Ls, rows, strict=True):
+                    V = solve_triangular(L, L0[u_index[idx]], lower=True, check_finite=False)
+                    B += V.T @ V
+            else:  # V_g = L_g^{-1} Z_g L_0 for every group at once (zero rows in the padding)
+                Lp, index, mask = padded
+                V = np.linalg.solve(Lp, np.where(mask[..., None], L0[u_index[index]], 0.0))
+                B += np.einsum("gim,gik->mk", V, V)
             LB = np.linalg.cholesky(B)  # I + PSD: always positive definite
-        return cls(rows, Ls, L0, LB, u_index, n, float(jit), _pad(Ls, rows))
+        return cls(rows, Ls, L0, LB, u_index, n, float(jit), padded)
 
     def _Ainv(self, R: np.ndarray) -> np.ndarray:
         """:math:`A^{-1} R` for ``R`` (N, k): per group :math:`L_g^{-\top} L_g^{-1} R_g`."""
