@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     gp = HierarchicalGP(blackmoor(), x="age", y="lex", group="subject", covariates=["patient"],
-                        random_intercept=True)  # fmt: skip
+                        random_intercept=True, pooling=dict.fromkeys(["ls", "eta"], "partial"))  # fmt: skip
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

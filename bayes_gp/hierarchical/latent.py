@@ -349,6 +349,7 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
         if unknown:
             raise ValueError(
                 f"`priors` has unknown names {sorted(unknown)}; this model's are {known}"
+                + self._pooling_hint()
             )
         s2 = self.scale.y_sd**2
         self._init_jitter(jitter, s2, DEFAULT_ABSOLUTE_JITTER / s2)
@@ -497,7 +498,8 @@ class HierarchicalLatentGP(GroupedSpec, LatentGP):
             ("equation", self.spec.equation or "–"),
             ("structure", "f = m + f0 + f_g (Hensman et al. 2013)" if self.shared
              else "f = m + f_g (independent group GPs, pooled hyperparameters)"),
-            ("pooling", ", ".join(f"{p}: {m}" for p, m in self.pooling.items())),
+            ("pooling", ", ".join(f"{p}: {m}" for p, m in self.pooling.items())
+             + (f" ({self.pooling_note})" if self.pooling_note else "")),
             ("random intercepts", "yes (in the latent covariance)" if self.random_intercept
              else "no"),
             ("covariates", ", ".join(map(str, self.covariates)) or "none"),

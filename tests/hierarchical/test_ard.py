@@ -98,9 +98,11 @@ def test_batched_ard_kernel_equals_the_per_group_kernels(monkeypatch):
     params = {"ls_mu": [0.3, 2.2], "ls_tau": [0.2, 0.5], "ls_z": np.array([[0.5, -1.0], [0.2, 0.3],
               [-0.4, 1.1]]), "eta_mu": 0.1, "eta_tau": 0.3, "eta_z": np.array([0.0, 1.0, -0.4]),
               "sigma": 0.3, "f0_ls": [1.4, 9.0], "f0_eta": 0.8}  # fmt: skip
-    batched = HierarchicalGP(df, ["a", "b"], "y", "subject", kernel="matern32", ard=True)
+    # groups of 3-5 distinct inputs: partial pooling asked for
+    kw = dict(kernel="matern32", ard=True, pooling=dict.fromkeys(["ls", "eta"], "partial"))
+    batched = HierarchicalGP(df, ["a", "b"], "y", "subject", **kw)
     monkeypatch.setattr(hm, "_BATCHED", {})
-    looped = HierarchicalGP(df, ["a", "b"], "y", "subject", kernel="matern32", ard=True)
+    looped = HierarchicalGP(df, ["a", "b"], "y", "subject", **kw)
     assert_same_marginal(batched, looped, params)
 
 

@@ -19,6 +19,9 @@ from bayes_gp.validate.predictive import predictive_calibration
 from tests.hierarchical.test_model import _frame  # groups at subsets of 8 common times
 
 JIT = 1e-10  # the models' default relative jitter
+#: The partial pooling of the kernel's hyperparameters that groups of fewer than 6 distinct
+#: inputs no longer get by default (HierarchicalGP.small_groups).
+PARTIAL = {"ls": "partial", "eta": "partial"}
 
 
 def _se(a, b, ls, eta):
@@ -132,7 +135,7 @@ def _coverage_data(seed=11, n_sets=4):
         df, z = _simulate(rng)
         known = df["g"].isin([f"g{g}" for g in range(24)])
         held = known & df["t"].isin(np.linspace(0.0, 6.0, 8)[[1, 4, 6]])
-        gp = HierarchicalGP(df[known & ~held], "t", "y", "g", priors=SIM)
+        gp = HierarchicalGP(df[known & ~held], "t", "y", "g", priors=SIM, pooling=PARTIAL)
         truth = {"ls_z": z[0, :24], "eta_z": z[1, :24]}
         out.append((gp, df[held], df[~known], truth))
     return out
@@ -199,7 +202,7 @@ def test_prior_predictive_draws_the_partially_pooled_group_hyperparameters():
                        "y": np.arange(12.0) % 5})  # fmt: skip
     pri = {"ls_mu": 0.0, "ls_tau": 0.5, "eta_mu": 0.2, "eta_tau": 0.5, "sigma": 0.3,
            "f0_ls": 1.5, "f0_eta": 0.6}  # fmt: skip
-    gp = HierarchicalGP(df, "t", "y", "g", priors=pri)
+    gp = HierarchicalGP(df, "t", "y", "g", priors=pri, pooling=PARTIAL)  # 3 inputs per group
     assert gp.hyperparameters == ["ls_z", "eta_z"]
     draws = gp.prior_predictive(20000, random_seed=3)
     S = np.cov(draws.T)

@@ -358,3 +358,30 @@ def test_bad_input_is_named():
         gp.predict(pd.DataFrame({"t": [1.0], "subject": ["new"]}), fit)
     with pytest.raises(ValueError, match="`new_data` must be a DataFrame"):
         gp.predict(np.ones((2, 1)), fit)
+
+
+def test_small_groups_share_the_kernel_hyperparameters_by_default():
+    """Groups of 3-5 distinct inputs (median below MIN_PARTIAL_INPUTS): length-scale and
+    amplitude shared unless the caller pools them, and describe() says why; groups of 6-7 keep
+    partial pooling."""
+    small = _frame(2, sizes=(4, 5, 3, 4))
+    gp = HierarchicalGP(small, "t", "y", "subject")
+    assert gp.small_groups and gp.pooling == {"ls": "shared", "eta": "shared", "sigma": "shared"}
+    assert {"ls", "eta"} <= set(gp.hyperparameters) and "ls_mu" not in gp.hyperparameters
+    note = dict(gp.describe())["pooling"]
+    assert "ls, eta shared by default" in note and "fewer than 6 distinct inputs" in note
+    assert gp.default_nuts == {"draws": 1000, "tune": 1000, "chains": 2}
+    mixed = HierarchicalGP(small, "t", "y", "subject", pooling={"ls": "partial"})
+    assert mixed.pooling["ls"] == "partial" and mixed.pooling["eta"] == "shared"
+    assert "eta shared by default" in dict(mixed.describe())["pooling"]
+    assert "pooling={'eta': 'partial'}" in mixed.pooling_note
+    chosen = HierarchicalGP(small, "t", "y", "subject", pooling="shared")
+    assert chosen.pooling_note is None
+    big = HierarchicalGP(_frame(2, sizes=(6, 7, 6)), "t", "y", "subject")
+    assert not big.small_groups and big.pooling["ls"] == "partial" and big.pooling_note is None
+
+
+def test_a_partial_pooling_prior_on_small_groups_names_the_default():
+    hint = r"unknown names \['ls_mu'\].*pooling=\{'ls': 'partial', 'eta': 'partial'\}"
+    with pytest.raises(ValueError, match=hint):
+        HierarchicalGP(_frame(2, sizes=(4, 5, 3)), "t", "y", "subject", priors={"ls_mu": 0.0})
