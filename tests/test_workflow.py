@@ -92,11 +92,13 @@ def test_csv_spec_errors(csv_file, tmp_path):
         (
             dict(likelihood="gaussian", exposure="z"),
             "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial' or "
-            "'zero_inflated_poisson' or 'zero_inflated_negative_binomial'",
+            "'zero_inflated_poisson' or 'zero_inflated_negative_binomial' or 'hurdle_poisson' "
+            "or 'hurdle_negative_binomial'",
             ("exposure", "likelihood"),
         ),
         (dict(exposure="z"), "`exposure` goes with `likelihood` 'poisson' or 'negative_binomial' or "
-            "'zero_inflated_poisson' or 'zero_inflated_negative_binomial'",
+            "'zero_inflated_poisson' or 'zero_inflated_negative_binomial' or 'hurdle_poisson' "
+            "or 'hurdle_negative_binomial'",
          ("exposure", "likelihood")),
         (
             dict(likelihood="poisson", trials="z"),
@@ -460,7 +462,8 @@ def counts_csv(tmp_path_factory):
         (
             ["--likelihood", "gaussian", "--exposure", "pop"],
             "--exposure goes with --likelihood poisson or negative_binomial or "
-            "zero_inflated_poisson or zero_inflated_negative_binomial$",
+            "zero_inflated_poisson or zero_inflated_negative_binomial or hurdle_poisson or "
+            "hurdle_negative_binomial$",
         ),
         (
             ["--likelihood", "poisson", "--trials", "trials"],

@@ -89,11 +89,17 @@ _NO_CENSORING = (
 #: The link of a CSV classifier by method (any other: logit).
 _LINKS = MappingProxyType({"ep": "probit"})
 #: The likelihoods that take each size column.
-_SIZE_COLUMNS = MappingProxyType(
-    {"exposure": ("poisson", "negative_binomial", "zero_inflated_poisson",
-                  "zero_inflated_negative_binomial"),
-     "trials": ("binomial",)}
-)  # fmt: skip
+def _size_columns() -> MappingProxyType:
+    """The likelihoods that take each size column, from the likelihood classes' ``size_name``
+    (the count likelihoods take an exposure, the binomial its trials)."""
+    from bayes_gp.latent.model import LIKELIHOODS as LATENT
+
+    return MappingProxyType({
+        size: tuple(k for k, (cls, _) in LATENT.items() if cls.size_name == size)
+        for size in ("exposure", "trials")})  # fmt: skip
+
+
+_SIZE_COLUMNS = _size_columns()
 
 
 @dataclass(frozen=True)

@@ -228,6 +228,7 @@ def test_exposure_and_the_gaussian_likelihood_stay_on_latentgp(csv_path):
     """A latent GP with an exposure column (predicted at each row's exposure and per unit
     exposure) and the gaussian likelihood (nuts_joint, vi) keep LatentGP, with a reason."""
     for kwargs in (dict(y="count", likelihood="poisson", exposure="trials"),
+                   dict(y="count", likelihood="hurdle_poisson", exposure="trials"),
                    dict(y="y", likelihood="gaussian")):  # fmt: skip
         decl = CSVModel(csv_path, ("a",), **kwargs)
         assert decl.formula is None and decl.class_reason and decl.spec()["engine"] == "class"
