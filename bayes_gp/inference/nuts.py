@@ -97,11 +97,19 @@ def _objmode_ops(model: pm.Model) -> list:
     mode (``holds_gil``), each once."""
     from pytensor.graph.traversal import applys_between
 
+    # model.logp() builds the graph anew (30-45 ms for a latent GP): kept on the model for as
+    # long as its variables are the same (a reused compiled model samples many times)
+    key = tuple(map(id, [*model.basic_RVs, *model.potentials]))
+    cached = getattr(model, "_bayes_gp_objmode_ops", None)
+    if cached is not None and cached[0] == key:
+        return list(cached[1])
     ops = {}
     for node in applys_between(model.value_vars, [model.logp()]):
         if getattr(node.op, "holds_gil", False):
             ops.setdefault(id(node.op), node.op)
-    return list(ops.values())
+    found = list(ops.values())
+    model._bayes_gp_objmode_ops = (key, found)
+    return found
 
 
 def gil_ops(model: pm.Model) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pymc as pm
 import pytest
 
 from bayes_gp import GPClassifier, GPRegression
@@ -45,3 +46,12 @@ def test_models_whose_ops_hold_the_gil_are_found():
     assert gil_ops(GPRegression(X, np.sin(X), "expquad").model) == []
     labels = np.repeat([0, 1, 2], 4)
     assert gil_ops(MulticlassGPClassifier(X, labels).model) == ["SoftmaxLaplaceLogp"]
+    # kept on the model while its variables stay the same (a reused model samples many times)
+    model = LatentGP(X, counts, "expquad", "poisson").model
+    built = []
+    logp = model.logp
+    object.__setattr__(model, "logp", lambda *a, **k: built.append(1) or logp(*a, **k))
+    assert gil_ops(model) == gil_ops(model) == ["LaplaceLogp"] and len(built) == 1
+    with model:
+        pm.Potential("extra", pm.math.constant(0.0))
+    assert gil_ops(model) == ["LaplaceLogp"] and len(built) == 2  # a new term: looked up again
