@@ -407,11 +407,15 @@ class SoftmaxLaplaceLogp(Op):
         self.tol, self.max_iter = float(tol), int(max_iter)
         self.last_a: np.ndarray | None = None
         self.last_reason = ""
+        #: The last exception an evaluation through the numba backend raised (it cannot cross
+        #: numba's object-mode boundary: ``bayes_gp.latent.op``); ``None`` if none did.
+        self.last_error: BaseException | None = None
         _OPS[id(self)] = self
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["last_a"] = None
+        state["last_error"] = None
         return state
 
     def __setstate__(self, state):
@@ -463,8 +467,30 @@ class SoftmaxLaplaceLogp(Op):
         return [[True, True]]
 
 
+#: The nopython code's own exception when the object-mode callback caught one.
+_CALLBACK_FAILED = (
+    "SoftmaxLaplaceLogp raised an exception in its object-mode callback (numba backend); the "
+    "exception is the Op's `last_error` and its message the Op's `last_reason`"
+)
+
+
 def _compute_by_id(key: int, K):
-    return _OPS[key].compute(np.asarray(K))
+    """``(ok, log q, dK)`` of the live Op ``key``. Never raises: an exception in a
+    ``numba.objmode`` block is not caught by a ``try``/``except`` of the nopython code around
+    it, which goes on with null outputs (nutpie's C entry point then segfaulted;
+    ``bayes_gp.latent.op``). On an exception ``ok`` is ``False``, the outputs are NaN and the
+    exception is the Op's ``last_error``."""
+    K = np.asarray(K)
+    op = _OPS.get(key)
+    try:
+        if op is None:
+            raise RuntimeError(f"the SoftmaxLaplaceLogp {key} this function was compiled for is gone")
+        return (True, *op.compute(K))
+    except Exception as exc:  # it cannot propagate through numba: kept on the Op
+        if op is not None:
+            op.last_error = exc
+            op.last_reason = f"{type(exc).__name__}: {exc}"
+        return False, np.asarray(np.nan), np.full(K.shape, np.nan)
 
 
 @op_backend("numba")
@@ -475,14 +501,18 @@ def _register_numba() -> None:
     @numba_funcify.register(SoftmaxLaplaceLogp)
     def _numba_softmax_laplace(op, node=None, **kwargs):
         f64 = numba.types.float64
-        ret_sig = numba.types.Tuple([numba.types.Array(f64, 0, "C"), f64[:, :, ::1]])
+        ret_sig = numba.types.Tuple(
+            [numba.types.boolean, numba.types.Array(f64, 0, "C"), f64[:, :, ::1]]
+        )
         key = id(op)
 
         @numba_njit
         def softmax_laplace_numba(K):
             with numba.objmode(ret=ret_sig):
                 ret = _compute_by_id(key, K)
-            return ret
+            if not ret[0]:  # raised here, in nopython code, a try/except around catches it
+                raise RuntimeError(_CALLBACK_FAILED)
+            return ret[1], ret[2]
 
         return softmax_laplace_numba
 

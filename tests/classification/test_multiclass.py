@@ -221,3 +221,26 @@ def test_infeasible_and_bad_shapes(problem):
         softmax_laplace(K, Y[:, :-1])
     with pytest.raises(ValueError, match=r"`K` must have shape"):
         softmax_laplace(K[0], Y)
+
+
+def test_numba_callback_exception_is_kept_and_raised_in_nopython_code(problem):
+    """An exception in the numba backend's object-mode callback stays there (numba's
+    try/except cannot catch one that leaves it, and nutpie's entry point then read a null
+    pointer: ``bayes_gp.latent.op``): kept as ``last_error``, its message in ``last_reason``,
+    a ``RuntimeError`` from the nopython code; the next evaluation works again."""
+    _, _, Y, K, _ = problem
+    Kv = pt.dtensor3("K")
+    op = SoftmaxLaplaceLogp(Y)
+    fn = pytensor.function([Kv], op(Kv)[0], mode="NUMBA")
+    compute = op.compute
+
+    def failing(K):
+        raise ValueError("a numerical failure inside the Laplace step")
+
+    op.compute = failing
+    with pytest.raises(RuntimeError, match=r"object-mode callback.*last_error"):
+        fn(K)
+    assert isinstance(op.last_error, ValueError)
+    assert op.last_reason == "ValueError: a numerical failure inside the Laplace step"
+    op.compute = compute
+    assert float(fn(K)) == pytest.approx(softmax_laplace(K, Y).log_evidence, abs=1e-9)
