@@ -140,9 +140,10 @@ class PriorPredictiveCheck:
     @property
     def mean_rank(self) -> float:
         """Fraction of prior predictive data sets with a smaller mean than the observed one."""
-        means = self.draws.mean(axis=1)
-        obs = float(np.mean(self.observed))
-        return float(np.mean(means < obs) + 0.5 * np.mean(means == obs))
+        from bayes_gp.report.outcome_checks import predictive_p_value
+
+        # P(mean < observed) + P(tie) / 2, the complement of the upper-tail p-value
+        return 1.0 - predictive_p_value(self.draws.mean(axis=1), float(np.mean(self.observed)))
 
     @property
     def sd_ratio(self) -> float | None:

@@ -41,8 +41,10 @@ KM_INSIDE = 0.8
 DRAWS = 400
 
 
-def _p_value(rep: np.ndarray, obs: float) -> float:
-    """:math:`P(T^{rep} > T) + \\tfrac12 P(T^{rep} = T)`."""
+def predictive_p_value(rep: np.ndarray, obs: float) -> float:
+    """:math:`P(T^{rep} > T) + \\tfrac12 P(T^{rep} = T)`, the posterior predictive p-value
+    (Gelman, Meng & Stern 1996; ties split evenly, as for a discrete statistic)."""
+    rep = np.asarray(rep, float)
     return float(np.mean(rep > obs) + 0.5 * np.mean(rep == obs))
 
 
@@ -86,7 +88,7 @@ def _ordinal(lik, reps: np.ndarray) -> OutcomeCheck:
     rep = np.stack([np.bincount(r.astype(int), minlength=K) for r in reps]).astype(float)
     rows, bad = [], []
     for k in range(K):
-        p = _p_value(rep[:, k], obs[k])
+        p = predictive_p_value(rep[:, k], obs[k])
         rows.append((f"n(y = {labels[k]})", obs[k], float(rep[:, k].mean()), *_interval(rep[:, k]), p))
         if not P_TAIL <= p <= 1 - P_TAIL:
             bad.append(f"{labels[k]} (observed {obs[k]:g}, replicated {rep[:, k].mean():.1f})")
@@ -111,7 +113,7 @@ def _counts(lik, reps: np.ndarray) -> OutcomeCheck:
     m_rep = np.maximum(reps.mean(axis=1), 1e-12)
     ratio_obs = float(y.var() / max(y.mean(), 1e-12))
     ratio_rep = reps.var(axis=1) / m_rep
-    p0, pr = _p_value(zeros_rep, zeros_obs), _p_value(ratio_rep, ratio_obs)
+    p0, pr = predictive_p_value(zeros_rep, zeros_obs), predictive_p_value(ratio_rep, ratio_obs)
     rows = [("fraction of zeros", zeros_obs, float(zeros_rep.mean()), *_interval(zeros_rep), p0),
             ("variance / mean", ratio_obs, float(ratio_rep.mean()), *_interval(ratio_rep), pr)]  # fmt: skip
     verdicts = []
@@ -170,7 +172,7 @@ def _survival(lik, reps: np.ndarray) -> OutcomeCheck:
         finite = meds[np.isfinite(meds)]
         if finite.size:
             rows.append(("Kaplan–Meier median", med_obs, float(np.median(finite)),
-                         *_interval(finite), _p_value(meds, med_obs)))  # fmt: skip
+                         *_interval(finite), predictive_p_value(meds, med_obs)))  # fmt: skip
     ok = inside >= KM_INSIDE
     verdict = Verdict(
         "posterior predictive: Kaplan–Meier curve", inside, f"≥ {KM_INSIDE:g}",
