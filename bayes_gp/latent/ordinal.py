@@ -71,7 +71,7 @@ import numpy as np
 from numpy.polynomial.hermite import hermgauss
 from scipy.special import expit, log_ndtr, logit, ndtr, ndtri
 
-from bayes_gp.latent.likelihoods import LatentLikelihood, normal_hazard
+from bayes_gp.latent.likelihoods import LatentLikelihood, _as_finite_vector, normal_hazard
 
 __all__ = ["Ordinal", "ordinal_codes", "check_ordinal_mean", "check_cutpoint_prior",
            "CUTPOINT_SD"]  # fmt: skip
@@ -189,15 +189,10 @@ class Ordinal(LatentLikelihood):
     labels: tuple[str, ...] | None = None
 
     def __post_init__(self):
-        y = np.asarray(self.y, dtype=float)
-        if y.ndim != 1 or y.size == 0:
-            raise ValueError(f"the ordinal `y` must be a non-empty 1-D array, got shape {y.shape}")
-        bad = ~np.isfinite(y)
-        if np.any(bad):
-            raise ValueError(
-                f"the ordinal `y` has {int(bad.sum())} NaN or infinite value(s), first at index "
-                f"{int(np.argmax(bad))}; categories are codes 0..K-1"
-            )
+        try:
+            y = _as_finite_vector("y", self.y)
+        except ValueError as err:
+            raise ValueError(f"the ordinal {err}; categories are codes 0..K-1") from None
         if self.link not in ("logit", "probit"):
             raise ValueError(f"`link` must be 'logit' or 'probit', got {self.link!r}")
         frac = y != np.round(y)
