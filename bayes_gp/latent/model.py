@@ -373,10 +373,25 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         :data:`DEFAULT_ABSOLUTE_JITTER` (``1e-6``), i.e. ``jitter = 2.5e-7`` on a link scale and
         ``1e-6 / var(y)`` for real outcomes. Raised by :meth:`check_jitter` where needed;
         ``model.jitter`` is the absolute value in use.
+    zero_gp : bool
+        For the zero-inflated and hurdle likelihoods: the zero probability a second latent GP,
+        :math:`\mathrm{logit}\,\pi(x) = g(x)`, instead of one constant; the model is then a
+        :class:`~bayes_gp.latent.zero_gp.ZeroGP` (joint NUTS only; its docstring).
+    zero_kernel : str, kernel object or callable, optional
+        With ``zero_gp=True``: the kernel of :math:`g` (default ``"expquad"``; hyperparameters
+        ``zero_ls``, ``zero_eta``, ..., its constant mean ``zero_mean``).
     """
 
     #: Catalogue kernels this model refuses (see :func:`~bayes_gp.regression.kernel_spec`).
     _kernel_exclude: tuple[str, ...] = ()
+
+    def __new__(cls, *args, zero_gp: bool = False, **kwargs):
+        """``LatentGP(..., zero_gp=True)`` is a :class:`~bayes_gp.latent.zero_gp.ZeroGP`."""
+        if zero_gp is True and cls is LatentGP:
+            from bayes_gp.latent.zero_gp import ZeroGP
+
+            return super().__new__(ZeroGP)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -394,7 +409,15 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         jitter: float | None = None,
         censored=None,
         upper=None,
+        zero_gp: bool = False,
+        zero_kernel: Any = None,
     ):
+        if zero_gp is not False or zero_kernel is not None:  # ZeroGP handles zero_gp=True
+            raise ValueError(
+                f"`zero_gp` / `zero_kernel` apply to LatentGP itself with one of the likelihoods "
+                f"{[k for k in LIKELIHOODS if k.startswith(('zero_', 'hurdle_'))]} "
+                f"(zero_gp=True), not to {type(self).__name__} with zero_gp={zero_gp!r}"
+            )
         check_aligned(X, y)
         X, exposure, trials, self.size_column = _size_columns(X, exposure, trials)
         X, censored, upper, self.censoring_columns = _censoring_columns(X, censored, upper)
