@@ -497,7 +497,8 @@ def test_fit_csv_counts_with_exposure_saves_and_reloads(counts_csv, tmp_path):
     again = workflow.load(out)
     gp = again.model
     assert gp.likelihood_name == "poisson" and again.task == "counts"
-    np.testing.assert_allclose(gp.likelihood.exposure[:3], np.loadtxt(
+    assert gp.formula.endswith("+ offset(log(pop))")  # the exposure of the formula model
+    np.testing.assert_allclose(gp.exposure[:3], np.loadtxt(
         counts_csv, delimiter=",", skiprows=1, usecols=2)[:3])  # fmt: skip
     preds = pd.read_csv(out / "predictions.csv")
     np.testing.assert_allclose(  # the rate per unit exposure, in a column that says so

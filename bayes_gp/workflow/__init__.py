@@ -37,6 +37,8 @@ Modules
 spec
     What to fit: :class:`CSVModel` (a CSV file with the declared-model interface), the default
     settings, the specification saved in ``fit.json``.
+exposure
+    The formula model of a CSV file's counts with an exposure column, predicting as LatentGP.
 fitting
     :func:`run`, :class:`FitResult`, the settings of each kind of fit, :func:`describe`.
 scoring

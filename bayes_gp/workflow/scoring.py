@@ -106,7 +106,8 @@ def new_inputs(
     Parameters
     ----------
     gp : GPModel
-        The fitted model: a formula model reads its own columns (its design, groups included),
+        The fitted model: a formula model whose training data are its design
+        (:class:`~bayes_gp.workflow.FormulaCSVModel`) reads its own columns (groups included),
         any other the training data's input columns ``data.feature_names``.
     data : Dataset
         The training data: its input columns and its size column (:func:`size_column`).
@@ -133,7 +134,10 @@ def new_inputs(
         raise ValueError(f"{where} has no rows")
     size_name = size_column(gp, data)
     design = getattr(gp, "design", None)
-    formula = hasattr(design, "matrix")
+    # a formula's own columns where the data are its design (a --formula model); a CSV model's
+    # formula reads the input columns and its exposure (trials) column, as its class did
+    formula = hasattr(design, "matrix") and list(map(str, data.feature_names)) == list(
+        design.names)  # fmt: skip
     needed = [] if formula else [str(c) for c in data.feature_names]
     needed += [size_name] if size_name else []
     missing = [c for c in needed if c not in frame.columns]

@@ -9,10 +9,13 @@ A CSV model is a formula model (:func:`bayes_gp.Model`, :attr:`CSVModel.formula`
 columns one ``gp(x1, x2, kernel=..., ard=...)`` term, the target the response, the task or
 likelihood its family, and the intercept fixed at the data's location (the constant mean that
 :class:`~bayes_gp.GPRegression` and :class:`~bayes_gp.LatentGP` give a model without ``mean=``,
-so that the log density is theirs, :data:`SPEC_ENGINE`). A binary classifier of two labels, a
-latent GP with an exposure column or the ``gaussian`` likelihood stay on their classes
-(:meth:`CSVModel.engine_of`). Specifications saved before the formula engine (no ``engine``
-key) rebuild the class they were fitted with, whose hyperparameter names their fits hold.
+so that the log density is theirs, :data:`SPEC_ENGINE`); an exposure column is the offset
+``offset(log(exposure))``, the model predicting as LatentGP with ``exposure=`` at each row's
+exposure and per unit exposure (:class:`~bayes_gp.workflow.exposure.ExposureFormulaGP`). A
+binary classifier of two labels, the ``gaussian`` likelihood and a likelihood without an
+equality test (the hurdles) stay on their classes (:attr:`CSVModel.class_reason`).
+Specifications saved before the formula engine (no ``engine`` key) rebuild the class they were
+fitted with, whose hyperparameter names their fits hold.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ SPEC_ENGINE = "formula"
 #: The engines of a CSV model: the formula model, or the class of the earlier specifications.
 _ENGINES = ("formula", "class")
 #: The likelihoods whose formula family, its intercept fixed at :func:`location`, has LatentGP's
-#: log density (tests/workflow/test_spec.py); the others (``gaussian``: :attr:`CSVModel.class_reason`;
+#: log density (tests/workflow/test_spec.py; with an exposure column, the count families' offset
+#: formula, its ``EXPOSURE`` cases); the others (``gaussian``: :attr:`CSVModel.class_reason`;
 #: one without an equality test) stay on LatentGP.
 _FORMULA_LIKELIHOODS = (
     "poisson", "negative_binomial", "zero_inflated_poisson", "zero_inflated_negative_binomial",
@@ -227,10 +231,7 @@ class CSVModel:
         if self.likelihood == "gaussian":
             return ("the gaussian likelihood of a latent GP fits by nuts_joint and vi; the "
                     "gaussian formula family is the exact GPRegression (nuts, map)")  # fmt: skip
-        if self.exposure:
-            return ("an exposure column: LatentGP predicts at each row's exposure and per unit "
-                    "exposure; the formula's offset(log(exposure)) has no such size")  # fmt: skip
-        if any("`" in c for c in (*self.x, self.y, *filter(None, [self.trials]))):
+        if any("`" in c for c in (*self.x, self.y, *filter(None, [self.size_column]))):
             return "a column name with a backtick, which a formula cannot quote"
         return None
 
@@ -238,13 +239,15 @@ class CSVModel:
     def formula(self) -> str | None:
         """The formula of the model (:func:`bayes_gp.Model`), ``None`` where it is built from
         its class (:attr:`class_reason`): ``y ~ gp(x1, x2, kernel='...', ard=...)``, the
-        response ``p(y, trials)`` for the binomial likelihood."""
+        response ``p(y, trials)`` for the binomial likelihood, ``+ offset(log(exposure))``
+        with an exposure column."""
         if self.class_reason is not None:
             return None
         q = _quoted
         response = f"p({q(self.y)}, {q(self.trials)})" if self.trials else q(self.y)
         inputs = ", ".join(map(q, self.x))
-        return f"{response} ~ gp({inputs}, kernel={self.kernel!r}, ard={self.ard})"
+        offset = f" + offset(log({q(self.exposure)}))" if self.exposure else ""
+        return f"{response} ~ gp({inputs}, kernel={self.kernel!r}, ard={self.ard}){offset}"
 
     @property
     def size_column(self) -> str | None:
@@ -380,17 +383,28 @@ class CSVModel:
     def _formula_model(self, data: Dataset):
         r"""The formula model :attr:`formula` of ``data``, its intercept fixed at the data's
         location :func:`location` (the classes' constant mean without ``mean=``): the same
-        log density as the class, :math:`\log p(y \mid \theta) + \log p(\theta)`."""
+        log density as the class, :math:`\log p(y \mid \theta) + \log p(\theta)`. With an
+        exposure column, :class:`~bayes_gp.workflow.exposure.ExposureFormulaGP` (LatentGP's
+        predictions at the rows' exposure and per unit exposure)."""
         from bayes_gp.formula.model import engine_arguments
 
         frame = pd.DataFrame(data.X_train, columns=list(data.feature_names))
         frame[self.y] = data.y_train
-        if self.trials:
-            frame[self.trials] = data.size_train
+        if self.size_column:
+            frame[self.size_column] = data.size_train
+        if self.exposure and np.any(data.size_train <= 0):  # before its log (LatentGP's check)
+            row = int(np.argmax(data.size_train <= 0))
+            raise ValueError(f"the exposure column {self.exposure!r} must be positive (the "
+                             f"offset is its log); row {row + 1} holds "
+                             f"{data.size_train[row]:g}")  # fmt: skip
         family = self.family
         # the ordinal family drops the intercept (its cut-points carry the location)
         priors = None if family == "ordinal" else {"Intercept": location(family, data)}
         cls, args, kwargs = engine_arguments(self.formula, frame, family, priors=priors)
+        if self.exposure:
+            from bayes_gp.workflow.exposure import ExposureFormulaGP
+
+            return ExposureFormulaGP(*args, exposure=self.exposure, **kwargs)
         return cls(*args, **kwargs)
 
 
@@ -402,7 +416,8 @@ def location(family: str, data: Dataset) -> float:
 
     .. math::
        \bar y \;(\text{gaussian, student\_t}),\quad
-       \log\frac{\sum y + 1/2}{\sum e}\;(\text{counts, exposure } e = 1),\quad
+       \log\frac{\sum y + 1/2}{\sum e}\;(\text{counts, exposure } e,
+       \text{ default } 1),\quad
        \operatorname{logit}\frac{\sum y + 1/2}{\sum t + 1}\;(\text{binomial}),\quad
        \operatorname{logit} \bar y\;(\text{beta}),\quad \log \bar y\;(\text{gamma}),
        \quad 0\;(\text{bernoulli})
@@ -420,7 +435,9 @@ def location(family: str, data: Dataset) -> float:
         return float(logit(np.mean(y)))
     if family == "gamma":
         return float(np.log(np.mean(y)))
-    return float(np.log((y.sum() + 0.5) / y.size))  # counts at exposure 1
+    # counts: per unit exposure (the data's size column is a count model's exposure)
+    exposure = y.size if data.size_train is None else float(np.sum(data.size_train))
+    return float(np.log((y.sum() + 0.5) / exposure))
 
 
 def _quoted(column: str) -> str:

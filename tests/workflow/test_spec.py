@@ -170,11 +170,26 @@ LATENT = {
 }  # fmt: skip
 
 
+#: The count likelihoods with an exposure column (``trials`` here: 1 to 7 per row).
+EXPOSURE = {
+    "poisson": dict(x=("a",), y="count", likelihood="poisson", exposure="trials"),
+    "negative_binomial-2d": dict(x=("a", "b"), y="count", likelihood="negative_binomial",
+                                 exposure="trials", kernel="matern52"),
+    "zero_inflated_poisson": dict(x=("a",), y="count", likelihood="zero_inflated_poisson",
+                                  exposure="trials"),
+    "zero_inflated_negative_binomial": dict(x=("a",), y="count", exposure="trials",
+                                            likelihood="zero_inflated_negative_binomial"),
+}  # fmt: skip
+
+
 def test_every_formula_likelihood_has_its_equality_test():
-    """A likelihood goes to the formula engine only with a case of the test below."""
-    from bayes_gp.workflow.spec import _FORMULA_LIKELIHOODS
+    """A likelihood goes to the formula engine only with a case of the test below, and with an
+    exposure column only with a case of the exposure test."""
+    from bayes_gp.workflow.spec import _FORMULA_LIKELIHOODS, _SIZE_COLUMNS
 
     assert set(_FORMULA_LIKELIHOODS) == {c["likelihood"] for c in LATENT.values()}
+    with_exposure = set(_FORMULA_LIKELIHOODS) & set(_SIZE_COLUMNS["exposure"])
+    assert with_exposure == {c["likelihood"] for c in EXPOSURE.values()}
 
 
 @pytest.mark.parametrize("case", LATENT)
@@ -190,18 +205,43 @@ def test_latent_likelihood_is_the_formula_family(csv_path, case):
     _assert_same_density(new, old)
 
 
-@pytest.mark.parametrize("case", ["poisson", "binomial-trials"])
+@pytest.mark.parametrize("case", EXPOSURE)
+def test_exposure_is_the_offset_of_the_formula(csv_path, case):
+    r"""``--likelihood L --exposure e`` is ``y ~ gp(x...) + offset(log(e))`` of family L, its
+    intercept fixed at :math:`\log((\sum y + 1/2) / \sum e)`: the log density and gradient of
+    LatentGP with ``exposure=e``; LatentGP's methods."""
+    from bayes_gp.workflow.exposure import ExposureFormulaGP
+
+    decl, new, old = _models(csv_path, **EXPOSURE[case])
+    assert isinstance(new, ExposureFormulaGP) and type(old).__name__ == "LatentGP"
+    assert decl.formula.endswith(" + offset(log(trials))") and decl.class_reason is None
+    assert decl.spec()["engine"] == "formula"
+    assert decl.methods == type(new).fit_methods == type(old).fit_methods
+    np.testing.assert_allclose(new.exposure, old.likelihood.exposure, rtol=1e-15)  # exp(log e)
+    _assert_same_density(new, old)
+
+
+@pytest.mark.parametrize("case", ["poisson", "binomial-trials", "exposure-negative_binomial"])
 def test_latent_map_fit_and_predictions_are_the_class_ones(csv_path, case):
     """The type-II fit and the predictions table (the trials column, the mean at each row's
-    trials, the mean per trial, the latent columns) of a CSV latent GP are LatentGP's."""
-    new, old = (workflow.run(CSVModel(csv_path, **LATENT[case], engine=e), "map", n_restarts=1,
-                             random_seed=4) for e in ("formula", "class"))  # fmt: skip
+    trials, the mean per trial, the latent columns) of a CSV latent GP are LatentGP's; with an
+    exposure column, the count at the row's exposure and the mean per unit exposure, also at
+    new rows (their exposure column, or none: exposure 1)."""
+    model = EXPOSURE["negative_binomial-2d"] if case.startswith("exposure") else LATENT[case]
+    new, old = runs = [workflow.run(CSVModel(csv_path, **model, engine=e), "map", n_restarts=1,
+                                    random_seed=4) for e in ("formula", "class")]  # fmt: skip
     assert isinstance(new.model, FormulaLatentGP)
     assert new.fit.log_marginal_likelihood == pytest.approx(
         old.fit.log_marginal_likelihood, abs=TOL
     )
     assert list(new.predictions.columns) == list(old.predictions.columns)
     pd.testing.assert_frame_equal(new.predictions, old.predictions, rtol=1e-6, atol=1e-8)
+    if "exposure" in model:
+        assert "mean_per_unit_exposure" in new.predictions
+        rows = pd.DataFrame({"a": [0.5, 5.0, 12.0], "b": [0.0, 1.0, -1.0], "trials": [1, 4, 2]})
+        pd.testing.assert_frame_equal(new.predict(rows), old.predict(rows), rtol=1e-6, atol=1e-8)
+        unit = [pd.DataFrame(r.model.prediction_columns(rows[["a", "b"]], r.fit)) for r in runs]
+        pd.testing.assert_frame_equal(*unit, rtol=1e-6, atol=1e-8)  # no exposure column: 1
 
 
 @pytest.mark.parametrize("link", ["logit", "probit"])
@@ -224,15 +264,30 @@ def test_a_classifier_of_labels_stays_on_gpclassifier(csv_path, link):
     _assert_same_density(formula, gp)
 
 
-def test_exposure_and_the_gaussian_likelihood_stay_on_latentgp(csv_path):
-    """A latent GP with an exposure column (predicted at each row's exposure and per unit
-    exposure) and the gaussian likelihood (nuts_joint, vi) keep LatentGP, with a reason."""
-    for kwargs in (dict(y="count", likelihood="poisson", exposure="trials"),
-                   dict(y="count", likelihood="hurdle_poisson", exposure="trials"),
+def test_the_gaussian_and_hurdle_likelihoods_stay_on_latentgp(csv_path):
+    """The gaussian likelihood (nuts_joint, vi) and a likelihood without an equality test (the
+    hurdles, with or without an exposure) keep LatentGP, with a reason."""
+    for kwargs in (dict(y="count", likelihood="hurdle_poisson", exposure="trials"),
                    dict(y="y", likelihood="gaussian")):  # fmt: skip
         decl = CSVModel(csv_path, ("a",), **kwargs)
         assert decl.formula is None and decl.class_reason and decl.spec()["engine"] == "class"
         assert type(decl.build(decl.load_data(), "map")).__name__ == "LatentGP"
+
+
+def test_an_exposure_specification_saved_on_the_class_rebuilds_latentgp(csv_path):
+    """A CSV exposure model saved with ``engine: class``, or before the key existed, rebuilds
+    LatentGP with ``exposure=``, whose hyperparameter names its fit holds; ``engine: formula``
+    the offset formula."""
+    spec = CSVModel(csv_path, ("a",), "count", likelihood="poisson", exposure="trials").spec()
+    assert spec["engine"] == "formula"
+    for saved in ({**spec, "engine": "class"}, {k: v for k, v in spec.items() if k != "engine"}):
+        decl = from_spec(saved)
+        assert decl.formula is None and decl.spec()["engine"] == "class"
+        gp = decl.build(decl.load_data(), "map")
+        assert type(gp).__name__ == "LatentGP" and gp.hyperparameters == ["ls", "eta"]
+        np.testing.assert_array_equal(gp.likelihood.exposure, pd.read_csv(csv_path)["trials"])
+    decl = from_spec(spec)
+    assert type(decl.build(decl.load_data())).__name__ == "ExposureFormulaGP"
 
 
 def test_regression_nuts_draws_are_the_class_ones(csv_path):
