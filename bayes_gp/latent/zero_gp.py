@@ -383,6 +383,16 @@ class ZeroGP(LatentGP):
             out["phi"].append(phi)
         return ({k: np.array(v) for k, v in out.items() if k != "phi"}, out["phi"])
 
+    def _samples(self, Xn, fit, max_draws: int, random_seed: int):
+        """The per-draw moments of :meth:`_latent_moments_fg` and ``N_PER_DRAW`` draws of
+        :math:`(f_*, g_*)` per posterior draw, ``(S, N_PER_DRAW, m)`` each, and the generator."""
+        mom, phis = self._latent_moments_fg(Xn, fit, max_draws)
+        rng = np.random.default_rng(random_seed)
+        eps = rng.standard_normal((2, *mom["mf"].shape[:1], N_PER_DRAW, Xn.shape[0]))
+        fs = mom["mf"][:, None] + np.sqrt(mom["vf"])[:, None] * eps[0]
+        gs = mom["mg"][:, None] + np.sqrt(mom["vg"])[:, None] * eps[1]
+        return mom, phis, fs, gs, rng
+
     def _count_mean(self, f, cphi, size) -> np.ndarray:
         r"""The count part's mean given :math:`f`: :math:`\mu` (zero-inflated) or the
         zero-truncated :math:`\mu/(1 - p_c(0 \mid \mu))` (hurdle)."""
@@ -403,13 +413,9 @@ class ZeroGP(LatentGP):
 
     def _zero_predictive(self, Xn, fit, size, max_draws: int, random_seed: int) -> Prediction:
         """:meth:`predict` at checked inputs."""
-        mom, phis = self._latent_moments_fg(Xn, fit, max_draws)
+        mom, phis, fs, gs, rng = self._samples(Xn, fit, max_draws, random_seed)
         mf, vf, mg, vg = mom["mf"], mom["vf"], mom["mg"], mom["vg"]
         S, m = mf.shape
-        rng = np.random.default_rng(random_seed)
-        eps = rng.standard_normal((2, S, N_PER_DRAW, m))
-        fs = mf[:, None] + np.sqrt(vf)[:, None] * eps[0]
-        gs = mg[:, None] + np.sqrt(vg)[:, None] * eps[1]
         pis = expit(gs)
         resp = np.empty_like(fs)
         ys = np.empty_like(fs)
@@ -476,11 +482,28 @@ class ZeroGP(LatentGP):
         return Prediction(mean, var, None, lower, upper, {"n_draws": len(mf)},
                           latent_mean=mean, latent_sd=np.sqrt(var))  # fmt: skip
 
-    def held_out_predictive(self, X_new, y, fit, *, size=None):
-        raise ValueError(
-            "held_out_predictive is not implemented for zero_gp=True: use predict() (Monte "
-            "Carlo bands) or PSIS-LOO from the log_likelihood group"
-        )
+    @single_blas_thread
+    def held_out_predictive(self, X_new, y, fit, *, size=None, max_draws: int = 200):
+        r"""The predictive CDF of held-out counts ``y`` at ``X_new`` (exposure ``size``,
+        default 1), from below and at each: :math:`P(Y_* \le k) = \pi_* + (1 - \pi_*)F_c(k)`
+        (zero-inflated) or :math:`\pi_* + (1 - \pi_*)(1 - P_c(Y > k)/(1 - p_c(0)))` for
+        :math:`k \ge 1` (hurdle), averaged over the Monte Carlo draws of :math:`(f_*, g_*)`
+        of :meth:`predict` (``N_PER_DRAW`` per posterior draw, fixed seed)."""
+        from bayes_gp.predictive import held_out_vector
+        from bayes_gp.protocol import HeldOutPredictive
+
+        Xn = self._check_new(X_new)
+        y = held_out_vector(y, Xn.shape[0])
+        size = self._size_at(X_new, size)
+        size = None if size is None else _sizes(size, Xn.shape[0])
+        _, phis, fs, gs, _ = self._samples(Xn, fit, max_draws, 0)
+        held = self.likelihood.with_data(y, size)
+        below, at = np.zeros(y.shape), np.zeros(y.shape)
+        for s_, cphi in enumerate(phis):
+            phi = [*np.atleast_1d(cphi), expit(gs[s_])]
+            below += held.cdf_values(y - 1.0, fs[s_], phi, size).mean(axis=0)
+            at += held.cdf_values(y, fs[s_], phi, size).mean(axis=0)
+        return HeldOutPredictive("cdf", below / len(phis), at / len(phis))
 
     def predict_proba(self, X_new, fit, *, max_draws: int = 200):
         raise ValueError("predict_proba is for the ordinal likelihood")
