@@ -148,7 +148,8 @@ def _bands(part: Part, model, fit, nuts: bool, X_new) -> None:
     caption = "Predictive mean and 94% bands" + (
         " (mixture over posterior draws)" if nuts else " (at the point estimate)"
     )
-    if model.X.shape[1] != 1:
+    # the inputs a prediction takes (a model whose X holds more, e.g. an offset column, says so)
+    if getattr(model, "n_inputs", model.X.shape[1]) != 1:
         caption += f"; along {xlabel}, the other inputs at their training medians"
     if model.bands_note:
         caption += "; " + model.bands_note

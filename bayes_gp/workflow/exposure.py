@@ -73,7 +73,8 @@ class ExposureFormulaGP(FormulaLatentGP):
 
     @property
     def n_inputs(self) -> int:
-        """The input columns of a prediction: the design's columns but the offset."""
+        """The input columns of a prediction: the design's columns but the offset (the report
+        reads it for the bands' caption)."""
         return self.X.shape[1] - 1
 
     # ------------------------------------------------------------ new inputs

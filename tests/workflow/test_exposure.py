@@ -95,6 +95,7 @@ def test_report_is_complete(fits):
     assert [(v.check, v.status) for v in new.verdicts] == [
         (v.check, v.status) for v in old.verdicts]  # fmt: skip
     assert "Predictive bands" in new.html and "per unit exposure" in new.html
+    assert "training medians" not in new.html  # one input: the offset column is none
 
 
 def test_a_formula_without_the_offset_is_refused():
