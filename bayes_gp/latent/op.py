@@ -47,7 +47,7 @@ from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
-from bayes_gp.latent.laplace import laplace
+from bayes_gp.latent.laplace import LaplaceResult, laplace
 from bayes_gp.latent.likelihoods import LatentLikelihood
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan
 from bayes_gp.op_backends import ensure_available, op_backend
@@ -116,9 +116,20 @@ class LaplaceLogp(Op):
         return Apply(self, [K, m, phi], [pt.dscalar(), pt.dmatrix(), pt.dvector(), pt.dvector()])
 
     def compute(self, K: np.ndarray, m: np.ndarray, phi: np.ndarray):
-        """NumPy evaluation with the warm start; non-finite gradients where infeasible."""
+        r"""NumPy evaluation with the warm start; non-finite gradients where infeasible.
+
+        A ``ValueError`` from the Laplace step makes the point infeasible too, with the error
+        as its reason: at sampling time it is a property of the values, e.g. a likelihood
+        parameter its transform rounded onto the boundary of its domain (zero inflation
+        :math:`\pi = \mathrm{expit}(x) = 1` in floating point for :math:`x > 37`, where the
+        log density is :math:`-\infty` for any positive count: simulation 85 of the
+        ``zip_laplace`` SBC run), or non-finite numbers reaching scipy."""
         n = self.likelihood.n
-        res = self._solve(K, m, phi)
+        try:
+            res = self._solve(K, m, phi)
+        except ValueError as exc:
+            res = LaplaceResult(-np.inf, np.asarray(m), np.zeros(n), False,
+                                f"{type(exc).__name__}: {exc}", 0)  # fmt: skip
         if not res.feasible:
             self.last_reason = res.reason
             nan_phi = np.full(np.asarray(phi).size, np.nan)

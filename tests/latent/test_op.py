@@ -300,3 +300,23 @@ def test_nutpie_survives_exception_in_laplace_callback():
     assert "counted the points where it raised as divergent" in lines["warned"]
     assert "nutpie stopped (All initialization points failed)" in lines["raised"]
     assert "ValueError('a numerical failure inside the Laplace step')" in lines["raised"]
+
+
+def test_parameter_rounded_onto_its_boundary_is_infeasible():
+    """Zero inflation pi = expit(x) is 1.0 in floating point for x > 37 (NUTS reached it in
+    simulation 85 of the zip_laplace SBC run): the likelihood's ValueError makes the point
+    infeasible (log q = -inf, its message the reason) through the Op, in the numba backend
+    as in ``compute``, instead of an exception during sampling."""
+    from bayes_gp.latent import ZeroInflatedPoisson
+
+    lik = ZeroInflatedPoisson(np.array([0, 2, 3, 0, 5.0]))
+    X = np.linspace(0, 4, 5)
+    K = np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2) + 1e-6 * np.eye(5)
+    x = pt.dscalar("x")
+    op = LaplaceLogp(lik)
+    fn = pytensor.function([x], op(K, pt.zeros(5), pt.sigmoid(x)[None])[0], mode="NUMBA")
+    assert fn(38.0) == -np.inf
+    assert op.last_reason == "ValueError: zero_inflation must be in (0, 1), got 1.0"
+    assert op.last_error is None  # not an exception of the callback: an infeasible point
+    finite = fn(1.0)
+    assert np.isfinite(finite) and op.last_reason == ""
