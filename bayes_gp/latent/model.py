@@ -387,7 +387,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
 
     def __new__(cls, *args, zero_gp: bool = False, **kwargs):
         """``LatentGP(..., zero_gp=True)`` is a :class:`~bayes_gp.latent.zero_gp.ZeroGP`."""
-        if zero_gp is True and cls is LatentGP:
+        if zero_gp is not False and cls is LatentGP:
             from bayes_gp.latent.zero_gp import ZeroGP
 
             return super().__new__(ZeroGP)
@@ -414,10 +414,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     ):
         if zero_gp is not False or zero_kernel is not None:  # ZeroGP handles zero_gp=True
             raise ValueError(
-                f"`zero_gp` / `zero_kernel` apply to LatentGP itself with one of the likelihoods "
-                f"{[k for k in LIKELIHOODS if k.startswith(('zero_', 'hurdle_'))]} "
-                f"(zero_gp=True), not to {type(self).__name__} with zero_gp={zero_gp!r}"
-            )
+                "`zero_kernel` (the kernel of the zero probability's GP) needs zero_gp=True"
+                if type(self) is LatentGP else
+                f"`zero_gp` / `zero_kernel` are LatentGP's (with one of the likelihoods "
+                f"{[k for k in LIKELIHOODS if k.startswith(('zero_', 'hurdle_'))]}), not "
+                f"{type(self).__name__}'s"
+            )  # fmt: skip
         check_aligned(X, y)
         X, exposure, trials, self.size_column = _size_columns(X, exposure, trials)
         X, censored, upper, self.censoring_columns = _censoring_columns(X, censored, upper)

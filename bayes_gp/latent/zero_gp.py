@@ -61,7 +61,7 @@ from bayes_gp.latent.likelihoods import ZeroInflatedNegativeBinomial, ZeroInflat
 from bayes_gp.latent.model import LINK_SCALE, LatentGP, _sizes
 from bayes_gp.latent.predictive import joint_conditional
 from bayes_gp.linalg import plus_diagonal, single_blas_thread
-from bayes_gp.predictive import CI_QUANTILES, Prediction, gaussian_mixture_quantiles
+from bayes_gp.predictive import CI_QUANTILES, Z_CI, Prediction, gaussian_mixture_quantiles
 from bayes_gp.priors import resolve_prior
 from bayes_gp.protocol import Bands, is_nuts
 
@@ -427,7 +427,7 @@ class ZeroGP(LatentGP):
         mean_lo, mean_hi = np.quantile(flat_r, CI_QUANTILES, axis=0)
         lower, upper = np.quantile(flat_y, CI_QUANTILES, axis=0)
         if S == 1:
-            g_lo, g_hi = (mg[0] + z * np.sqrt(vg[0]) for z in (-1.880794, 1.880794))
+            g_lo, g_hi = mg[0] - Z_CI * np.sqrt(vg[0]), mg[0] + Z_CI * np.sqrt(vg[0])
         else:
             g_lo, g_hi = gaussian_mixture_quantiles(mg, np.sqrt(vg), CI_QUANTILES)
         f_mean = mf.mean(axis=0)

@@ -101,7 +101,7 @@ def test_bad_input_refused():
                  priors={"zero_inflation": 0.3})  # fmt: skip
     with pytest.raises(ValueError, match="unknown names"):
         LatentGP(x, y, likelihood="zero_inflated_poisson", zero_gp=True, priors={"zero_x": 1.0})
-    with pytest.raises(ValueError, match="zero_kernel"):
+    with pytest.raises(ValueError, match="needs zero_gp=True"):
         LatentGP(x, y, likelihood="zero_inflated_poisson", zero_kernel="matern32")
 
 
