@@ -32,6 +32,7 @@ from bayes_gp.latent.op import laplace_logp
 from bayes_gp.latent.ordinal import Ordinal
 from bayes_gp.latent.vi import VIResult as VIResult
 from bayes_gp.latent.vi import gaussian_kl, jaakkola_jordan
+from bayes_gp.latent.zero_gp import ZeroGP as ZeroGP  # registers LatentGP(zero_gp=True)
 
 #: What users use: the model, its fit types, the observation models and the algorithms (the
 #: Laplace mode, EP, the variational bounds, ``laplace_logp`` for a user's own PyMC model). The

@@ -388,9 +388,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     def __new__(cls, *args, zero_gp: bool = False, **kwargs):
         """``LatentGP(..., zero_gp=True)`` is a :class:`~bayes_gp.latent.zero_gp.ZeroGP`."""
         if zero_gp is not False and cls is LatentGP:
-            from bayes_gp.latent.zero_gp import ZeroGP
-
-            return super().__new__(ZeroGP)
+            return super().__new__(_ZERO_GP[0])
         return super().__new__(cls)
 
     def __init__(
@@ -1572,3 +1570,15 @@ def _censored_observation(lik, f, param) -> None:
         fi, y, u = f[interval], lik.y[interval], lik.upper[interval]
         density = pm.logp(pm.Normal.dist(mu=fi, sigma=param), y)
         pm.Potential("y_interval", pt.sum(log_diff_normal_cdf(fi, param, u, y) - density))
+
+
+#: The class of ``LatentGP(..., zero_gp=True)`` (:func:`register_zero_gp`).
+_ZERO_GP: list[type] = []
+
+
+def register_zero_gp(cls: type) -> type:
+    """Class decorator: ``cls`` is what ``LatentGP(..., zero_gp=True)`` builds.
+    :mod:`bayes_gp.latent.zero_gp` registers :class:`~bayes_gp.latent.zero_gp.ZeroGP` on import
+    (the package imports it), so that this module, which it builds on, does not import it."""
+    _ZERO_GP[:] = [cls]
+    return cls

@@ -58,7 +58,7 @@ from bayes_gp.kernels.catalogue import check_kernel_ard, default_prior, kernel_f
 from bayes_gp.kernels.lags import gram
 from bayes_gp.latent.hurdle import HurdleNegativeBinomial, HurdlePoisson
 from bayes_gp.latent.likelihoods import ZeroInflatedNegativeBinomial, ZeroInflatedPoisson
-from bayes_gp.latent.model import LINK_SCALE, LatentGP, _sizes
+from bayes_gp.latent.model import LINK_SCALE, LatentGP, _sizes, register_zero_gp
 from bayes_gp.latent.predictive import joint_conditional
 from bayes_gp.linalg import plus_diagonal, single_blas_thread
 from bayes_gp.predictive import CI_QUANTILES, Z_CI, Prediction, gaussian_mixture_quantiles
@@ -86,6 +86,7 @@ _REFUSAL = (
 )
 
 
+@register_zero_gp
 class ZeroGP(LatentGP):
     r"""A :class:`~bayes_gp.LatentGP` with a zero-inflated or hurdle count likelihood whose
     zero probability is a second latent GP, :math:`\mathrm{logit}\,\pi(x) = g(x)` (module
