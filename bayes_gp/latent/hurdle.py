@@ -71,11 +71,8 @@ from bayes_gp.latent.likelihoods import (
     LatentLikelihood,
     NegativeBinomial,
     Poisson,
-    _check_phi,
+    _CountWithZeroProbability,
     _decreasing_root,
-    _LogLink,
-    _phi_arrays,
-    _set_counts_and_exposure,
     _size,
     poisson_draws,
 )
@@ -140,22 +137,14 @@ class _ZeroMass:
     h: np.ndarray
 
 
-class _Hurdle(_LogLink):
+class _Hurdle(_CountWithZeroProbability):
     r"""A zero-truncated count component (:attr:`component`: Poisson, negative binomial) for
     the positive counts and a zero of probability :math:`\pi` (``zero_probability``, the last
     parameter); the model, its derivatives and their evaluation in the module docstring."""
 
     log_concave = False  # the truncated negative binomial's W < 0 (module docstring)
 
-    #: The component's class.
-    component: type = LatentLikelihood
-
-    def __post_init__(self):
-        _set_counts_and_exposure(self)
-        base = self.component(self.y, exposure=self.exposure)
-        object.__setattr__(self, "_base", base)
-        object.__setattr__(self, "param_names", (*base.param_names, "zero_probability"))
-        object.__setattr__(self, "_zero", self.y == 0)
+    probability_name = "zero_probability"
 
     @property
     def family(self) -> str:
@@ -204,17 +193,6 @@ class _Hurdle(_LogLink):
         raise NotImplementedError
 
     # ---------------------------------------------------------------- parameters
-    def _split(self, phi):
-        p = _check_phi(self, phi)
-        pi = p[-1]
-        if not 0 < pi < 1:
-            raise ValueError(f"zero_probability must be in (0, 1), got {pi}")
-        return list(p[:-1]), pi
-
-    def _split_arrays(self, phi):
-        p = _phi_arrays(self, phi)
-        return p[:-1], p[-1]
-
     def _truncation(self, f, cphi):
         """``(z, c, B, d, log(1 - e^{-u}))`` at latent values ``f``."""
         z = self._zero_mass(np.asarray(f, float) + self._offset, cphi)

@@ -1156,7 +1156,39 @@ class Gamma(LatentLikelihood):
         return Gamma(y)
 
 
-class _ZeroInflated(_LogLink):
+class _CountWithZeroProbability(_LogLink):
+    r"""A count component (:attr:`component`) with a zero probability :math:`\pi` as the last
+    parameter (:attr:`probability_name`): the zero-inflated likelihoods here and the hurdle
+    likelihoods (:mod:`bayes_gp.latent.hurdle`) share the set-up and the split of the
+    parameters."""
+
+    #: The component's class.
+    component: type = LatentLikelihood
+    #: The name of :math:`\pi` among the parameters.
+    probability_name: str = "zero_probability"
+
+    def __post_init__(self):
+        _set_counts_and_exposure(self)
+        base = self.component(self.y, exposure=self.exposure)
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "param_names", (*base.param_names, self.probability_name))
+        object.__setattr__(self, "_zero", self.y == 0)
+
+    def _split(self, phi):
+        """``(component parameters, pi)``, pi checked to lie in (0, 1)."""
+        p = _check_phi(self, phi)
+        pi = p[-1]
+        if not 0 < pi < 1:
+            raise ValueError(f"{self.probability_name} must be in (0, 1), got {pi}")
+        return list(p[:-1]), pi
+
+    def _split_arrays(self, phi):
+        """``(component parameters, pi)`` as arrays (per-draw values allowed)."""
+        p = _phi_arrays(self, phi)
+        return p[:-1], p[-1]
+
+
+class _ZeroInflated(_CountWithZeroProbability):
     r"""A count likelihood (the *component*: Poisson, negative binomial) mixed with structural
     zeros of probability :math:`\pi` (``zero_inflation``, the last parameter):
     :math:`p(0) = \pi + (1 - \pi) p_c(0)`, :math:`p(y) = (1 - \pi) p_c(y)` for :math:`y > 0`
@@ -1188,26 +1220,7 @@ class _ZeroInflated(_LogLink):
 
     log_concave = False  # W < 0 at zeros (docstring)
 
-    #: The component's class.
-    component: type = LatentLikelihood
-
-    def __post_init__(self):
-        _set_counts_and_exposure(self)
-        base = self.component(self.y, exposure=self.exposure)
-        object.__setattr__(self, "_base", base)
-        object.__setattr__(self, "param_names", (*base.param_names, "zero_inflation"))
-        object.__setattr__(self, "_zero", self.y == 0)
-
-    def _split(self, phi):
-        p = _check_phi(self, phi)
-        pi = p[-1]
-        if not 0 < pi < 1:
-            raise ValueError(f"zero_inflation must be in (0, 1), got {pi}")
-        return list(p[:-1]), pi
-
-    def _split_arrays(self, phi):
-        p = _phi_arrays(self, phi)
-        return p[:-1], p[-1]
+    probability_name = "zero_inflation"
 
     def derivatives(self, f, phi=()):
         cphi, pi = self._split(phi)
