@@ -464,20 +464,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             return base
         if isinstance(lik, CustomLikelihood):  # a user's link scale: no location known
             return dataclasses.replace(base, y_mean=0.0, y_sd=LINK_SCALE)
-        if isinstance(lik, (Bernoulli, Ordinal)):  # ordinal: the cut-points carry the location
-            loc = 0.0
-        elif isinstance(lik, Beta):
-            loc = float(logit(np.mean(y)))
-        elif isinstance(lik, (Gamma, Weibull, LogNormal)):
-            loc = float(np.log(np.mean(y)))
-        elif isinstance(lik, Binomial):
-            frac = (y.sum() + 0.5) / (lik.trials.sum() + 1.0)
-            loc = float(logit(frac))
-        elif isinstance(lik, (HurdlePoisson, HurdleNegativeBinomial)):  # f: the positive counts
-            loc = float(np.log((y.sum() + 0.5) / lik.exposure[y > 0].sum()))
-        else:
-            loc = float(np.log((y.sum() + 0.5) / lik.exposure.sum()))
-        return dataclasses.replace(base, y_mean=loc, y_sd=LINK_SCALE)
+        return dataclasses.replace(base, y_mean=latent_location(lik, y), y_sd=LINK_SCALE)
 
     def _prior(self, name: str, ard: bool = False, default=None):
         fallback = default or (lambda n: default_prior(n, self.scale, ard))
@@ -1473,6 +1460,32 @@ def _size_columns(X, exposure, trials):
     (``name`` is it, ``None`` when both came as values)."""
     X, (exposure, trials), names = _named_columns(X, exposure=exposure, trials=trials)
     return X, exposure, trials, (names[-1] if names else None)
+
+
+def latent_location(lik: LatentLikelihood, y) -> float:
+    r"""The data's location on the link scale of a likelihood with a link (not the identity, not
+    a user's log density): the centre of :class:`LatentGP`'s default constant mean and priors.
+
+    .. math::
+       0\;(\text{bernoulli; ordinal: its cut-points carry it}),\quad
+       \operatorname{logit}\bar y\;(\text{beta}),\quad
+       \log\bar y\;(\text{gamma, weibull, lognormal}),\quad
+       \operatorname{logit}\frac{\sum y + 1/2}{\sum t + 1}\;(\text{binomial}),\quad
+       \log\frac{\sum y + 1/2}{\sum e}\;(\text{counts, exposure } e;
+       \text{ hurdles: over the positive counts})
+    """
+    y = np.asarray(y, float)
+    if isinstance(lik, (Bernoulli, Ordinal)):
+        return 0.0
+    if isinstance(lik, Beta):
+        return float(logit(np.mean(y)))
+    if isinstance(lik, (Gamma, Weibull, LogNormal)):
+        return float(np.log(np.mean(y)))
+    if isinstance(lik, Binomial):
+        return float(logit((y.sum() + 0.5) / (lik.trials.sum() + 1.0)))
+    if isinstance(lik, (HurdlePoisson, HurdleNegativeBinomial)):  # f: the positive counts
+        return float(np.log((y.sum() + 0.5) / lik.exposure[y > 0].sum()))
+    return float(np.log((y.sum() + 0.5) / lik.exposure.sum()))
 
 
 def make_likelihood(

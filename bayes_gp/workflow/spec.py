@@ -411,8 +411,8 @@ class CSVModel:
 def location(family: str, data: Dataset) -> float:
     r"""The data's location on the latent scale of ``family``: the constant mean of
     :class:`~bayes_gp.GPRegression` (:math:`\bar y`, R&W §2.7) and of
-    :class:`~bayes_gp.LatentGP` (``_latent_scale``) when no ``mean=`` is given, at which a CSV
-    model fixes its formula's intercept.
+    :class:`~bayes_gp.LatentGP` (:func:`~bayes_gp.latent.model.latent_location`) when no
+    ``mean=`` is given, at which a CSV model fixes its formula's intercept.
 
     .. math::
        \bar y \;(\text{gaussian, student\_t}),\quad
@@ -422,22 +422,14 @@ def location(family: str, data: Dataset) -> float:
        \operatorname{logit} \bar y\;(\text{beta}),\quad \log \bar y\;(\text{gamma}),
        \quad 0\;(\text{bernoulli})
     """
-    from scipy.special import logit
+    from bayes_gp.latent.model import LIKELIHOODS as LATENT
+    from bayes_gp.latent.model import latent_location, make_likelihood
 
     y = np.asarray(data.y_train, float)
-    if family in ("gaussian", "student_t"):
-        return float(np.mean(y))
-    if family == "bernoulli":
-        return 0.0
-    if family == "binomial":
-        return float(logit((y.sum() + 0.5) / (np.sum(data.size_train) + 1.0)))
-    if family == "beta":
-        return float(logit(np.mean(y)))
-    if family == "gamma":
-        return float(np.log(np.mean(y)))
-    # counts: per unit exposure (the data's size column is a count model's exposure)
-    exposure = y.size if data.size_train is None else float(np.sum(data.size_train))
-    return float(np.log((y.sum() + 0.5) / exposure))
+    size_name = LATENT[family][0].size_name
+    sizes = {size_name: data.size_train} if size_name and data.size_train is not None else {}
+    lik, _ = make_likelihood(family, None, y, y.size, **sizes)
+    return float(np.mean(y)) if lik.identity_link else latent_location(lik, y)
 
 
 def _quoted(column: str) -> str:
