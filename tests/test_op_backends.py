@@ -63,3 +63,62 @@ def test_numpyro_reaches_the_compact_likelihoods_own_jax_refusal():
     assert gp.sparse
     with pytest.raises(NotImplementedError, match="sparse=False"):
         gp.sample(draws=5, tune=5, chains=1, sampler="numpyro", random_seed=0)
+
+
+def _numba_key(op):
+    from pytensor.link.numba.dispatch.basic import numba_funcify_and_cache_key
+
+    op_backends.ensure("numba")
+    return numba_funcify_and_cache_key(op)[1]
+
+
+def test_native_ops_have_numba_cache_keys():
+    """Every nopython Op of the exact and quasiseparable GPs has a key for PyTensor's on-disk
+    numba cache, one per set of props: a graph holding an Op without a key is compiled again
+    in every process (7.4 s of an n = 100 first fit, issue 41)."""
+    from bayes_gp.kernels.ard_distance import ARDSquareDist, ARDSquareDistGrad
+    from bayes_gp.solvers.likelihood import CholeskyInverse, GPLogp
+    from bayes_gp.solvers.quasisep import QuasisepLogp
+
+    ops = [GPLogp(), GPLogp(inplace=True), CholeskyInverse(), CholeskyInverse(inplace=True),
+           ARDSquareDist(), ARDSquareDistGrad(True), ARDSquareDistGrad(False),
+           QuasisepLogp(2, 1), QuasisepLogp(3, 1)]  # fmt: skip
+    keys = [_numba_key(op) for op in ops]
+    assert all(isinstance(k, str) and k.startswith("bayes_gp:") for k in keys)
+    assert len(set(keys)) == len(keys)
+    assert _numba_key(GPLogp()) == keys[0]  # the same Op, the same key
+
+
+def test_numba_cache_key_follows_the_source(tmp_path, monkeypatch):
+    """An edit of an implementing module is a new key; an objmode implementation has none."""
+    import sys
+    import types
+
+    from bayes_gp.solvers.likelihood import GPLogp
+
+    path = tmp_path / "impl.py"
+    module = types.ModuleType("bayes_gp_test_impl")
+    module.__file__ = str(path)
+    monkeypatch.setitem(sys.modules, "bayes_gp_test_impl", module)
+    path.write_text("x = 1\n")
+    first = op_backends.numba_cache_key(GPLogp(), "bayes_gp_test_impl")
+    path.write_text("x = 2\n")
+    assert op_backends.numba_cache_key(GPLogp(), "bayes_gp_test_impl") != first
+    assert op_backends.numba_cache_key(GPLogp(), "bayes_gp_test_impl", native=False) is None
+
+
+def test_exact_gp_log_density_is_cached_on_disk(monkeypatch):
+    """nutpie's log density of a GPRegression gets a graph-wide key, so the numba cache serves it
+    to the next process (its C entry point is then cached too: nutpie_compile._cfunc)."""
+    import pytensor
+    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+
+    from bayes_gp.inference.nutpie_compile import make_functions
+
+    monkeypatch.setattr(pytensor.config, "numba__cache", True)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 5, (12, 2))
+    for kernel, ard in (("expquad", False), ("matern32", True)):
+        gp = GPRegression(X, rng.standard_normal(12), kernel, ard=ard)
+        logp_pt = make_functions(gp.model, "NUMBA")[2]
+        assert CACHED_SRC_FUNCTIONS.get(logp_pt.vm.jit_fn.py_func) is not None, kernel

@@ -186,7 +186,9 @@ def ard_square_dist(X, Xs, ls) -> pt.TensorVariable:
 # ------------------------------------------------------------------------ backends
 @op_backend("numba")
 def _register_numba() -> None:
-    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
+
+    from bayes_gp.op_backends import numba_cache_key
 
     @numba_njit
     def square_dist_numba(X, Xs, ls):
@@ -204,11 +206,11 @@ def _register_numba() -> None:
                     out[i, j] += t * t * wd
         return out
 
-    @numba_funcify.register(ARDSquareDist)
+    @register_funcify_and_cache_key(ARDSquareDist)
     def _numba_square_dist(op, node=None, **kwargs):
-        return square_dist_numba
+        return square_dist_numba, numba_cache_key(op, __name__)
 
-    @numba_funcify.register(ARDSquareDistGrad)
+    @register_funcify_and_cache_key(ARDSquareDistGrad)
     def _numba_square_dist_grad(op, node=None, **kwargs):
         wrt_inputs = op.wrt_inputs
 
@@ -248,7 +250,7 @@ def _register_numba() -> None:
                 gX[:, :] = 0.0
             return gls, gX, gXs
 
-        return square_dist_grad_numba
+        return square_dist_grad_numba, numba_cache_key(op, __name__)
 
 
 @op_backend("jax")

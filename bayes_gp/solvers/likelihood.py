@@ -288,17 +288,21 @@ def marginal_normal(name: str, mu, C, **kwargs):
 @op_backend("numba")
 def _register_numba() -> None:
     import numba
-    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
+    from bayes_gp.op_backends import numba_cache_key
     from bayes_gp.solvers._numba_lapack import build
 
     native = build()  # LAPACK from nopython code; None: PyTensor's bindings are not importable
+    # cached on disk (PyTensor's numba cache) only the native versions: objmode calls Python
+    sources = (__name__, "bayes_gp.solvers._numba_lapack")
 
-    @numba_funcify.register(GPLogp)
+    @register_funcify_and_cache_key(GPLogp)
     def _numba_gp_logp(op, node=None, **kwargs):
         overwrite = op.inplace
+        key = numba_cache_key(op, *sources, native=native is not None)
         if native is not None:  # no objmode: chains in nutpie's threads do not wait for the GIL
-            return native[0](overwrite)
+            return native[0](overwrite), key
         f64 = numba.types.float64
         # PyTensor's numba backend passes scalars as 0-d arrays
         ret_sig = numba.types.Tuple(
@@ -314,13 +318,14 @@ def _register_numba() -> None:
                 ret = (np.asarray(logp, dtype=float), np.ascontiguousarray(alpha), L)
             return ret
 
-        return gp_logp_numba
+        return gp_logp_numba, key
 
-    @numba_funcify.register(CholeskyInverse)
+    @register_funcify_and_cache_key(CholeskyInverse)
     def _numba_chol_inverse(op, node=None, **kwargs):
         overwrite = op.inplace
+        key = numba_cache_key(op, *sources, native=native is not None)
         if native is not None:
-            return native[1](overwrite)
+            return native[1](overwrite), key
         ret_sig = numba.types.float64[:, ::1]
 
         @numba_njit
@@ -329,7 +334,7 @@ def _register_numba() -> None:
                 ret = _inverse_numpy(np.asarray(L), overwrite)
             return ret
 
-        return chol_inverse_numba
+        return chol_inverse_numba, key
 
 
 @op_backend("jax")

@@ -1010,9 +1010,11 @@ def quasisep_marginal(
 # ----------------------------------------------------------------------------- backends
 @op_backend("numba")
 def _register_numba() -> None:
-    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-    @numba_funcify.register(QuasisepLogp)
+    from bayes_gp.op_backends import numba_cache_key
+
+    @register_funcify_and_cache_key(QuasisepLogp)
     def _numba_quasisep(op, node=None, **kwargs):
         core = _logp_grad_core(op.J, op.K)
 
@@ -1027,7 +1029,7 @@ def _register_numba() -> None:
                 np.ascontiguousarray(r),
             )
 
-        return quasisep_numba
+        return quasisep_numba, numba_cache_key(op, __name__)
 
 
 @op_backend("jax")
