@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg import cho_solve, lapack, solve_triangular
 from scipy.special import ndtr, ndtri
 
 from bayes_gp.linalg import jittered_cholesky
@@ -134,8 +134,13 @@ def loo_log_density(fac: GaussianFactor) -> np.ndarray:
     These are the pointwise terms for PSIS-LOO of a non-factorising Gaussian model (Bürkner,
     Gabry & Vehtari 2021).
     """
-    Linv = solve_triangular(fac.L, np.eye(fac.L.shape[0]), lower=True, check_finite=False)
-    cinv_diag = np.sum(Linv * Linv, axis=0)
+    # the diagonal of C^{-1} from the factor (LAPACK potri: ~75 us at n = 100 on one thread,
+    # where a triangular solve against the identity took 0.1-4.6 ms, the multithreaded
+    # OpenBLAS's wake-ups included; it ran once per posterior draw in every sample())
+    inverse, info = lapack.dpotri(fac.L, lower=1)
+    if info != 0:  # pragma: no cover - a factor with a zero pivot is refused by factorize
+        raise np.linalg.LinAlgError(f"LAPACK dpotri failed (info={info})")
+    cinv_diag = np.diag(inverse).copy()
     var = 1.0 / cinv_diag
     resid = fac.alpha / cinv_diag  # t_i - mu_i
     return -0.5 * np.log(var) - 0.5 * resid**2 / var - 0.5 * LOG_2PI
