@@ -25,15 +25,18 @@ per second of wall time (compilation included; ``benchmarks/README.md``):
 
 An explicit ``sampler=`` is always honoured.
 
-Chains: nutpie runs them in threads of one process, in parallel. A model whose log density
-holds one of bayes_gp's Ops that run Python in object mode (``holds_gil``: the
-Laplace-integrated latent GP, the multi-class softmax Laplace, the compact-support band
-factorisation, the Kronecker ICM density) keeps Python's GIL for most of each gradient, so its
-chains would wait for each other: measured (a Poisson ``LatentGP``, 2 chains, load 2-5 from
-other jobs) 8.9-10.9 s one after another against 9.9-10.8 s in parallel at n = 112 (the coal
-data), 72-87 s against 86-90 s at n = 400. For such models :func:`run_nuts` runs the chains
-one after another (``cores=1``) unless ``cores`` is given, and says so: a log line and the
-posterior's ``bayes_gp_cores`` attribute (the report's inference table shows it).
+Chains: nutpie runs them in threads of one process, in parallel. A model whose log density holds
+one of bayes_gp's Ops that run Python in object mode (``holds_gil``: the Laplace-integrated
+latent GP, except with the Bernoulli-logit, binomial and Poisson likelihoods, whose native
+solver :mod:`bayes_gp.latent.native` holds no GIL; the multi-class softmax Laplace; the
+compact-support band factorisation; the Kronecker ICM density) keeps Python's GIL for most of
+each gradient, so its chains would wait for each other: measured (a Poisson ``LatentGP`` on the
+NumPy solver, 2 chains, load 2-5 from other jobs) 8.9-10.9 s one after another against 9.9-10.8
+s in parallel at n = 112 (the coal data), 72-87 s against 86-90 s at n = 400. For such models
+:func:`run_nuts` runs the chains one after another (``cores=1``) unless ``cores`` is given, and
+says so: a log line and the posterior's ``bayes_gp_cores`` attribute (the report's inference
+table shows it). A Laplace latent GP on the native solver runs its chains in parallel, and
+``bayes_gp_cores`` says so.
 
 GPU: ``sampler="numpyro"`` compiles the model to JAX and runs wherever JAX's default backend is.
 With ``jax[cuda13]`` (or ``jax[cuda12]``) installed and an NVIDIA GPU visible, that is the GPU
@@ -95,6 +98,17 @@ def resolve_sampler(sampler: str, latent: bool = False) -> str:
 def _objmode_ops(model: pm.Model) -> list:
     """The Ops in ``model``'s log density whose numba implementation runs Python in object
     mode (``holds_gil``), each once."""
+    return [op for op in _gil_aware_ops(model) if op.holds_gil]
+
+
+def _native_ops(model: pm.Model) -> list:
+    """The Ops in ``model``'s log density that declare ``holds_gil`` False: bayes_gp Ops whose
+    numba implementation is nopython code (the Laplace Op with its native solver), each once."""
+    return [op for op in _gil_aware_ops(model) if not op.holds_gil]
+
+
+def _gil_aware_ops(model: pm.Model) -> list:
+    """The Ops in ``model``'s log density that have a ``holds_gil`` attribute, each once."""
     from pytensor.graph.traversal import applys_between
 
     # model.logp() builds the graph anew (30-45 ms for a latent GP): kept on the model for as
@@ -105,7 +119,7 @@ def _objmode_ops(model: pm.Model) -> list:
         return list(cached[1])
     ops = {}
     for node in applys_between(model.value_vars, [model.logp()]):
-        if getattr(node.op, "holds_gil", False):
+        if hasattr(node.op, "holds_gil"):
             ops.setdefault(id(node.op), node.op)
     found = list(ops.values())
     model._bayes_gp_objmode_ops = (key, found)
@@ -179,6 +193,12 @@ def run_nuts(
                 "other (pass cores= to override)"
             )
             _log.info("bayes_gp: nutpie runs the %d %s", chains, cores_note)
+        elif native := list(dict.fromkeys(type(op).__name__ for op in _native_ops(model))):
+            # recorded too: the same Op holds the GIL for other likelihoods (op.holds_gil)
+            cores_note = (
+                f"chains in parallel: {', '.join(native)} runs nopython code that does not "
+                "hold the GIL (bayes_gp.latent.native)"
+            )
     if backend == "numpyro":  # the JAX implementations of bayes_gp's own Ops
         op_backends.ensure("jax")
     nuts = {"target_accept": target_accept, **kwargs.pop("nuts", {})}

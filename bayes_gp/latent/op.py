@@ -15,8 +15,12 @@ This is a cache only: Newton's method runs to the same tolerance from any start,
 latent posterior the answer does not change beyond that tolerance (for a multimodal Student-t
 posterior, which mode is found can depend on the start, as with any local optimiser).
 
-Backends: ``perform`` (PyTensor's C/Python backends, ``sampler="pymc"``); numba (``nutpie``)
-through ``numba.objmode`` like :class:`bayes_gp.solvers.likelihood.GPLogp`; JAX has no
+Backends: ``perform`` (PyTensor's C/Python backends, ``sampler="pymc"``); numba (``nutpie``):
+for the Bernoulli (logit), binomial and Poisson likelihoods the native stable-form solver of
+:mod:`bayes_gp.latent.native`, nopython code that holds no GIL (chains run in parallel; no warm
+start there, that module's docstring says why), for every other likelihood (and with
+``native=False``) the NumPy solver through ``numba.objmode`` like
+:class:`bayes_gp.solvers.likelihood.GPLogp`; JAX has no
 implementation (the Newton loop with data-dependent iteration counts and line search is not
 written in JAX here) and raises a ``NotImplementedError`` naming ``sampler="nutpie"`` or
 ``sampler="pymc"``.
@@ -67,11 +71,14 @@ class LaplaceLogp(Op):
     Instances compare by identity: each holds its data and its warm-start cache.
     """
 
-    #: Its numba implementation calls Python in object mode (the GIL held): nutpie's chains,
-    #: threads of one process, would wait for each other (bayes_gp.inference.nuts.gil_ops).
-    holds_gil = True
-
-    def __init__(self, likelihood: LatentLikelihood, *, tol: float = 1e-10, max_iter: int = 100):
+    def __init__(
+        self,
+        likelihood: LatentLikelihood,
+        *,
+        tol: float = 1e-10,
+        max_iter: int = 100,
+        native: bool = True,
+    ):
         if not isinstance(likelihood, LatentLikelihood):
             raise TypeError(
                 f"LaplaceLogp needs a LatentLikelihood, got {type(likelihood).__name__}"
@@ -79,6 +86,9 @@ class LaplaceLogp(Op):
         self.likelihood = likelihood
         self.tol = float(tol)
         self.max_iter = int(max_iter)
+        #: Whether the numba backend may use the native solver (:mod:`bayes_gp.latent.native`)
+        #: where it covers the likelihood; ``False`` keeps the NumPy solver in object mode.
+        self.native = bool(native)
         self.last_mode: np.ndarray | None = None  # warm-start cache
         self.last_reason: str = ""  # why the last evaluation was infeasible ("" when it was not)
         #: The last exception an evaluation through the numba backend raised (module
@@ -86,6 +96,26 @@ class LaplaceLogp(Op):
         #: :func:`bayes_gp.inference.nuts.run_nuts` clears it before a nutpie run and reports it.
         self.last_error: BaseException | None = None
         _OPS[id(self)] = self
+
+    @property
+    def uses_native(self) -> bool:
+        """Whether the numba backend runs the native solver for this Op: ``native`` set, the
+        Op a plain :class:`LaplaceLogp` (not a variational or EP subclass) and its likelihood
+        one that :func:`bayes_gp.latent.native.likelihood_code` covers."""
+        if not self.native or type(self) is not LaplaceLogp:
+            return False
+        try:
+            from bayes_gp.latent.native import likelihood_code
+        except ImportError:  # pragma: no cover - PyTensor's numba internals moved
+            return False
+        return likelihood_code(self.likelihood) is not None
+
+    @property
+    def holds_gil(self) -> bool:
+        """Whether its numba implementation calls Python in object mode (the GIL held), so that
+        nutpie's chains, threads of one process, would wait for each other
+        (:func:`bayes_gp.inference.nuts.gil_ops`): not with the native solver."""
+        return not self.uses_native
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -236,10 +266,18 @@ def _compute_by_id(key: int, K, m, phi):
 @op_backend("numba")
 def _register_numba() -> None:
     import numba
-    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-    @numba_funcify.register(LaplaceLogp)
+    @register_funcify_and_cache_key(LaplaceLogp)
     def _numba_laplace_logp(op, node=None, **kwargs):
+        """The native solver's function with its cache key (:mod:`bayes_gp.latent.native`)
+        where it applies, else the object-mode callback (not cacheable: it names the Op)."""
+        if op.uses_native:
+            from bayes_gp.latent.native import numba_function
+
+            found = numba_function(op)
+            if found is not None:
+                return found
         f64 = numba.types.float64
         ret_sig = numba.types.Tuple(
             [numba.types.boolean, numba.types.Array(f64, 0, "C"), f64[:, ::1], f64[::1], f64[::1]]
@@ -254,7 +292,7 @@ def _register_numba() -> None:
                 raise RuntimeError(_CALLBACK_FAILED)
             return ret[1], ret[2], ret[3], ret[4]
 
-        return laplace_logp_numba
+        return laplace_logp_numba, None
 
 
 @op_backend("jax")

@@ -163,7 +163,7 @@ def test_op_warm_start_cache_and_pickle():
     lik = Poisson(np.array([0, 2, 3, 1, 5, 7, 4, 2, 1, 0, 3, 2.0]))
     ls = pt.dscalar("ls")
     K = pt.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / ls**2) + 1e-6 * pt.eye(12)
-    op = LaplaceLogp(lik)
+    op = LaplaceLogp(lik, native=False)  # (the native solver, numba's, has no warm start)
     out = op(K, pt.zeros(12), pt.zeros(0))[0]
     fn = pytensor.function([ls], out, mode="FAST_RUN")
     assert op.last_mode is None
@@ -230,7 +230,7 @@ def test_numba_callback_exception_is_kept_and_raised_in_nopython_code():
     X = np.linspace(0, 4, 5)
     K = np.exp(-0.5 * (X[:, None] - X[None, :]) ** 2) + 1e-6 * np.eye(5)
     Kv = pt.dmatrix("K")
-    op = LaplaceLogp(lik)
+    op = LaplaceLogp(lik, native=False)  # the object-mode path (Poisson has a native solver)
     fn = pytensor.function([Kv], op(Kv, pt.zeros(5), pt.zeros(0))[0], mode="NUMBA")
     expected = laplace(K, np.zeros(5), lik, np.zeros(0)).log_evidence
     compute = op.compute
@@ -255,6 +255,7 @@ import bayes_gp
 X = np.linspace(0.0, 5.0, 8)
 gp = bayes_gp.LatentGP(X, np.array([0, 1, 3, 2, 5, 4, 1, 0]), likelihood="poisson")
 op, compute, calls = gp._op, gp._op.compute, [0]
+op.native = False  # the object-mode path (the Poisson's native solver calls no Python)
 
 
 def failing(K, m, phi):  # fine for the first 40 evaluations (initial point, first steps)
