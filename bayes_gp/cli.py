@@ -236,9 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--likelihood",
         choices=tuple(LIKELIHOODS),
-        help="CSV: a latent GP with this likelihood (methods laplace, latent, map, vi)",
+        help="CSV: a latent GP with this likelihood (methods nuts, nuts_joint, map, vi); "
+        "gaussian: the exact GP of a regression (methods nuts, map)",
     )
-    p.add_argument("--exposure", help="CSV: exposure column (poisson, negative_binomial)")
+    p.add_argument("--exposure", help="CSV: exposure column (poisson, negative_binomial and "
+                   "their zero-inflated and hurdle versions)")  # fmt: skip
     p.add_argument("--trials", help="CSV: trials column (binomial)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     p.set_defaults(func=_cmd_fit)

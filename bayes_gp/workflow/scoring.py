@@ -267,7 +267,8 @@ COLUMN_SCALES = {
     "upper_94": "upper end of the central 94% predictive interval of y* (target's scale)",
     "upper_94@size": "upper end of the central 94% predictive interval of y* at the row's "
     "{size} (target's scale)",
-    "mean_per_unit_exposure": "predictive mean of y* per unit exposure (the rate: mean / {size})",
+    "mean_per_unit_exposure": "predictive mean of y* per unit exposure, at exposure 1 (the "
+    "rate: mean / {size}, but for a hurdle, whose mean is not proportional to the exposure)",
     "mean_per_trial": "predictive mean of y* per trial (the probability: mean / {size})",
     "latent_mean": "posterior mean of the latent function f* (the link scale: log rate, "
     "log-odds, ...)",

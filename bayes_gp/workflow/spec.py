@@ -11,9 +11,10 @@ likelihood its family, and the intercept fixed at the data's location (the const
 :class:`~bayes_gp.GPRegression` and :class:`~bayes_gp.LatentGP` give a model without ``mean=``,
 so that the log density is theirs, :data:`SPEC_ENGINE`); an exposure column is the offset
 ``offset(log(exposure))``, the model predicting as LatentGP with ``exposure=`` at each row's
-exposure and per unit exposure (:class:`~bayes_gp.workflow.exposure.ExposureFormulaGP`). A
-binary classifier of two labels, the ``gaussian`` likelihood and a likelihood without an
-equality test (the hurdles) stay on their classes (:attr:`CSVModel.class_reason`).
+exposure and per unit exposure (:class:`~bayes_gp.workflow.exposure.ExposureFormulaGP`). The
+``gaussian`` likelihood is the regression's gaussian family, the exact GP (the latent function
+integrated out in closed form, R&W eq. 2.30: methods ``nuts`` and ``map``). A binary classifier
+of two labels stays on its class (:attr:`CSVModel.class_reason`).
 Specifications saved before the formula engine (no ``engine`` key) rebuild the class they were
 fitted with, whose hyperparameter names their fits hold.
 """
@@ -30,7 +31,7 @@ import pandas as pd
 
 from bayes_gp._arguments import ArgumentError
 from bayes_gp.declared import Dataset, DeclaredModel, choose_method, load_model
-from bayes_gp.inference.methods import LATENT_RENAMED, RENAMED_BY_TASK
+from bayes_gp.inference.methods import RENAMED_BY_TASK
 
 __all__ = [
     "CSVModel",
@@ -56,11 +57,12 @@ SPEC_ENGINE = "formula"
 _ENGINES = ("formula", "class")
 #: The likelihoods whose formula family, its intercept fixed at :func:`location`, has LatentGP's
 #: log density (tests/workflow/test_spec.py; with an exposure column, the count families' offset
-#: formula, its ``EXPOSURE`` cases); the others (``gaussian``: :attr:`CSVModel.class_reason`;
-#: one without an equality test) stay on LatentGP.
+#: formula, its ``EXPOSURE`` cases); ``gaussian`` is the exact GP (:data:`_REGRESSION_FAMILY`,
+#: GPRegression's log density); a likelihood without an equality test stays on LatentGP.
 _FORMULA_LIKELIHOODS = (
     "poisson", "negative_binomial", "zero_inflated_poisson", "zero_inflated_negative_binomial",
-    "binomial", "bernoulli", "student_t", "beta", "gamma", "ordinal",
+    "hurdle_poisson", "hurdle_negative_binomial", "binomial", "bernoulli", "student_t", "beta",
+    "gamma", "ordinal",
 )  # fmt: skip
 #: The formula family of a CSV regression (no ``likelihood``): the exact GP.
 _REGRESSION_FAMILY = "gaussian"
@@ -124,11 +126,13 @@ class CSVModel:
     ard : bool
     likelihood : str, optional
         A :class:`~bayes_gp.LatentGP` likelihood (``"poisson"``, ``"negative_binomial"``,
-        ``"binomial"``, ``"bernoulli"``, ``"student_t"``, ``"gaussian"``): the model is then a
-        latent GP fitted by ``"nuts"`` (NUTS with the Laplace-integrated GP), ``"nuts_joint"``,
-        ``"map"`` or ``"vi"``.
+        ``"binomial"``, ``"bernoulli"``, ``"student_t"``, the hurdles, ...): the model is then
+        a latent GP fitted by ``"nuts"`` (NUTS with the Laplace-integrated GP), ``"nuts_joint"``,
+        ``"map"`` or ``"vi"``; ``"gaussian"`` is the exact GP of a regression (the latent
+        function integrated out in closed form), fitted by ``"nuts"`` or ``"map"``.
     exposure, trials : str, optional
-        Column of the exposure (Poisson, negative binomial) or of the trials (binomial).
+        Column of the exposure (the count likelihoods: Poisson, negative binomial, their
+        zero-inflated and hurdle versions) or of the trials (binomial).
     engine : {"formula", "class"}
         ``"formula"`` (default): the model is the formula model :attr:`formula` where there is
         one (:attr:`class_reason` says where not); ``"class"``: GPRegression, GPClassifier or
@@ -225,12 +229,9 @@ class CSVModel:
             # (the formula's latent GP has no EP) and predicts p_positive and the label
             return ("a classifier of two labels: GPClassifier fits by EP and predicts labels, "
                     "which the bernoulli formula (0/1, no EP) does not")  # fmt: skip
-        if self.likelihood is not None and self.likelihood not in _FORMULA_LIKELIHOODS:
+        if self.likelihood not in (None, _REGRESSION_FAMILY, *_FORMULA_LIKELIHOODS):
             return (f"the likelihood {self.likelihood!r} has no formula family whose log "
                     "density is checked to be LatentGP's (tests/workflow/test_spec.py)")  # fmt: skip
-        if self.likelihood == "gaussian":
-            return ("the gaussian likelihood of a latent GP fits by nuts_joint and vi; the "
-                    "gaussian formula family is the exact GPRegression (nuts, map)")  # fmt: skip
         if any("`" in c for c in (*self.x, self.y, *filter(None, [self.size_column]))):
             return "a column name with a backtick, which a formula cannot quote"
         return None
@@ -256,19 +257,29 @@ class CSVModel:
 
     @property
     def renamed(self) -> Mapping[str, str]:
-        """The previous release's method names, old -> new: a latent GP's (with a
-        ``likelihood``) or the task's (:data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`)."""
+        """The previous release's method names, old -> new: with a ``likelihood`` the
+        engine's (the formula model's ``renamed_methods``, a latent GP's on its class), else
+        the task's (:data:`~bayes_gp.inference.methods.RENAMED_BY_TASK`)."""
         if self.likelihood is not None:
-            return LATENT_RENAMED
+            return self._likelihood_engine.renamed_methods
         return RENAMED_BY_TASK[self.task]
 
     @property
     def methods(self) -> tuple[str, ...]:
+        """The fit methods, the default first: with a ``likelihood`` the engine's (``"gaussian"``:
+        the exact GP's ``nuts``, ``map``; another: LatentGP's), else :data:`CSV_METHODS`."""
         if self.likelihood is not None:
-            from bayes_gp.latent import LatentGP
-
-            return LatentGP.fit_methods
+            return self._likelihood_engine.fit_methods
         return CSV_METHODS[self.task]
+
+    @property
+    def _likelihood_engine(self) -> type:
+        """The class a model with a ``likelihood`` is built on: the formula family's engine
+        (:func:`~bayes_gp.formula.engines.engine_class`), or LatentGP (:attr:`class_reason`)."""
+        from bayes_gp.formula.engines import engine_class
+        from bayes_gp.latent import LatentGP
+
+        return LatentGP if self.formula is None else engine_class(self.family)
 
     def settings(self, fast: bool) -> dict:
         return dict(DEFAULT_SETTINGS["fast" if fast else "full"])
