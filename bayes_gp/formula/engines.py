@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from scipy.special import logit
 
+from bayes_gp.classification.likelihoods import average_probability
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
 from bayes_gp.formula.checks import term_error_checks
 from bayes_gp.formula.covariance import FixedMean
@@ -26,15 +28,17 @@ from bayes_gp.formula.grouped import (
 )
 from bayes_gp.formula.lowrank import LowRankLikelihood, lowrank_cost
 from bayes_gp.formula.terms import FormulaTerms, _HSGPTermView, _InducingTermView, _sum
+from bayes_gp.inference.methods import EP
 from bayes_gp.latent.model import LINK_SCALE, LatentGP
 from bayes_gp.latent.predictive import joint_conditional
 from bayes_gp.linalg import plus_diagonal
 from bayes_gp.predictive import (
     Prediction,
+    binary_scores,
     factorize,
 )
 from bayes_gp.predictive import predict as gaussian_predict
-from bayes_gp.protocol import is_nuts
+from bayes_gp.protocol import HeldOutPredictive, is_nuts
 from bayes_gp.regression.gpr import GPRegression
 from bayes_gp.solvers.exact import dense_memory_bytes, dense_memory_limit
 
@@ -43,6 +47,7 @@ __all__ = [
     "FormulaLatentGP",
     "FormulaMulticlass",
     "engine_class",
+    "engine_methods",
     "GROUPED_MIN_N",
 ]
 
@@ -435,12 +440,35 @@ FAMILY_PARAMS = {
 
 
 class FormulaLatentGP(FormulaTerms, LatentGP):
-    """A formula model of a non-Gaussian family: the latent function (GP terms, group effects
-    and coefficients) integrated out by Laplace inside NUTS; see :func:`Model`."""
+    r"""A formula model of a non-Gaussian family: the latent function (GP terms, group effects
+    and coefficients) integrated out by Laplace inside NUTS; see :func:`Model`.
+
+    The bernoulli family is a binary classifier of any two labels (``classes``, the event
+    last: :func:`~bayes_gp.formula.model.binary_response`), with
+    :class:`~bayes_gp.GPClassifier`'s outputs: :meth:`predict_proba` the probability of the
+    event, :meth:`predict_labels` the label, the prediction columns ``p_positive``,
+    ``latent_mean``, ``latent_sd``, ``predicted`` and its held-out scores; with the probit
+    link it also fits by expectation propagation, ``fit("ep")`` (R&W §3.6: LatentGP's
+    :meth:`~bayes_gp.LatentGP.fit_ep`, :mod:`bayes_gp.latent.ep`).
+    """
+
+    #: ``fit(method)``: LatentGP's methods and EP (the bernoulli family with the probit link;
+    #: :meth:`_check_ep` refuses the others). An instance lists the ones it has in
+    #: ``fit_methods`` (:func:`engine_methods`).
+    _FITS: ClassVar[dict[str, tuple[str, dict]]] = {**LatentGP._FITS, EP: ("fit_ep", {})}
 
     def __init__(self, parsed, design, y, family, *, link=None, priors=None, kernels=None,
-                 jitter=None, trials=None, censored=None, upper=None):  # fmt: skip
+                 jitter=None, trials=None, censored=None, upper=None, classes=None):  # fmt: skip
         priors = dict(priors or {})
+        if family == "bernoulli":
+            self.classes_ = np.array([0.0, 1.0]) if classes is None else np.asarray(classes)
+            if self.classes_.shape != (2,):
+                raise ValueError(f"`classes` holds the two labels (the event last), got "
+                                 f"{self.classes_.tolist()}")  # fmt: skip
+        elif classes is not None:
+            raise ValueError(f"`classes` (the two labels) goes with the bernoulli family, not "
+                             f"{family!r}")  # fmt: skip
+        self.fit_methods = engine_methods(family, link)
         self._family_params = FAMILY_PARAMS.get(family, ())
         if family == "ordinal" and "Intercept" in priors:
             raise ValueError(
@@ -506,11 +534,110 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
         return super().predict(self._design_of(X_new), fit, size=size, max_draws=max_draws,
                                random_seed=random_seed)  # fmt: skip
 
-    def predict_proba(self, X_new, fit, *, max_draws: int = 200) -> np.ndarray:
-        """The ordinal family's category probabilities at new data (a DataFrame with the
-        formula's columns, or a design matrix): :meth:`LatentGP.predict_proba
-        <bayes_gp.LatentGP.predict_proba>`."""
-        return super().predict_proba(self._design_of(X_new), fit, max_draws=max_draws)
+    def predict_proba(self, X_new, fit, *, max_draws: int | None = None) -> np.ndarray:
+        """At new data (a DataFrame with the formula's columns, or a design matrix): the
+        bernoulli family's probability of the event ``classes_[1]``, ``(m,)``
+        (:meth:`GPClassifier.predict_proba <bayes_gp.GPClassifier.predict_proba>`, up to 500
+        NUTS draws), the ordinal family's category probabilities, ``(m, K)``
+        (:meth:`LatentGP.predict_proba <bayes_gp.LatentGP.predict_proba>`, up to 200)."""
+        if self.family == "bernoulli":
+            Xn = self._check_new(self._design_of(X_new))
+            return self._event_probability(Xn, fit, 500 if max_draws is None else max_draws)
+        return super().predict_proba(self._design_of(X_new), fit,
+                                     max_draws=200 if max_draws is None else max_draws)  # fmt: skip
+
+    # -------------------------------------------------- bernoulli: a classifier of two labels
+    def _check_ep(self) -> None:
+        """EP's tilted moments are closed-form for the bernoulli likelihood with the probit
+        link only (:mod:`bayes_gp.latent.ep`): any other family or link is refused here,
+        before the EP evidence is built."""
+        if self.family != "bernoulli" or self.link != "probit":
+            raise ValueError(
+                f"fit('ep') is expectation propagation for family='bernoulli' with "
+                f"link='probit' (its tilted moments are closed-form, R&W §3.6); this model is "
+                f"family={self.family!r} with the {self.link} link: use link='probit' for a "
+                f"binary outcome, or fit by {', '.join(map(repr, LatentGP.fit_methods))}"
+            )
+
+    def _check_binary(self, what: str) -> None:
+        if self.family != "bernoulli":
+            raise ValueError(f"{what} is the bernoulli family's (a binary classifier); this "
+                             f"model's family is {self.family!r}")  # fmt: skip
+
+    def _event_probability(self, Xn, fit, max_draws: int) -> np.ndarray:
+        r""":math:`P(y_* = \text{event})`, GPClassifier's average over the draws of
+        :math:`\int g^{-1}(f_*) q(f_*) df_*`
+        (:func:`~bayes_gp.classification.likelihoods.average_probability`)."""
+        means, variances, _ = self._latent_moments(Xn, fit, max_draws)
+        return average_probability(self.link, means, variances).mean(axis=0)
+
+    def predict_labels(self, X_new, fit, *, max_draws: int = 500) -> np.ndarray:
+        """The bernoulli family's predicted labels at new data: the event ``classes_[1]``
+        where its probability (:meth:`predict_proba`) exceeds 1/2, else ``classes_[0]``
+        (:meth:`GPClassifier.predict <bayes_gp.GPClassifier.predict>`)."""
+        p = self.predict_proba(X_new, fit, max_draws=max_draws)
+        return np.where(p > 0.5, self.classes_[1], self.classes_[0])
+
+    def prediction_columns(self, X_new, fit) -> dict[str, np.ndarray]:
+        """The bernoulli family's columns are GPClassifier's: the probability of the event
+        ``classes_[1]`` (``p_positive``), the latent mean and sd, and the predicted label;
+        the other families' LatentGP's."""
+        if self.family != "bernoulli":
+            return super().prediction_columns(X_new, fit)
+        Xn = self._check_new(self._design_of(X_new))
+        means, variances, _ = self._latent_moments(Xn, fit, 500)
+        p = average_probability(self.link, means, variances).mean(axis=0)
+        sd = np.sqrt(variances.mean(axis=0) + means.var(axis=0))
+        predicted = np.where(p > 0.5, self.classes_[1], self.classes_[0])
+        return {"p_positive": p, "latent_mean": means.mean(axis=0), "latent_sd": sd,
+                "predicted": predicted}  # fmt: skip
+
+    def _event_indicator(self, y) -> np.ndarray:
+        """Held-out labels ``y`` as 1.0 for the event ``classes_[1]`` and 0.0 for the other; a
+        label not seen in training is a ``ValueError``."""
+        labels = np.asarray(getattr(y, "to_numpy", lambda: y)()).ravel()
+        unknown = ~np.isin(labels, self.classes_)
+        if unknown.any():
+            raise ValueError(
+                f"held-out labels {sorted(set(labels[unknown].tolist()))[:5]} are not among the "
+                f"training classes {self.classes_.tolist()}"
+            )
+        return (labels == self.classes_[1]).astype(float)
+
+    def scores(self, y, columns) -> dict[str, float]:
+        """The bernoulli family: accuracy, log loss and Brier score of ``p_positive`` for the
+        labels ``y`` (GPClassifier's); the other families: LatentGP's."""
+        if self.family != "bernoulli":
+            return super().scores(y, columns)
+        return binary_scores(self._event_indicator(y), columns["p_positive"])
+
+    def held_out_predictive(self, X_new, y, fit, *, size=None) -> HeldOutPredictive:
+        """The bernoulli family: the probability of the event at ``X_new`` beside the held-out
+        labels ``y`` (any of the two training labels); the other families: LatentGP's."""
+        if self.family != "bernoulli":
+            return super().held_out_predictive(X_new, y, fit, size=size)
+        if size is not None:
+            raise ValueError("a binary outcome has no exposure or trials (`size`)")
+        t = self._event_indicator(y)
+        p = self._event_probability(self._check_new(self._design_of(X_new)), fit, 200)
+        if p.shape[0] != t.shape[0]:
+            raise ValueError(f"`X_new` has {p.shape[0]} rows but held-out `y` has {t.size}")
+        return HeldOutPredictive("probability", probability=p, outcome=t)
+
+    def bands(self, grid, fit, *, along: int | str = 0):
+        """LatentGP's bands; the bernoulli family's name its event (``positive``)."""
+        bands = super().bands(grid, fit, along=along)
+        if self.family != "bernoulli":
+            return bands
+        return dataclasses.replace(bands, positive=str(self.classes_[1]))
+
+    def describe(self) -> list[tuple[str, object]]:
+        rows = super().describe()
+        if self.family == "bernoulli":
+            other, event = self.classes_
+            rows.insert(2, ("event", f"{event!r}: the model gives P(y = {event!r}); the other "
+                                     f"label is {other!r}"))  # fmt: skip
+        return rows
 
     def describe_engine(self) -> str:
         n = self.X.shape[0]
@@ -573,6 +700,13 @@ class FormulaMulticlass(FormulaTerms, MulticlassGPClassifier):
             f"on the {C}n-dimensional mode); NUTS sees {len(self.hyperparameters)} "
             "hyperparameters; joint latent NUTS with method='nuts_joint'"
         )
+
+
+def engine_methods(family: str, link: str | None = None) -> tuple[str, ...]:
+    """The fit methods of a formula model of ``family`` and ``link``: its engine class's, and
+    ``"ep"`` for the bernoulli family with the probit link (:class:`FormulaLatentGP`)."""
+    methods = engine_class(family).fit_methods
+    return (*methods, EP) if family == "bernoulli" and link == "probit" else methods
 
 
 def engine_class(family: str) -> type:

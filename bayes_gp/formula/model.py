@@ -47,6 +47,7 @@ from bayes_gp.latent.ordinal import Ordinal, ordinal_codes
 
 __all__ = [
     "Model",
+    "binary_response",
     "FormulaRegression",
     "FormulaLatentGP",
     "FormulaMulticlass",
@@ -85,6 +86,11 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
     """The response as floats, or a ``ValueError`` naming its column when the family cannot
     have it (negative or fractional counts, successes outside 0..trials, one class)."""
     name = parsed.response
+    if parsed.event is not None and family != "bernoulli":
+        raise ValueError(
+            f"{name}[{parsed.event!r}] picks the event level of a bernoulli response; the "
+            f"family is {family!r}: write the response as {name!r}"
+        )
     if family == "ordinal":  # codes 0..K-1 or an ordered Categorical's codes
         try:
             codes, _labels = ordinal_codes(y)
@@ -92,6 +98,8 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
         except ValueError as err:
             raise ValueError(f"the response {name!r}: {err}") from None
         return codes
+    if family == "bernoulli":
+        return binary_response(y, name, parsed.event)[0]
     if family == "categorical":
         y = np.asarray(y)
         if np.unique(y).size < 2:
@@ -102,8 +110,8 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
         y = y.astype(float)
     if not pd.api.types.is_numeric_dtype(y):
         raise ValueError(
-            f"the response {name!r} is not numeric ({y.dtype}); for a binary outcome code it "
-            "0/1 (family='bernoulli')"
+            f"the response {name!r} is not numeric ({y.dtype}); a binary outcome of any two "
+            "labels is family='bernoulli', more classes family='categorical'"
         )
     y = np.asarray(y, float)
 
@@ -129,19 +137,83 @@ def _check_response(family: str, parsed: ParsedFormula, y, trials) -> np.ndarray
         bad(y <= 0, "positive values")
     elif family in ("weibull", "lognormal"):
         bad(y <= 0, "positive survival times")
-    elif family == "bernoulli":
-        bad((y != 0) & (y != 1), "0/1 outcomes")
-        if np.unique(y).size < 2:
-            raise ValueError(
-                f"the response {name!r} has one class only ({y[0]:g} in every row): a "
-                "bernoulli model needs both outcomes"
-            )
     elif family == "binomial":
         t = parsed.trials
         bad((trials <= 0) | (trials != np.round(trials)), "positive whole trials", trials, t)
         bad((y < 0) | (y != np.round(y)), "non-negative whole successes")
         bad(y > trials, f"successes at most the trials ({t!r})")
     return y
+
+
+def binary_response(y, name: str, event: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""A bernoulli response of any two labels as 0/1 and its two classes, the event last.
+
+    The event (the class whose probability :math:`P(y = \text{event}) = g^{-1}(f)` the model
+    gives) is ``event`` where the formula names it (``y['level'] ~ ...``: formulae's subset
+    notation, as in Bambi; a number is matched by its text, ``y['2']``), else the larger of the
+    two sorted labels: :class:`~bayes_gp.GPClassifier`'s positive class (``np.unique``'s order:
+    1 of 0/1, ``True`` of booleans, ``"yes"`` of ``"no"``/``"yes"``, a Categorical's values
+    sorted, not its category order).
+
+    Parameters
+    ----------
+    y : array_like (n,)
+        The response column: two distinct labels (numbers, booleans, strings, categories).
+    name : str
+        The column's name, for the errors.
+    event : str, optional
+        The event level, as written in the formula.
+
+    Returns
+    -------
+    t : ndarray (n,)
+        1.0 where ``y`` is the event, else 0.0.
+    classes : ndarray (2,)
+        The other label, then the event (``classes[1]``, as ``GPClassifier.classes_``).
+
+    Raises
+    ------
+    ValueError
+        For a response with one label (the model needs both outcomes), three or more (family
+        ``"categorical"`` models them), labels that cannot be ordered, or an ``event`` that is
+        not one of the labels.
+    """
+    labels = np.asarray(getattr(y, "to_numpy", lambda: y)())
+    try:
+        classes = np.unique(labels)
+    except TypeError:  # mixed kinds (numbers and text) have no order
+        raise ValueError(
+            f"the response {name!r} mixes numbers and text ({sorted(set(map(repr, labels)))[:4]}"
+            "); give its two labels one type"
+        ) from None
+    if classes.size == 1:
+        raise ValueError(
+            f"the response {name!r} has one class only ({classes[0]!r} in every row): a "
+            "bernoulli model needs both outcomes"
+        )
+    if classes.size > 2:
+        shown = ", ".join(map(repr, classes[:5].tolist())) + (", ..." if classes.size > 5 else "")
+        raise ValueError(
+            f"the bernoulli family models two outcomes; the response {name!r} has "
+            f"{classes.size} distinct labels ({shown}): use family='categorical' for more than "
+            "two classes"
+        )
+    if event is not None:
+        text = [str(c) for c in classes.tolist()]
+        matches = [i for i, c in enumerate(text) if c == event]
+        if not matches and labels.dtype.kind in "iuf":  # y['2'] of the numbers 1 and 2
+            try:
+                matches = [i for i, c in enumerate(classes.tolist()) if c == float(event)]
+            except ValueError:
+                matches = []
+        if not matches:
+            raise ValueError(
+                f"{name}[{event!r}] names the event level {event!r}, which the response "
+                f"{name!r} does not hold; its labels are {text}"
+            )
+        if matches[0] == 0:
+            classes = classes[::-1]
+    return (labels == classes[1]).astype(float), classes
 
 
 def Model(formula: str, data, family: str = "gaussian", *, link: str | None = None,
@@ -162,8 +234,10 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
     data : DataFrame or dict of columns
         Every column the formula names; NaN or infinite values are refused (with the rows).
     family : str
-        One of :data:`FAMILIES`; ``"categorical"`` (softmax) for more than two classes, its
-        response any labels.
+        One of :data:`FAMILIES`; ``"bernoulli"`` for two classes, its response any two labels
+        (0/1, booleans, strings, categories; the event the larger label, or ``y['level']``:
+        :func:`binary_response`), ``"categorical"`` (softmax) for more than two, its response
+        any labels.
     link : str, optional
         ``bernoulli`` and ``ordinal``: ``"logit"`` (default) or ``"probit"``. The ordinal
         family's response is an ordered Categorical or codes 0..K-1; its formula intercept is
@@ -241,7 +315,7 @@ def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=N
     trials = frame[parsed.trials].to_numpy(float) if parsed.trials else None
     censored, upper = (_censoring_column(frame, role, value, family)
                        for role, value in (("censored", censored), ("upper", upper)))  # fmt: skip
-    y = _check_response(family, parsed, y, trials)
+    labels, y = y, _check_response(family, parsed, y, trials)
     if family == "gaussian":
         if link not in (None, "identity"):
             raise ValueError(f"the gaussian family has the identity link, not {link!r}")
@@ -279,12 +353,13 @@ def engine_arguments(formula, data, family, *, link=None, priors=None, kernels=N
             (parsed, design, y),
             dict(priors=priors, kernels=kernels, jitter=jitter),
         )
-    censoring = dict(censored=censored, upper=upper) if family in CENSORED_FAMILIES else {}
+    own = dict(censored=censored, upper=upper) if family in CENSORED_FAMILIES else {}
+    if family == "bernoulli":  # its two labels, the event last
+        own["classes"] = binary_response(labels, parsed.response, parsed.event)[1]
     return (
         FormulaLatentGP,
         (parsed, design, y, family),
-        dict(link=link, priors=priors, kernels=kernels, jitter=jitter, trials=trials,
-             **censoring),
+        dict(link=link, priors=priors, kernels=kernels, jitter=jitter, trials=trials, **own),
     )
 
 

@@ -24,6 +24,11 @@ as in Bambi) with three more calls:
   exchangeable random effect of the levels.
 * ``offset(expr)``: a term with coefficient fixed at one (``offset(log(exposure))``).
 * ``p(successes, trials)`` as the response of a binomial family.
+* ``y['level'] ~ ...`` (or ``y[level]``: formulae's and Bambi's subset notation) as the
+  response of a bernoulli family: ``level`` is the event, :math:`P(y = \text{level})` the
+  modelled probability. Without it the event is the larger of the response's two sorted labels
+  (1 of 0/1, ``True``, ``"yes"`` of ``"no"``/``"yes"``): :class:`~bayes_gp.GPClassifier`'s
+  positive class, where Bambi takes the first level.
 
 Everything else on the right-hand side — numeric columns, ``C(region)``, interactions
 ``x1:x2``, transformations ``np.log(x)`` — is a common (fixed) effect whose design matrix
@@ -114,6 +119,7 @@ class ParsedFormula:
     group_terms: tuple[GroupTerm, ...]
     offset: Any  # formulae's lazy expression of offset(...), or None
     offset_name: str | None
+    event: str | None = None  # the level of y['level'] (a bernoulli response's event)
 
     @property
     def variables(self) -> list[str]:
@@ -283,7 +289,7 @@ def parse_formula(formula: str) -> ParsedFormula:
         raise ValueError(f"cannot parse the formula {formula!r}: {err}") from err
     if desc.response is None:
         raise ValueError(f"the formula {formula!r} has no response on the left of '~'")
-    response, trials = _response(desc.response.term, formula)
+    response, trials, event = _response(desc.response.term, formula)
     gp_terms: list[GPTerm] = []
     fixed: list[str] = []
     fixed_vars: set[str] = set()
@@ -342,11 +348,13 @@ def parse_formula(formula: str) -> ParsedFormula:
         groups.append(GroupTerm(g.name, expr, factor))
     return ParsedFormula(
         formula, response, trials, intercept, tuple(fixed), frozenset(fixed_vars),
-        tuple(gp_terms), tuple(groups), offset, offset_name,
+        tuple(gp_terms), tuple(groups), offset, offset_name, event,
     )  # fmt: skip
 
 
-def _response(term, formula: str) -> tuple[str, str | None]:
+def _response(term, formula: str) -> tuple[str, str | None, str | None]:
+    """The response column, the trials column of ``p(successes, trials)`` and the event level
+    of ``y['level']`` (each ``None`` when not written)."""
     call = _call_of(term)
     if call is not None and call.callee == "p":
         if len(call.args) != 2 or not all(isinstance(a, LazyVariable) for a in call.args):
@@ -354,11 +362,12 @@ def _response(term, formula: str) -> tuple[str, str | None]:
                 f"a binomial response is written p(successes, trials) with two column names, "
                 f"in {formula!r}"
             )
-        return call.args[0].name, call.args[1].name
+        return call.args[0].name, call.args[1].name, None
     comps = getattr(term, "components", [])
     if len(comps) != 1 or call is not None or not hasattr(comps[0], "name"):
         raise ValueError(
             f"the response of {formula!r} must be a column name (or p(successes, trials)); "
             "transform it in the data"
         )
-    return comps[0].name, None
+    event = getattr(comps[0], "reference", None)
+    return comps[0].name, None, None if event is None else str(event)

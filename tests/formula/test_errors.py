@@ -95,7 +95,7 @@ def test_by_level_with_one_row():
     [
         ("poisson", "counts ~ gp(t)", ("counts", 3, -1.0), "non-negative whole counts.*'counts' has -1 in row 3"),
         ("negative_binomial", "counts ~ gp(t)", ("counts", 2, 1.5), "whole counts.*1.5 in row 2"),
-        ("bernoulli", "yes ~ gp(t)", ("yes", 4, 2.0), "0/1 outcomes.*'yes' has 2 in row 4"),
+        ("bernoulli", "yes ~ gp(t)", ("yes", 4, 2.0), "'yes' has 3 distinct labels.*family='categorical'"),
         ("bernoulli", "yes ~ gp(t)", ("yes", slice(None), 0.0), "one class only"),
         ("binomial", "p(succ, trials) ~ gp(t)", ("succ", 1, 6.0), r"at most the trials \('trials'\).*row 1"),
         ("binomial", "p(succ, trials) ~ gp(t)", ("trials", 0, 0.0), "positive whole trials.*has 0 in row 0"),
@@ -120,7 +120,7 @@ def test_family_and_response_form_must_agree():
         Model("p(succ, trials) ~ gp(t)", DATA, family="poisson")
     with pytest.raises(ValueError, match=r"needs the response p\(successes, trials\)"):
         Model("succ ~ gp(t)", DATA, family="binomial")
-    with pytest.raises(ValueError, match="not numeric"):
+    with pytest.raises(ValueError, match="'site' has 6 distinct labels.*family='categorical'"):
         Model("site ~ gp(t)", DATA, family="bernoulli")
 
 
