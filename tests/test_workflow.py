@@ -275,9 +275,10 @@ def test_laplace_fit_reloads_and_predicts_the_same_numbers(csv_file, tmp_path):
     np.testing.assert_array_equal(
         again.model.predict_proba(x_new, again.fit), res.model.predict_proba(x_new, res.fit)
     )
-    latent_a, latent_b = again.model.latent(x_new, again.fit), res.model.latent(x_new, res.fit)
-    for a, b in zip(latent_a, latent_b, strict=True):
-        np.testing.assert_array_equal(a, b)
+    cols_a, cols_b = (r.model.prediction_columns(x_new, r.fit) for r in (again, res))
+    assert list(cols_a) == ["p_positive", "latent_mean", "latent_sd", "predicted"]
+    for name, column in cols_a.items():  # the latent mean and sd, the labels
+        np.testing.assert_array_equal(column, cols_b[name])
 
 
 def test_raised_jitter_survives_save_and_load(csv_file, tmp_path):

@@ -13,10 +13,15 @@ so that the log density is theirs, :data:`SPEC_ENGINE`); an exposure column is t
 ``offset(log(exposure))``, the model predicting as LatentGP with ``exposure=`` at each row's
 exposure and per unit exposure (:class:`~bayes_gp.workflow.exposure.ExposureFormulaGP`). The
 ``gaussian`` likelihood is the regression's gaussian family, the exact GP (the latent function
-integrated out in closed form, R&W eq. 2.30: methods ``nuts`` and ``map``). A binary classifier
-of two labels stays on its class (:attr:`CSVModel.class_reason`).
-Specifications saved before the formula engine (no ``engine`` key) rebuild the class they were
-fitted with, whose hyperparameter names their fits hold.
+integrated out in closed form, R&W eq. 2.30: methods ``nuts`` and ``map``). A classifier
+(``task="classification"``) is the bernoulli family of its two labels, the larger the event
+(GPClassifier's positive class) and GPClassifier's link for the method (probit for ``ep``,
+logit otherwise), predicting GPClassifier's columns ``p_positive``, ``latent_mean``,
+``latent_sd`` and ``predicted``; its methods and their old names stay the classifier's
+(:data:`CSV_METHODS`, ``map`` first), and ``map`` is the MAP estimate of every latent formula
+model (GPClassifier's ``map`` was ML-II, without the prior). Specifications saved before the
+formula engine (no ``engine`` key) rebuild the class they were fitted with, whose
+hyperparameter names their fits hold.
 """
 
 from __future__ import annotations
@@ -211,8 +216,9 @@ class CSVModel:
 
     @property
     def family(self) -> str:
-        """The formula family: the likelihood, or ``"gaussian"`` for a regression
-        (``"bernoulli"`` for a classifier, which stays on GPClassifier: :attr:`class_reason`)."""
+        """The formula family: the likelihood, or ``"gaussian"`` for a regression and
+        ``"bernoulli"`` for a classifier (its two labels the response, the larger the event:
+        GPClassifier's positive class, :func:`~bayes_gp.formula.model.binary_response`)."""
         if self.likelihood is not None:
             return self.likelihood
         return _REGRESSION_FAMILY if self.task == "regression" else "bernoulli"
@@ -223,12 +229,6 @@ class CSVModel:
         it is a formula model (:attr:`formula`)."""
         if self.engine == "class":
             return "a specification saved before the formula engine: its fit names the class's"
-        if self.likelihood is None and self.task == "classification":
-            # GPClassifier's log density is the bernoulli formula's (tests/workflow/
-            # test_csv_formula.py), but it takes any two labels (a formula: 0/1), fits by EP
-            # (the formula's latent GP has no EP) and predicts p_positive and the label
-            return ("a classifier of two labels: GPClassifier fits by EP and predicts labels, "
-                    "which the bernoulli formula (0/1, no EP) does not")  # fmt: skip
         if self.likelihood not in (None, _REGRESSION_FAMILY, *_FORMULA_LIKELIHOODS):
             return (f"the likelihood {self.likelihood!r} has no formula family whose log "
                     "density is checked to be LatentGP's (tests/workflow/test_spec.py)")  # fmt: skip
@@ -241,7 +241,9 @@ class CSVModel:
         """The formula of the model (:func:`bayes_gp.Model`), ``None`` where it is built from
         its class (:attr:`class_reason`): ``y ~ gp(x1, x2, kernel='...', ard=...)``, the
         response ``p(y, trials)`` for the binomial likelihood, ``+ offset(log(exposure))``
-        with an exposure column."""
+        with an exposure column. A classifier's is the bernoulli family's, its response the
+        labels, with GPClassifier's link for the method (:data:`_LINKS`: probit for ``ep``,
+        else logit), which :meth:`build` gives it."""
         if self.class_reason is not None:
             return None
         q = _quoted
@@ -379,7 +381,7 @@ class CSVModel:
 
         method = choose_method(self.name, self.methods, method, self.renamed)
         if self.formula is not None:
-            return self._formula_model(data)
+            return self._formula_model(data, method)
         X = pd.DataFrame(data.X_train, columns=data.feature_names)
         if self.likelihood is not None:
             from bayes_gp.latent import LatentGP
@@ -391,10 +393,11 @@ class CSVModel:
         link = _LINKS.get(method, "logit")
         return GPClassifier(X, data.y_train, self.kernel, link=link, ard=self.ard)
 
-    def _formula_model(self, data: Dataset):
+    def _formula_model(self, data: Dataset, method: str):
         r"""The formula model :attr:`formula` of ``data``, its intercept fixed at the data's
         location :func:`location` (the classes' constant mean without ``mean=``): the same
-        log density as the class, :math:`\log p(y \mid \theta) + \log p(\theta)`. With an
+        log density as the class, :math:`\log p(y \mid \theta) + \log p(\theta)`; a
+        classifier's link GPClassifier's for ``method`` (:data:`_LINKS`). With an
         exposure column, :class:`~bayes_gp.workflow.exposure.ExposureFormulaGP` (LatentGP's
         predictions at the rows' exposure and per unit exposure)."""
         from bayes_gp.formula.model import engine_arguments
@@ -411,7 +414,10 @@ class CSVModel:
         family = self.family
         # the ordinal family drops the intercept (its cut-points carry the location)
         priors = None if family == "ordinal" else {"Intercept": location(family, data)}
-        cls, args, kwargs = engine_arguments(self.formula, frame, family, priors=priors)
+        classifier = self.likelihood is None and self.task == "classification"
+        link = _LINKS.get(method, "logit") if classifier else None
+        cls, args, kwargs = engine_arguments(self.formula, frame, family, link=link,
+                                             priors=priors)  # fmt: skip
         if self.exposure:
             from bayes_gp.workflow.exposure import ExposureFormulaGP
 
@@ -436,7 +442,12 @@ def location(family: str, data: Dataset) -> float:
     from bayes_gp.latent.model import LIKELIHOODS as LATENT
     from bayes_gp.latent.model import latent_location, make_likelihood
 
-    y = np.asarray(data.y_train, float)
+    y = data.y_train
+    if family == "bernoulli":  # a classifier's two labels: the event's indicator
+        from bayes_gp.formula.model import binary_response
+
+        y = binary_response(y, str(data.target_name))[0]
+    y = np.asarray(y, float)
     size_name = LATENT[family][0].size_name
     sizes = {size_name: data.size_train} if size_name and data.size_train is not None else {}
     lik, _ = make_likelihood(family, None, y, y.size, **sizes)
@@ -552,9 +563,11 @@ class FormulaCSVModel:
 
     @property
     def methods(self) -> tuple[str, ...]:
-        from bayes_gp.formula.model import engine_class
+        """The engine's fit methods, ``ep`` included for the bernoulli family with the probit
+        link (:func:`~bayes_gp.formula.engines.engine_methods`)."""
+        from bayes_gp.formula.engines import engine_methods
 
-        return engine_class(self.family).fit_methods
+        return engine_methods(self.family, self.link)
 
     def settings(self, fast: bool) -> dict:
         return dict(DEFAULT_SETTINGS["fast" if fast else "full"])
@@ -583,6 +596,8 @@ class FormulaCSVModel:
         cannot have) without building the model. ``fast`` is ignored: a CSV file has one
         size."""
         _, (parsed, design, y, *_), kwargs = self._arguments()
+        if "classes" in kwargs:  # a bernoulli response's labels, as the file holds them
+            y = kwargs["classes"][y.astype(int)]
         trials = kwargs.get("trials")
         return Dataset(
             X_train=design.X,

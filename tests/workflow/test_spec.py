@@ -260,24 +260,79 @@ def test_latent_map_fit_and_predictions_are_the_class_ones(csv_path, case):
         pd.testing.assert_frame_equal(*unit, rtol=1e-6, atol=1e-8)  # no exposure column: 1
 
 
-@pytest.mark.parametrize("link", ["logit", "probit"])
-def test_a_classifier_of_labels_stays_on_gpclassifier(csv_path, link):
-    """``--task classification`` keeps GPClassifier (two labels of any kind, EP, predicted
-    labels and ``p_positive``: :attr:`CSVModel.class_reason`), whose log density is the
-    bernoulli formula's with the intercept fixed at 0, link for link (EP's probit)."""
-    from bayes_gp.formula import Model
+@pytest.mark.parametrize(("method", "link"), [("map", "logit"), ("ep", "probit")])
+def test_a_classifier_of_labels_is_the_bernoulli_formula(csv_path, tmp_path, method, link):
+    """``--task classification`` of two labels is ``lab ~ gp(a, b, ...)`` of the bernoulli
+    family, the larger label the event and GPClassifier's link for the method (probit for EP):
+    GPClassifier's log density; its ``predictions.csv`` has GPClassifier's columns and, at the
+    fitted hyperparameters, its numbers (the labels predicted). ``map`` is now the MAP of every
+    latent formula model (GPClassifier's was ML-II)."""
+    from bayes_gp.classification import GPClassifier
+    from bayes_gp.inference.methods import CLASSIFIER_RENAMED
+    from bayes_gp.workflow.scoring import predict
 
-    decl = CSVModel(csv_path, ("a", "b"), "yb", task="classification")
-    assert decl.formula is None and "EP" in decl.class_reason
-    assert decl.spec()["engine"] == "class"  # rebuilt as fitted, whatever a later release maps
-    data = decl.load_data()
-    gp = decl.build(data, "ep" if link == "probit" else "map")
-    assert type(gp).__name__ == "GPClassifier" and gp.link == link
-    assert decl.methods == ("map", "nuts", "ep", "nuts_joint")
     frame = pd.read_csv(csv_path)
-    formula = Model("yb ~ gp(a, b, kernel='expquad', ard=False)", frame, "bernoulli", link=link,
-                    priors={"Intercept": 0.0})  # fmt: skip
-    _assert_same_density(formula, gp)
+    frame["lab"] = np.where(frame["yb"] == 1, "yes", "no")
+    path = tmp_path / "labels.csv"
+    frame.to_csv(path, index=False)
+    decl = CSVModel(str(path), ("a", "b"), "lab", task="classification")
+    assert decl.class_reason is None and decl.family == "bernoulli"
+    assert decl.formula == "lab ~ gp(a, b, kernel='expquad', ard=False)"
+    assert decl.spec()["engine"] == "formula"
+    assert decl.methods == ("map", "nuts", "ep", "nuts_joint") and decl.renamed == CLASSIFIER_RENAMED
+    res = workflow.run(decl, method, n_restarts=1, random_seed=4)
+    new = res.model
+    assert isinstance(new, FormulaLatentGP) and new.link == link and res.fit.prior
+    assert new.classes_.tolist() == ["no", "yes"]
+    assert set(new.fit_methods) >= {"map", "nuts", "nuts_joint"}
+    assert ("ep" in new.fit_methods) == (link == "probit")  # EP is the probit model's
+    old = CSVModel(str(path), ("a", "b"), "lab", task="classification",
+                   engine="class").build(res.data, method)  # fmt: skip
+    assert isinstance(old, GPClassifier) and old.link == link
+    _assert_same_density(new, old)
+    params = {k.removeprefix("gp(a, b)."): v for k, v in res.fit.params.items()}
+    at = old.fit_ep(params=params) if method == "ep" else old.fit_laplace(params=params)
+    expected, _ = predict(old, res.data, at)
+    assert list(res.predictions.columns) == list(expected.columns)
+    assert list(expected.columns[-5:]) == ["p_positive", "latent_mean", "latent_sd", "predicted",
+                                           "lab"]  # fmt: skip
+    pd.testing.assert_frame_equal(res.predictions, expected, rtol=1e-8, atol=1e-10)
+
+
+def test_a_classifier_saved_on_its_class_rebuilds_gpclassifier(csv_path):
+    """A CSV classifier saved with ``engine: class``, or before the key existed, rebuilds
+    GPClassifier with the method's link, whose hyperparameter names its fit holds."""
+    spec = CSVModel(csv_path, ("a", "b"), "yb", task="classification").spec()
+    assert spec["engine"] == "formula"
+    for saved in ({**spec, "engine": "class"}, {k: v for k, v in spec.items() if k != "engine"}):
+        decl = from_spec(saved)
+        assert decl.formula is None and decl.spec()["engine"] == "class"
+        data = decl.load_data()
+        for method, link in (("map", "logit"), ("ep", "probit")):
+            gp = decl.build(data, method)
+            assert type(gp).__name__ == "GPClassifier" and gp.link == link
+            assert gp.hyperparameters == ["ls", "eta"]
+
+
+def test_a_formula_of_labels_fits_by_ep_on_the_command_line(csv_path, tmp_path):
+    """``--formula "lab ~ gp(a)" --family bernoulli --link probit`` has the method ``ep`` (the
+    logit link has not), fits by EP and writes the labels: the response as the file holds it
+    and the predicted one."""
+    from bayes_gp.workflow import FormulaCSVModel
+
+    frame = pd.read_csv(csv_path)
+    frame["lab"] = np.where(frame["yb"] == 1, "yes", "no")
+    path = tmp_path / "labels.csv"
+    frame.to_csv(path, index=False)
+    decl = FormulaCSVModel(str(path), "lab ~ gp(a)", family="bernoulli", link="probit")
+    assert decl.methods == ("nuts", "nuts_joint", "map", "vi", "ep")
+    assert "ep" not in FormulaCSVModel(str(path), "lab ~ gp(a)", family="bernoulli").methods
+    res = workflow.run(decl, "ep", n_restarts=1, random_seed=0)
+    assert res.fit.method == "ep" and res.model.link == "probit"
+    assert res.predictions["lab"].tolist() == frame["lab"].tolist()
+    assert set(res.predictions["predicted"]) <= {"no", "yes"}
+    np.testing.assert_array_equal(res.predictions["p_positive"],
+                                  res.model.predict_proba(frame, res.fit))  # fmt: skip
 
 
 def test_the_gaussian_likelihood_is_the_exact_gp(csv_path):
