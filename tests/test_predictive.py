@@ -116,3 +116,21 @@ def test_latent_gp_predict_returns_the_one_prediction_type():
     assert type(gaussian) is Prediction and gaussian.latent_mean is None
     with pytest.raises(KeyError):
         gaussian["latent_mean"]  # a Gaussian model's f_* is mean and sd themselves
+
+
+def test_loo_log_density_is_the_brute_force_leave_one_out():
+    """R&W eqs. 5.10-5.12 from one factor equal the n conditional Gaussians p(t_i | t_-i),
+    each from its own (n - 1) x (n - 1) solve."""
+    from bayes_gp.predictive import factorize, loo_log_density
+
+    rng = np.random.default_rng(3)
+    n = 40
+    A = rng.standard_normal((n, n))
+    C = A @ A.T / n + 0.5 * np.eye(n)
+    t = rng.standard_normal(n)
+    brute = np.empty(n)
+    for i in range(n):
+        rest = np.delete(np.arange(n), i)
+        w = np.linalg.solve(C[np.ix_(rest, rest)], C[rest, i])
+        brute[i] = stats.norm.logpdf(t[i], w @ t[rest], np.sqrt(C[i, i] - w @ C[rest, i]))
+    np.testing.assert_allclose(loo_log_density(factorize(C, t)), brute, rtol=1e-10)
