@@ -65,10 +65,9 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from scipy import stats
-from scipy.linalg import solve_triangular
 from scipy.special import gammaln
 
-from bayes_gp.predictive import CI_QUANTILES, GaussianFactor
+from bayes_gp.predictive import CI_QUANTILES, GaussianFactor, inverse_diagonal
 from bayes_gp.solvers.exact import FACTOR_CACHE_BYTES, ExactLikelihood, check_dense_memory
 
 __all__ = [
@@ -210,8 +209,7 @@ class StudentTLikelihood(ExactLikelihood):
         Student-t with :math:`\\nu + n - 1` degrees of freedom (module docstring)."""
         fac = self.factor(values)[1]
         nu, n = self.nu_value(values), fac.t.shape[0]
-        Linv = solve_triangular(fac.L, np.eye(n), lower=True, check_finite=False)
-        cinv_diag = np.sum(Linv * Linv, axis=0)
+        cinv_diag = inverse_diagonal(fac.L)
         resid = fac.alpha / cinv_diag  # y_i - mu_i (R&W eq. 5.12)
         beta_rest = float(fac.t @ fac.alpha) - fac.alpha**2 / cinv_diag
         df = nu + n - 1.0
