@@ -254,6 +254,7 @@ def add_log_likelihood(
     names: list[str],
     pointwise: Callable[[list[np.ndarray]], np.ndarray],
     var_name: str = "y",
+    threads: int = 1,
 ):
     """Add a ``log_likelihood`` group computed draw by draw.
 
@@ -265,17 +266,30 @@ def add_log_likelihood(
         Posterior variables passed, in this order, to ``pointwise``.
     pointwise : callable
         ``pointwise(values) -> ndarray (n_obs,)`` of pointwise log-likelihood terms.
+    threads : int
+        Draws evaluated at once, each in a thread (``pointwise`` must then be thread-safe):
+        for a ``pointwise`` whose time is LAPACK's, which runs without the GIL.
     """
     post = idata["posterior"]
     arrays = [np.asarray(post[n]) for n in names]
     n_chain, n_draw = arrays[0].shape[:2]
+    cells = [(c, d) for c in range(n_chain) for d in range(n_draw)]
+
+    def one(cell: tuple[int, int]) -> np.ndarray:
+        return pointwise([a[cell] for a in arrays])
+
+    if threads > 1 and len(cells) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            values = list(pool.map(one, cells))
+    else:
+        values = map(one, cells)
     out = None
-    for c in range(n_chain):
-        for d in range(n_draw):
-            ll = pointwise([a[c, d] for a in arrays])
-            if out is None:
-                out = np.empty((n_chain, n_draw, ll.shape[0]))
-            out[c, d] = ll
+    for (c, d), ll in zip(cells, values, strict=True):
+        if out is None:
+            out = np.empty((n_chain, n_draw, ll.shape[0]))
+        out[c, d] = ll
     ds = xr.Dataset(
         {var_name: (("chain", "draw", "obs"), out)},
         coords={

@@ -220,6 +220,8 @@ class GradientLikelihood(ExactLikelihood):
     added to the whole diagonal of the joint covariance.
     """
 
+    _loo_threadsafe = False  # its own compiled functions are not locked
+
     def __init__(self, name: str, X, y, obs: DerivativeObservations, cov, mean_func, sigma,
                  sigma_d, jitter, dims, *, known_var=None):  # fmt: skip
         self.X, self.values = X, np.asarray(y, dtype=np.float64)

@@ -566,7 +566,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         self.marginal.check(self._draws(idata))
         if not run.options["log_likelihood"]:
             return idata
-        return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo)
+        threads = getattr(self.marginal, "loo_threads", 1)
+        return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo,
+                                  threads=threads)  # fmt: skip
 
     def _check_fittable(self) -> None:
         """A constant ``y`` cannot be fitted with a learned noise (:func:`refuse_constant`)."""

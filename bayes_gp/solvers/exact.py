@@ -62,6 +62,7 @@ compact-support likelihood does.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -83,6 +84,7 @@ from bayes_gp.solvers.likelihood import marginal_normal
 __all__ = [
     "ExactLikelihood",
     "FACTOR_CACHE_BYTES",
+    "LOO_THREADS_MIN_N",
     "DENSE_EVAL_MATRICES",
     "MAX_DENSE_BYTES",
     "dense_memory_bytes",
@@ -101,6 +103,9 @@ MAX_DENSE_BYTES = 16 * 2**30
 #: Memory for the cached factorisations of one model (the Cholesky factors dominate:
 #: :math:`8n^2` bytes each); at least one is kept whatever ``n``.
 FACTOR_CACHE_BYTES = 256 * 2**20
+#: observations from which the leave-one-out pass over the draws runs in two threads
+#: (:attr:`ExactLikelihood.loo_threads`)
+LOO_THREADS_MIN_N = 500
 
 
 def dense_memory_bytes(n: int) -> int:
@@ -142,6 +147,8 @@ class ExactLikelihood:
     dense = True
     #: the (0, d) placeholder of the training function's unused new-input argument
     _no_inputs: np.ndarray | None = None
+    #: whether :meth:`loo` may run in threads (every compiled function behind it is locked)
+    _loo_threadsafe = True
 
     def __init__(self, name: str, X, y, cov, mean_func, sigma, jitter, dims, *, known_var=None):
         self.X, self.y = X, y
@@ -175,9 +182,29 @@ class ExactLikelihood:
         return plus_diagonal(gram(self.cov, X), d)
 
     def _fn(self, key: str, build):
+        """``function_of_values(self.rvs, build)``, compiled once and called under a lock: a
+        PyTensor function is not reentrant, and :attr:`loo_threads` threads share it."""
         if key not in self._fns:
-            self._fns[key] = function_of_values(self.rvs, build)
+            fn, lock = function_of_values(self.rvs, build), threading.Lock()
+
+            def call(*args, _fn=fn, _lock=lock):
+                with _lock:
+                    return _fn(*args)
+
+            self._fns[key] = call
         return self._fns[key]
+
+    @property
+    def loo_threads(self) -> int:
+        """Threads for the leave-one-out pass over the posterior draws
+        (:func:`~bayes_gp.inference.nuts.add_log_likelihood`): two from
+        :data:`LOO_THREADS_MIN_N` observations on a machine with two cores or more, where the
+        draws' factorisations (LAPACK, without the GIL) dominate. Measured per draw with two
+        threads against one (2 cores): 1.25x faster at n = 500, 1.3-1.4x at n = 1000, slower
+        at n = 200 (the Python between the LAPACK calls holds the GIL)."""
+        if not self._loo_threadsafe or self.X.shape[0] < LOO_THREADS_MIN_N:
+            return 1
+        return min(2, os.cpu_count() or 1)
 
     def train(self, values) -> tuple[np.ndarray, np.ndarray]:
         """Prior mean ``m`` and observation covariance ``C = K + diag(known_var) + (sigma^2 +

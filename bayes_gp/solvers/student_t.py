@@ -168,6 +168,8 @@ class StudentTLikelihood(ExactLikelihood):
     :math:`(2, \infty)`, or a constant above 2), created in the model before this object.
     """
 
+    _loo_threadsafe = False  # its own compiled functions are not locked
+
     def __init__(self, name: str, X, y, cov, mean_func, sigma, jitter, dims, nu, *,
                  known_var=None):  # fmt: skip
         self.X, self.y = X, y

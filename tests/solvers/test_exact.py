@@ -88,3 +88,34 @@ def test_each_draw_is_conditioned_once(monkeypatch):
     assert len(small._factors) == 3
     # the evicted first draw is factorised again, to the same value
     assert small.log_marginal_likelihood(draws[0]) == values[0]
+
+
+def test_the_loo_pass_in_threads_equals_the_sequential_one():
+    """From LOO_THREADS_MIN_N observations the per-draw leave-one-out pass runs in two threads
+    (the compiled functions behind it are locked): the same numbers as one thread, draw by
+    draw, in place."""
+    import os
+
+    import xarray as xr
+
+    from bayes_gp.inference.nuts import add_log_likelihood
+    from bayes_gp.solvers.exact import LOO_THREADS_MIN_N
+
+    rng = np.random.default_rng(1)
+    n = LOO_THREADS_MIN_N
+    x = np.sort(rng.uniform(0, 10, n))
+    gp = GPRegression(x, np.sin(x) + 0.3 * rng.standard_normal(n), "expquad")
+    assert gp.marginal.loo_threads == min(2, os.cpu_count() or 1)
+    draws = {name: rng.uniform(0.5, 1.5, (2, 4)) for name in gp.hyperparameters}
+    out = {}
+    for threads in (1, 2):
+        idata = xr.DataTree.from_dict(
+            {"posterior": xr.Dataset({k: (("chain", "draw"), v) for k, v in draws.items()},
+                                     coords={"chain": [0, 1], "draw": np.arange(4)})}
+        )
+        gp.marginal._factors.clear()
+        add_log_likelihood(idata, gp.hyperparameters, gp._pointwise_loo, threads=threads)
+        out[threads] = np.asarray(idata["log_likelihood"]["y"])
+    np.testing.assert_array_equal(out[1], out[2])
+    first = gp._pointwise_loo([np.asarray(draws[k][1, 2]) for k in gp.hyperparameters])
+    np.testing.assert_allclose(out[2][1, 2], first, rtol=1e-12)
