@@ -22,6 +22,7 @@ which modules define Ops.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -96,7 +97,7 @@ def numba_cache_key(op, *modules: str, native: bool = True) -> str | None:
     native : bool
         Whether the implementation is nopython code throughout.
     """
-    if not native:
+    if not native or os.environ.get("BAYES_GP_NUMBA_CACHE", "1").strip() == "0":
         return None
     import hashlib
     import importlib
