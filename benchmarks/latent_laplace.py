@@ -23,8 +23,9 @@ split, the rest held out; Bernoulli-logit, isotropic SE).
 
 Run ``python benchmarks/latent_laplace.py --help``; ``--quick`` is a smoke run. ``--phases``
 splits the ``laplace`` wall time into nutpie's compilation, its sampling (and within it the
-Laplace Op's evaluations: count, ms each, Cholesky factorisations per evaluation), the
-post-processing and the rest; ``--cores`` runs the chains in parallel.
+Laplace Op's evaluations: count, ms each, Cholesky factorisations per evaluation, where the Op
+runs the NumPy solver; the native one, :mod:`bayes_gp.latent.native`, is not seen from Python),
+the post-processing and the rest; ``--cores`` runs the chains in parallel.
 """
 
 from __future__ import annotations
@@ -171,6 +172,8 @@ def run(
                   f"{1e3 * timing['op_s'] / max(calls, 1):.2f} ms each (with chains in parallel "
                   "threads: including waits for the GIL), "
                   f"{timing['potrf_per_call']:.2f} Cholesky factorisations per call)")  # fmt: skip
+            if calls == 0:  # the native solver (bayes_gp.latent.native): not seen from Python
+                op = " (the Laplace Op on the native solver: its evaluations are not timed)"
             rest = seconds - timing["compile_s"] - timing["sampling_s"] - timing["post_s"]
             print(f"  {name} laplace phases: wall {seconds:.1f} s = compile "
                   f"{timing['compile_s']:.1f} + sampling {timing['sampling_s']:.1f}{op} + "

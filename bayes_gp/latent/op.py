@@ -102,7 +102,7 @@ class LaplaceLogp(Op):
         """Whether the numba backend runs the native solver for this Op: ``native`` set, the
         Op a plain :class:`LaplaceLogp` (not a variational or EP subclass) and its likelihood
         one that :func:`bayes_gp.latent.native.likelihood_code` covers."""
-        if not self.native or type(self) is not LaplaceLogp:
+        if not getattr(self, "native", True) or type(self) is not LaplaceLogp:  # (old pickles)
             return False
         try:
             from bayes_gp.latent.native import likelihood_code
