@@ -33,9 +33,9 @@ calls the solver through its address (PyTensor's ``_call_cached_ptr``, as for LA
 does not link, and LLVM does not optimise again, the solver into every model: the per-model
 function is a few dozen instructions. The ``cfunc`` is cached on disk in PyTensor's numba cache
 directory under a key holding a hash of this module's source and numba's and PyTensor's versions
-(:data:`SOLVER_KEY`), so a second process loads it; the model's function is registered with
-PyTensor's ``register_funcify_and_cache_key`` under a key holding that one and a hash of the
-data, so that PyTensor caches the whole compiled log density.
+(:data:`SOLVER_KEY`; not with ``BAYES_GP_NUMBA_CACHE=0``), so a second process loads it; the
+model's function is registered with PyTensor's ``register_funcify_and_cache_key`` under a key
+holding that one and a hash of the data, so that PyTensor caches the whole compiled log density.
 
 Differences from the NumPy Op, by design:
 
@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import threading
 from pathlib import Path
 
@@ -114,6 +115,12 @@ def _source_key() -> str:
 
 #: The solver's cache key: this module's source, numba's and PyTensor's versions.
 SOLVER_KEY = _source_key()
+
+
+def _disk_cache() -> bool:
+    """Whether to use PyTensor's numba disk cache: not with ``BAYES_GP_NUMBA_CACHE=0``
+    (:func:`bayes_gp.op_backends.numba_cache_key`)."""
+    return os.environ.get("BAYES_GP_NUMBA_CACHE", "1").strip() != "0"
 
 
 def likelihood_code(lik: LatentLikelihood) -> tuple[int, np.ndarray, np.ndarray] | None:
@@ -478,8 +485,10 @@ def solver_address() -> int:
             return _BUILT["address"]  # type: ignore[return-value]
     from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 
-    CACHED_SRC_FUNCTIONS[laplace_stable_c] = SOLVER_KEY  # PyTensor's cache locator, this key
-    cf = numba.cfunc(SOLVER_SIGNATURE, cache=True, error_model="numpy")(laplace_stable_c)
+    cache = _disk_cache()
+    if cache:
+        CACHED_SRC_FUNCTIONS[laplace_stable_c] = SOLVER_KEY  # PyTensor's locator, this key
+    cf = numba.cfunc(SOLVER_SIGNATURE, cache=cache, error_model="numpy")(laplace_stable_c)
     with _LOCK:
         _BUILT["cfunc"] = cf
         _BUILT["address"] = cf.address
@@ -526,8 +535,9 @@ def numba_function(op):
     """``(numba function, PyTensor cache key)`` for the Op ``op`` (a
     :class:`~bayes_gp.latent.op.LaplaceLogp`), or ``None`` when the native solver does not cover
     its likelihood. The function holds the data as constants; the key is :data:`SOLVER_KEY`
-    with a hash of the likelihood code, the data, ``tol`` and ``max_iter``. The solver is
-    compiled (or loaded from the cache) here, not at the first call."""
+    with a hash of the likelihood code, the data, ``tol`` and ``max_iter`` (``None``, not
+    cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is compiled (or loaded from the cache)
+    here, not at the first call."""
     spec = likelihood_code(op.likelihood)
     if spec is None:
         return None
@@ -546,7 +556,8 @@ def numba_function(op):
     def laplace_logp_native(K, m, phi):
         return call_solver(K, m, y, a1, a2, code, tol, max_iter)
 
-    return numba_njit(laplace_logp_native), f"{SOLVER_KEY}.op.{h.hexdigest()[:32]}"
+    key = f"{SOLVER_KEY}.op.{h.hexdigest()[:32]}" if _disk_cache() else None
+    return numba_njit(laplace_logp_native), key
 
 
 def solve_arrays(

@@ -122,6 +122,14 @@ def test_cache_key_holds_the_solver_source_and_the_data():
     assert native.numba_function(LaplaceLogp(NegativeBinomial(pois.y))) is None
 
 
+def test_no_cache_key_when_the_disk_cache_is_off(monkeypatch):
+    """``BAYES_GP_NUMBA_CACHE=0`` (bayes_gp.op_backends.numba_cache_key) leaves the Op out of
+    PyTensor's disk cache."""
+    monkeypatch.setenv("BAYES_GP_NUMBA_CACHE", "0")
+    fn, key = native.numba_function(LaplaceLogp(LIKELIHOODS["poisson"]))
+    assert key is None and fn is not None
+
+
 def test_op_in_numba_equals_the_op_in_python():
     """The compiled log density (numba: the native solver) and its gradient with respect to
     the length-scale, amplitude and mean (PyTensor's chain rule around the Op) equal the
