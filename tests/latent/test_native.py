@@ -79,8 +79,8 @@ def test_zero_curvature_uses_the_direct_posterior_variance():
 
 
 def test_infeasible_points_are_infeasible_in_both():
-    """K not positive definite, a Poisson mean that overflows (W = inf) and too few Newton
-    steps: -inf from both solvers, with the native status saying which."""
+    """K not positive definite, a Poisson mean that overflows (W = inf), too few Newton steps,
+    NaN in K or in m: -inf from both solvers, with the native status saying which."""
     pois = LIKELIHOODS["poisson"]
     K = _K(1.0, 1.0)
     not_pd = K - 0.5 * np.eye(N)
@@ -88,6 +88,8 @@ def test_infeasible_points_are_infeasible_in_both():
         (not_pd, np.zeros(N), {}, native.K_NOT_PD),
         (K, np.full(N, 800.0), {}, native.B_NOT_PD),
         (K, np.zeros(N), {"max_iter": 1}, native.NOT_CONVERGED),
+        (np.where(np.eye(N) > 0, np.nan, K), np.zeros(N), {}, native.K_NOT_PD),
+        (K, np.full(N, np.nan), {}, native.B_NOT_PD),
     ]
     for K_, m, kw, expected in cases:
         with np.errstate(over="ignore", invalid="ignore"):  # the NumPy solver's overflow
