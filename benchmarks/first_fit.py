@@ -97,9 +97,11 @@ t = time.perf_counter()
 mcmc = MCMC(NUTS(hand_model, target_accept_prob=0.9), num_warmup=tune, num_samples=draws,
             num_chains=2, chain_method="parallel", progress_bar=False)
 mcmc.run(jax.random.PRNGKey(0), jnp.asarray((x[:, None] - x[None, :]) ** 2), jnp.asarray(y))
-samples = mcmc.get_samples(group_by_chain=True)
+# np.asarray waits for the draws: JAX dispatches asynchronously, so get_samples alone returns
+# before the chains have run
+samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
 fit = time.perf_counter() - t
-ess = az.ess({k: np.asarray(samples[k]) for k in ("ls", "eta", "sigma")}, method="bulk")
+ess = az.ess({k: samples[k] for k in ("ls", "eta", "sigma")}, method="bulk")
 print(json.dumps([{"import": t_import, "fit": fit,
                    "ess": float(min(float(ess[v]) for v in ("ls", "eta", "sigma"))),
                    "backend": "xla"}]))
