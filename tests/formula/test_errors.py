@@ -120,7 +120,7 @@ def test_family_and_response_form_must_agree():
         Model("p(succ, trials) ~ gp(t)", DATA, family="poisson")
     with pytest.raises(ValueError, match=r"needs the response p\(successes, trials\)"):
         Model("succ ~ gp(t)", DATA, family="binomial")
-    with pytest.raises(ValueError, match="'site' has 6 distinct labels.*family='categorical'"):
+    with pytest.raises(ValueError, match=r"'site' has 6 distinct labels.*family='categorical'"):
         Model("site ~ gp(t)", DATA, family="bernoulli")
 
 
