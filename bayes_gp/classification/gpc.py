@@ -37,6 +37,20 @@ __all__ = ["GPClassifier", "ClassifierFit"]
 ClassifierFit = LatentFit
 
 
+def positive_indicator(y, classes) -> np.ndarray:
+    """Held-out labels ``y`` as 1.0 for the positive class ``classes[1]`` and 0.0 for the other
+    (``classes``: the two training labels, :attr:`GPClassifier.classes_`); a label not seen in
+    training is a ``ValueError``."""
+    labels = np.asarray(getattr(y, "to_numpy", lambda: y)()).ravel()
+    unknown = ~np.isin(labels, classes)
+    if unknown.any():
+        raise ValueError(
+            f"held-out labels {sorted(set(labels[unknown].tolist()))[:5]} are not among the "
+            f"training classes {list(np.asarray(classes).tolist())}"
+        )
+    return (labels == classes[1]).astype(float)
+
+
 class GPClassifier(LatentGP):
     """Binary classifier with a latent GP, declared as a PyMC model.
 
@@ -250,16 +264,7 @@ class GPClassifier(LatentGP):
         return binary_scores(self._positive_indicator(y), columns["p_positive"])
 
     def _positive_indicator(self, y) -> np.ndarray:
-        """Held-out labels ``y`` as 1.0 for the positive class :attr:`classes_` ``[1]`` and 0.0
-        for the other; a label not seen in training is a ``ValueError``."""
-        labels = np.asarray(getattr(y, "to_numpy", lambda: y)()).ravel()
-        unknown = ~np.isin(labels, self.classes_)
-        if unknown.any():
-            raise ValueError(
-                f"held-out labels {sorted(set(labels[unknown].tolist()))[:5]} are not among the "
-                f"training classes {list(self.classes_)}"
-            )
-        return (labels == self.classes_[1]).astype(float)
+        return positive_indicator(y, self.classes_)
 
     def held_out_predictive(self, X_new, y, fit, *, size=None) -> HeldOutPredictive:
         """The predicted probability of the positive class :attr:`classes_` ``[1]`` at

@@ -15,6 +15,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy.special import logit
 
+from bayes_gp.classification.gpc import positive_indicator
 from bayes_gp.classification.likelihoods import average_probability
 from bayes_gp.classification.multiclass_model import MulticlassGPClassifier
 from bayes_gp.formula.checks import term_error_checks
@@ -593,16 +594,9 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
                 "predicted": predicted}  # fmt: skip
 
     def _event_indicator(self, y) -> np.ndarray:
-        """Held-out labels ``y`` as 1.0 for the event ``classes_[1]`` and 0.0 for the other; a
-        label not seen in training is a ``ValueError``."""
-        labels = np.asarray(getattr(y, "to_numpy", lambda: y)()).ravel()
-        unknown = ~np.isin(labels, self.classes_)
-        if unknown.any():
-            raise ValueError(
-                f"held-out labels {sorted(set(labels[unknown].tolist()))[:5]} are not among the "
-                f"training classes {self.classes_.tolist()}"
-            )
-        return (labels == self.classes_[1]).astype(float)
+        """Held-out labels ``y`` as 1.0 for the event ``classes_[1]`` and 0.0 for the other
+        (GPClassifier's :func:`~bayes_gp.classification.gpc.positive_indicator`)."""
+        return positive_indicator(y, self.classes_)
 
     def scores(self, y, columns) -> dict[str, float]:
         """The bernoulli family: accuracy, log loss and Brier score of ``p_positive`` for the
