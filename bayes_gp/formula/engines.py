@@ -560,11 +560,6 @@ class FormulaLatentGP(FormulaTerms, LatentGP):
                 f"binary outcome, or fit by {', '.join(map(repr, LatentGP.fit_methods))}"
             )
 
-    def _check_binary(self, what: str) -> None:
-        if self.family != "bernoulli":
-            raise ValueError(f"{what} is the bernoulli family's (a binary classifier); this "
-                             f"model's family is {self.family!r}")  # fmt: skip
-
     def _event_probability(self, Xn, fit, max_draws: int) -> np.ndarray:
         r""":math:`P(y_* = \text{event})`, GPClassifier's average over the draws of
         :math:`\int g^{-1}(f_*) q(f_*) df_*`
