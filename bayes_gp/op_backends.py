@@ -26,7 +26,8 @@ import os
 import sys
 from collections.abc import Callable
 
-__all__ = ["BACKENDS", "op_backend", "ensure", "ensure_available"]
+__all__ = ["BACKENDS", "op_backend", "ensure", "ensure_available", "numba_cache_key",
+           "numba_disk_cache"]
 
 #: Backends with registrars.
 BACKENDS = ("numba", "jax")
@@ -77,6 +78,12 @@ def ensure_available() -> None:
             ensure(backend)
 
 
+def numba_disk_cache() -> bool:
+    """Whether bayes_gp's compiled code goes to PyTensor's on-disk numba cache: not with
+    ``BAYES_GP_NUMBA_CACHE=0`` (:func:`numba_cache_key`, :mod:`bayes_gp.latent.native`)."""
+    return os.environ.get("BAYES_GP_NUMBA_CACHE", "1").strip() != "0"
+
+
 def numba_cache_key(op, *modules: str, native: bool = True) -> str | None:
     """The key under which PyTensor's on-disk numba cache keeps ``op``'s numba implementation
     (``None``: not cacheable), for ``register_funcify_and_cache_key``.
@@ -97,7 +104,7 @@ def numba_cache_key(op, *modules: str, native: bool = True) -> str | None:
     native : bool
         Whether the implementation is nopython code throughout.
     """
-    if not native or os.environ.get("BAYES_GP_NUMBA_CACHE", "1").strip() == "0":
+    if not native or not numba_disk_cache():
         return None
     import hashlib
     import importlib

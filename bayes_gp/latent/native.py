@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import threading
 from pathlib import Path
 
@@ -78,6 +77,7 @@ from pytensor.link.numba.dispatch.linalg._LAPACK import (  # PyTensor's internal
 )
 
 from bayes_gp.latent.likelihoods import Bernoulli, Binomial, LatentLikelihood, Poisson
+from bayes_gp.op_backends import numba_disk_cache
 
 __all__ = [
     "BERNOULLI_LOGIT", "BINOMIAL", "POISSON", "SOLVER_KEY", "likelihood_code", "numba_function",
@@ -115,12 +115,6 @@ def _source_key() -> str:
 
 #: The solver's cache key: this module's source, numba's and PyTensor's versions.
 SOLVER_KEY = _source_key()
-
-
-def _disk_cache() -> bool:
-    """Whether to use PyTensor's numba disk cache: not with ``BAYES_GP_NUMBA_CACHE=0``
-    (:func:`bayes_gp.op_backends.numba_cache_key`)."""
-    return os.environ.get("BAYES_GP_NUMBA_CACHE", "1").strip() != "0"
 
 
 def likelihood_code(lik: LatentLikelihood) -> tuple[int, np.ndarray, np.ndarray] | None:
@@ -485,7 +479,7 @@ def solver_address() -> int:
             return _BUILT["address"]  # type: ignore[return-value]
     from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
 
-    cache = _disk_cache()
+    cache = numba_disk_cache()
     if cache:
         CACHED_SRC_FUNCTIONS[laplace_stable_c] = SOLVER_KEY  # PyTensor's locator, this key
     cf = numba.cfunc(SOLVER_SIGNATURE, cache=cache, error_model="numpy")(laplace_stable_c)
@@ -556,7 +550,7 @@ def numba_function(op):
     def laplace_logp_native(K, m, phi):
         return call_solver(K, m, y, a1, a2, code, tol, max_iter)
 
-    key = f"{SOLVER_KEY}.op.{h.hexdigest()[:32]}" if _disk_cache() else None
+    key = f"{SOLVER_KEY}.op.{h.hexdigest()[:32]}" if numba_disk_cache() else None
     return numba_njit(laplace_logp_native), key
 
 
