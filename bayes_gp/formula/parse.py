@@ -48,6 +48,7 @@ from formulae.terms.terms import GroupSpecificTerm, Intercept, Term
 
 __all__ = [
     "GPTerm",
+    "quote_column",
     "GroupTerm",
     "ParsedFormula",
     "parse_formula",
@@ -271,18 +272,145 @@ def parse_formula(formula: str) -> ParsedFormula:
     """Split ``formula`` into its response, common effects, GP terms, group-specific effects and
     offset.
 
+    A column whose name is not a Python name is written in backticks (```my col```), a
+    backtick inside it twice (```x``1``` is the column ``x`1``, :func:`quote_column`):
+    `formulae` ends a quoted name at its first backtick, so such a name reaches it as a
+    placeholder that every field of the result, and every error, gives back as the column's
+    name.
+
     Raises
     ------
     ValueError
         For a formula without a response, an unknown ``gp()`` option, a ``gp()`` whose inputs are
-        not column names, two offsets, or GP terms that share a name (give them different
-        inputs or kernels).
+        not column names, two offsets, GP terms that share a name (give them different
+        inputs or kernels), or a column with a backtick in its name among the common effects
+        (`formulae` builds their design matrix from the names).
     """
     if not isinstance(formula, str) or "~" not in formula:
         raise ValueError(
             f"the formula must be a string 'response ~ terms', got {formula!r}: a model needs a "
             "response on the left of '~'"
         )
+    plain, names = _placeholders(formula)
+    if not names:
+        return _parse(formula)
+    try:
+        parsed = _parse(plain)
+    except ValueError as err:
+        raise ValueError(_named(str(err).replace(repr(plain), repr(formula)), names)) from err
+    return _restored(parsed, formula, names)
+
+
+def quote_column(column: str) -> str:
+    """A column's name as a formula writes it: as it is when it is a Python name, else in
+    backticks with each backtick in it doubled (``my col`` is ```my col```, ``x`1`` is
+    ```x``1```; :func:`parse_formula`)."""
+    import keyword
+
+    if column.isidentifier() and not keyword.iskeyword(column):
+        return column
+    return "`" + column.replace("`", "``") + "`"
+
+
+def _placeholders(formula: str) -> tuple[str, dict[str, str]]:
+    """``formula`` with each backtick-quoted name that holds a (doubled) backtick replaced by a
+    placeholder, and the names by placeholder; string literals (``kernel='...'``) are copied
+    as they are. The placeholders hold a character the formula does not."""
+    mark = "\u241f"
+    while mark in formula:
+        mark += "\u241f"
+    out: list[str] = []
+    names: dict[str, str] = {}
+    i, n = 0, len(formula)
+    while i < n:
+        ch = formula[i]
+        if ch in "'\"":  # a string literal (formulae's have no escapes)
+            end = formula.find(ch, i + 1)
+            end = n if end < 0 else end + 1
+            out.append(formula[i:end])
+            i = end
+            continue
+        if ch != "`":
+            out.append(ch)
+            i += 1
+            continue
+        j, name, doubled = i + 1, [], False
+        while j < n:
+            if formula[j] == "`" and formula[j + 1 : j + 2] == "`":
+                name.append("`")
+                doubled, j = True, j + 2
+            elif formula[j] == "`":
+                break
+            else:
+                name.append(formula[j])
+                j += 1
+        if j >= n or not doubled:  # unterminated (formulae says so) or a plain quoted name
+            out.append(formula[i : j + 1])
+            i = j + 1
+            continue
+        text = "".join(name)
+        key = next((k for k, v in names.items() if v == text), None)
+        if key is None:
+            key = f"{mark}{len(names)}{mark}"
+            names[key] = text
+        out.append(f"`{key}`")
+        i = j + 1
+    return "".join(out), names
+
+
+def _named(text: str, names: dict[str, str]) -> str:
+    """``text`` with each placeholder of :func:`_placeholders` replaced by its column's name."""
+    for key, name in names.items():
+        text = text.replace(key, name)
+    return text
+
+
+def _renamed_lazy(expr, names: dict[str, str]):
+    """A formulae lazy expression (an offset) with its placeholder variables renamed."""
+    from formulae.terms.call_resolver import LazyCall
+
+    if isinstance(expr, LazyVariable):
+        return LazyVariable(names.get(expr.name, expr.name))
+    if isinstance(expr, LazyCall):
+        return LazyCall(expr.callee, [_renamed_lazy(a, names) for a in expr.args],
+                        {k: _renamed_lazy(v, names) for k, v in expr.kwargs.items()})  # fmt: skip
+    return expr
+
+
+def _restored(parsed: ParsedFormula, formula: str, names: dict[str, str]) -> ParsedFormula:
+    """``parsed`` (of the formula with placeholders) with the columns' names put back, its
+    formula the one written."""
+    quoted = [t for t in parsed.fixed_terms if any(k in t for k in names)]
+    if quoted:
+        raise ValueError(
+            f"the common effect {_named(quoted[0], names)!r} of {formula!r} uses a column with "
+            "a backtick in its name, whose design matrix formulae cannot build; rename the "
+            "column, or use it in gp(), a group term, the response or the offset"
+        )
+
+    def name(text):
+        return None if text is None else _named(text, names)
+
+    def gp(t: GPTerm) -> GPTerm:
+        kernel = _Name(name(t.kernel.name)) if isinstance(t.kernel, _Name) else t.kernel
+        return dataclasses.replace(
+            t, name=name(t.name), variables=tuple(map(name, t.variables)), by=name(t.by),
+            kernel=kernel, categorical=tuple(map(name, t.categorical)),
+        )  # fmt: skip
+
+    groups = tuple(GroupTerm(name(g.name), name(g.expr), tuple(map(name, g.factor)))
+                   for g in parsed.group_terms)  # fmt: skip
+    return dataclasses.replace(
+        parsed, formula=formula, response=name(parsed.response), trials=name(parsed.trials),
+        fixed_variables=frozenset(map(name, parsed.fixed_variables)),
+        gp_terms=tuple(map(gp, parsed.gp_terms)), group_terms=groups,
+        offset=None if parsed.offset is None else _renamed_lazy(parsed.offset, names),
+        offset_name=name(parsed.offset_name),
+    )  # fmt: skip
+
+
+def _parse(formula: str) -> ParsedFormula:
+    """:func:`parse_formula` of a formula whose quoted names hold no backtick."""
     try:
         desc = formulae.model_description(formula)
     except Exception as err:  # formulae's ParseError and friends: say where

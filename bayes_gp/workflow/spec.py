@@ -226,14 +226,13 @@ class CSVModel:
     @property
     def class_reason(self) -> str | None:
         """Why this model is built from its class rather than as a formula model, ``None`` when
-        it is a formula model (:attr:`formula`)."""
+        it is a formula model (:attr:`formula`): every CSV model but a specification saved on
+        its class (``engine="class"``) or a likelihood without a checked formula family."""
         if self.engine == "class":
             return "a specification saved before the formula engine: its fit names the class's"
         if self.likelihood not in (None, _REGRESSION_FAMILY, *_FORMULA_LIKELIHOODS):
             return (f"the likelihood {self.likelihood!r} has no formula family whose log "
                     "density is checked to be LatentGP's (tests/workflow/test_spec.py)")  # fmt: skip
-        if any("`" in c for c in (*self.x, self.y, *filter(None, [self.size_column]))):
-            return "a column name with a backtick, which a formula cannot quote"
         return None
 
     @property
@@ -243,10 +242,13 @@ class CSVModel:
         response ``p(y, trials)`` for the binomial likelihood, ``+ offset(log(exposure))``
         with an exposure column. A classifier's is the bernoulli family's, its response the
         labels, with GPClassifier's link for the method (:data:`_LINKS`: probit for ``ep``,
-        else logit), which :meth:`build` gives it."""
+        else logit), which :meth:`build` gives it. A column that is not a Python name is
+        quoted in backticks, a backtick in it doubled
+        (:func:`~bayes_gp.formula.parse.quote_column`), so the model's names are the file's."""
         if self.class_reason is not None:
             return None
-        q = _quoted
+        from bayes_gp.formula.parse import quote_column as q
+
         response = f"p({q(self.y)}, {q(self.trials)})" if self.trials else q(self.y)
         inputs = ", ".join(map(q, self.x))
         offset = f" + offset(log({q(self.exposure)}))" if self.exposure else ""
@@ -452,14 +454,6 @@ def location(family: str, data: Dataset) -> float:
     sizes = {size_name: data.size_train} if size_name and data.size_train is not None else {}
     lik, _ = make_likelihood(family, None, y, y.size, **sizes)
     return float(np.mean(y)) if lik.identity_link else latent_location(lik, y)
-
-
-def _quoted(column: str) -> str:
-    """A column's name as a formula writes it: as it is, or in backticks when it is not a
-    Python name (the column ``my col`` is written with a backtick on each side)."""
-    import keyword
-
-    return column if column.isidentifier() and not keyword.iskeyword(column) else f"`{column}`"
 
 
 def read_csv(path: str) -> pd.DataFrame:

@@ -180,6 +180,31 @@ def test_gp_terms_named_by_the_user():
     assert {"trend.ls", "season.period"} <= set(m.hyperparameters)
 
 
+def test_a_backtick_in_a_quoted_name_is_written_twice():
+    """```x``1``` is the column ``x`1``: every field of the parsed formula names the columns as
+    the data does (gp inputs, ``by=``, the term's name, a group term, the offset, the response
+    and trials), a string literal's backtick is left alone, and a common effect with such a
+    column is refused by name (formulae builds that design matrix from the names)."""
+    from bayes_gp.formula.parse import quote_column
+
+    assert [quote_column(c) for c in ("t", "my col", "x`1", "`", "class")] == [
+        "t", "`my col`", "`x``1`", "````", "`class`"]  # fmt: skip
+    formula = ("p(`s``1`, `n```) ~ gp(`x``1`, t, by=`g``1`) + gp(t, name='a`b') + (1 | `g``1`)"
+               " + offset(log(`e``1`))")  # fmt: skip
+    p = parse_formula(formula)
+    assert (p.formula, p.response, p.trials) == (formula, "s`1", "n`")
+    assert [(t.name, t.variables, t.by) for t in p.gp_terms] == [
+        ("gp(x`1, t, by=g`1)", ("x`1", "t"), "g`1"), ("a`b", ("t",), None)]  # fmt: skip
+    assert [(g.name, g.factor) for g in p.group_terms] == [("1|g`1", ("g`1",))]
+    assert p.offset_name == "offset(log(e`1))" and str(p.offset) == "log(e`1)"
+    assert p.variables == ["s`1", "n`", "x`1", "t", "g`1", "e`1"]
+    with pytest.raises(ValueError, match=r"common effect 'x`1' of 'y ~ `x``1` \+ gp\(t\)'"):
+        parse_formula("y ~ `x``1` + gp(t)")
+    with pytest.raises(ValueError, match=r"lists a column twice in 'y ~ gp\(`x``1`, `x``1`\)'"
+                       r": \['x`1', 'x`1'\]"):  # fmt: skip
+        parse_formula("y ~ gp(`x``1`, `x``1`)")
+
+
 def test_two_gps_on_the_same_inputs_are_told_apart_by_their_kernels():
     p = parse_formula("y ~ gp(t) + gp(t, kernel='periodic')")
     assert [t.name for t in p.gp_terms] == ["gp(t, kernel='expquad')", "gp(t, kernel='periodic')"]

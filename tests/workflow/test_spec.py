@@ -403,3 +403,100 @@ def test_regression_nuts_draws_are_the_class_ones(csv_path):
         np.testing.assert_allclose(post_new[f"gp(a).{name}"], post_old[name], rtol=1e-8)
     np.testing.assert_allclose(post_new["sigma"], post_old["sigma"], rtol=1e-8)
     pd.testing.assert_frame_equal(new.predictions, old.predictions, rtol=1e-8, atol=1e-10)
+
+
+#: Column names with backticks for the plain columns of the test data (a formula writes each
+#: backtick twice inside the quotes: ``x`1`` is ```x``1```).
+TICKED = {"a": "x`1", "b": "`b", "y": "y`", "count": "count`", "succ": "s``", "trials": "tri`als"}
+#: The models of the backtick test: inputs and target, with an exposure column, with trials.
+BACKTICK = {
+    "regression": dict(x=("a", "b"), y="y", kernel="matern52"),
+    "exposure": dict(x=("a", "b"), y="count", likelihood="negative_binomial", exposure="trials"),
+    "trials": dict(x=("a",), y="succ", likelihood="binomial", trials="trials"),
+}
+
+
+@pytest.fixture(scope="module")
+def ticked_path(csv_path, tmp_path_factory):
+    """The test data with the columns of :data:`TICKED` renamed."""
+    path = tmp_path_factory.mktemp("backticks") / "ticked.csv"
+    pd.read_csv(csv_path).rename(columns=TICKED).to_csv(path, index=False)
+    return str(path)
+
+
+def _ticked(model: dict) -> dict:
+    """A model of :data:`BACKTICK` on the renamed columns."""
+    out = {k: TICKED.get(v, v) if k in ("y", "exposure", "trials") else v for k, v in model.items()}
+    return {**out, "x": tuple(TICKED[c] for c in model["x"])}
+
+
+def _ticked_name(name: str, x: tuple[str, ...]) -> str:
+    """A hyperparameter's name on the renamed columns (``gp(a, b).ls`` -> ``gp(x`1, `b).ls``)."""
+    return name.replace(f"gp({', '.join(x)})", f"gp({', '.join(TICKED[c] for c in x)})")
+
+
+@pytest.mark.parametrize("case", BACKTICK)
+def test_backtick_columns_are_the_formula_model_of_the_plain_ones(csv_path, ticked_path, case):
+    """Columns with backticks in their names are the formula model (each backtick doubled in
+    the quoted name) with the file's names everywhere: its formula's columns, hyperparameters,
+    terms and inputs; the log density and its gradient are those of the same data under plain
+    names, to 1e-10 (the same arithmetic: measured bit-identical)."""
+    from bayes_gp.formula.parse import parse_formula
+
+    model = BACKTICK[case]
+    plain, ticked = CSVModel(csv_path, **model), CSVModel(ticked_path, **_ticked(model))
+    assert ticked.class_reason is None and ticked.spec()["engine"] == "formula"
+    assert "``" in ticked.formula and "\u241f" not in ticked.formula
+    size = [c for c in (model.get("trials"), model.get("exposure")) if c]
+    columns = [TICKED[c] for c in (model["y"], *size[:1 if "trials" in model else 0], *model["x"],
+                                   *size[:1 if "exposure" in model else 0])]  # fmt: skip
+    assert parse_formula(ticked.formula).variables == columns
+    gp_p, gp_t = plain.build(plain.load_data()), ticked.build(ticked.load_data())
+    assert type(gp_t) is type(gp_p) and isinstance(gp_t, FormulaRegression | FormulaLatentGP)
+    x = model["x"]
+    assert gp_t.hyperparameters == [_ticked_name(h, x) for h in gp_p.hyperparameters]
+    offset = ("offset(log(trials))", f"offset(log({TICKED['trials']}))")
+    assert gp_t.design.names == [TICKED.get(c, c.replace(*offset)) for c in gp_p.design.names]
+    assert list(gp_t.terms_table().index) == [_ticked_name(t, x) for t in gp_p.terms_table().index]
+    start_p, start_t = gp_p.model.initial_point(), gp_t.model.initial_point()
+    for (kp, vp), (kt, vt) in zip(start_p.items(), start_t.items(), strict=True):
+        assert kt == _ticked_name(kp, x)
+        np.testing.assert_array_equal(vt, vp)
+    fp, ft = _logp_and_grad(gp_p.model), _logp_and_grad(gp_t.model)
+    rng = np.random.default_rng(1)
+    for step in (0.0, 0.5, 1.0):
+        point = {k: v + step * rng.normal(size=np.shape(v)) for k, v in start_p.items()}
+        (lp_p, *g_p) = fp(point)
+        (lp_t, *g_t) = ft(dict(zip(start_t, point.values(), strict=True)))
+        assert np.isfinite(lp_p) and abs(lp_t - lp_p) < 1e-10
+        for a, b in zip(g_t, g_p, strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-10)
+
+
+def test_a_backtick_csv_fit_writes_and_reloads_the_file_names(ticked_path, tmp_path):
+    """A MAP fit of backtick columns (inputs, target, exposure) writes ``predictions.csv`` under
+    the file's names, and its ``fit.json`` specification (the names as given, engine formula)
+    rebuilds the same model: same formula, hyperparameters, parameters and predictions; new
+    rows with those names predict, also as a data frame given to the model (the exposure
+    column read from it)."""
+    model = _ticked(BACKTICK["exposure"])
+    res = workflow.run(CSVModel(ticked_path, **model), "map", n_restarts=1, random_seed=4)
+    out = tmp_path / "ticked"
+    workflow.save(res, out, with_report=False)
+    table = pd.read_csv(out / "predictions.csv")
+    assert list(table.columns[:4]) == ["split", "x`1", "`b", "tri`als"]
+    assert table.columns[-1] == "count`" and "mean_per_unit_exposure" in table
+    spec = json.loads((out / "fit.json").read_text())["spec"]
+    assert (spec["x"], spec["y"], spec["exposure"]) == (["x`1", "`b"], "count`", "tri`als")
+    assert spec["engine"] == "formula" and from_spec(spec) == CSVModel(ticked_path, **model)
+    again = workflow.load(out)
+    assert again.model.formula == res.model.formula
+    assert again.model.hyperparameters == ["gp(x`1, `b).ls", "gp(x`1, `b).eta", "dispersion"]
+    for k, v in res.fit.params.items():
+        np.testing.assert_array_equal(again.fit.params[k], v)
+    pd.testing.assert_frame_equal(again.predictions, res.predictions)
+    rows = pd.DataFrame({"x`1": [0.5, 5.0], "`b": [0.0, 1.0], "tri`als": [1, 4]})
+    new = res.predict(rows)
+    assert list(new.columns[:3]) == list(rows.columns)
+    direct = res.model.predict(rows, res.fit)  # the exposure from the frame's column
+    np.testing.assert_allclose(new["mean"], direct.mean, rtol=1e-10)
