@@ -202,3 +202,43 @@ def test_a_formula_per_group(client):
             np.testing.assert_allclose(res.fits[g].params[name], value, rtol=1e-8)
     with pytest.raises(ValueError, match="names its kernels"):
         formula_class(formula)(df[["t"]], df["y"].to_numpy(), kernel="matern32")
+
+
+def test_a_labelled_bernoulli_formula_per_group(client):
+    """``formula_class("out ~ gp(t)", family="bernoulli")`` of a response of labels "no"/"yes":
+    both groups fit; each group's model is the classifier whose event is "yes" (the larger
+    sorted label, GPClassifier's positive class), its columns ``p_positive``, ``latent_mean``,
+    ``latent_sd`` and ``predicted`` (labels), ``p_positive`` higher on the "yes" rows; the fit
+    equals a direct Model fit of the group's rows."""
+    from bayes_gp.formula import Model, formula_class
+
+    rng = np.random.default_rng(7)
+    parts = []
+    for g, shift in (("a", 0.0), ("b", 1.0)):
+        t = np.sort(rng.uniform(0.0, 6.0, 16))
+        p = 1.0 / (1.0 + np.exp(-2.0 * np.sin(t + shift)))
+        out = np.where(rng.uniform(size=t.size) < p, "yes", "no")
+        parts.append(pd.DataFrame({"site": g, "t": t, "out": out}))
+    df = pd.concat(parts, ignore_index=True)
+    res = bayes_gp.fit_many(
+        df, x="t", y="out", group="site", method="map", random_seed=3, client=client,
+        model=formula_class("out ~ gp(t)", family="bernoulli"), fit_kwargs={"n_restarts": 1},
+    )  # fmt: skip
+    assert res.ok == ("a", "b") and not res.errors, res.errors
+    assert {"gp(t).ls", "gp(t).eta", "log_marginal_likelihood"} <= set(res.table.columns)
+    assert res.table["converged"].tolist() == [True, True]
+    for g in res.ok:
+        rows = df[df["site"] == g]
+        gp = res.model(g)
+        assert gp.family == "bernoulli" and gp.classes_.tolist() == ["no", "yes"]
+        cols = gp.prediction_columns(rows[["t"]], res.fits[g])
+        assert list(cols) == ["p_positive", "latent_mean", "latent_sd", "predicted"]
+        p_yes = np.asarray(cols["p_positive"])
+        np.testing.assert_array_equal(cols["predicted"], np.where(p_yes > 0.5, "yes", "no"))
+        is_yes = rows["out"].to_numpy() == "yes"
+        assert p_yes[is_yes].mean() > p_yes[~is_yes].mean() + 0.1
+    rows = df[df["site"] == "a"]
+    direct = Model("out ~ gp(t)", rows, family="bernoulli").fit("map", n_restarts=1,
+                                                                 random_seed=res.seeds["a"])  # fmt: skip
+    for name, value in direct.params.items():
+        np.testing.assert_allclose(res.fits["a"].params[name], value, rtol=1e-8)
