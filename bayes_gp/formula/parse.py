@@ -34,6 +34,10 @@ Everything else on the right-hand side — numeric columns, ``C(region)``, inter
 ``x1:x2``, transformations ``np.log(x)`` — is a common (fixed) effect whose design matrix
 `formulae` builds, and ``(expr | g)`` a group-specific effect (``(x1 | g)`` is
 ``(1 | g) + (x1 | g)``, uncorrelated, as in Bambi).
+
+A column whose name is not a Python name is written in backticks, ```my col```, a backtick in
+it twice: ```x``1``` is the column ``x`1`` (:func:`quote_column`; not among the common effects,
+whose design matrix `formulae` builds from the names).
 """
 
 from __future__ import annotations
