@@ -391,26 +391,50 @@ class SoftmaxLaplaceLogp(Op):
     """``K (C, n, n) -> (log q, dlogq/dK)``: the softmax Laplace evidence for fixed labels.
 
     Only output 0 is meant to be differentiated; its pullback is the cotangent times the exact
-    gradient (module docstring). Each instance keeps the last mode's :math:`a` as a warm start (a
-    cache only: Newton's method on the concave :math:`\\Psi` reaches the same mode from any
-    start). Instances compare by identity.
+    gradient (module docstring). In PyTensor's numba backend the evaluation is the native
+    solver of :mod:`bayes_gp.classification.native` (nopython code, no GIL held, each
+    evaluation started from :math:`a = 0`) unless ``native=False``; elsewhere, and with
+    ``native=False`` through ``numba.objmode``, it is :func:`softmax_laplace`, and each instance
+    keeps the last mode's :math:`a` as its warm start (a cache only: Newton's method on the
+    concave :math:`\\Psi` reaches the same mode from any start). Instances compare by identity.
     """
 
-    #: Its numba implementation calls Python in object mode (the GIL held): nutpie's chains,
-    #: threads of one process, would wait for each other (bayes_gp.inference.nuts.gil_ops).
-    holds_gil = True
-
-    def __init__(self, Y: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100):
+    def __init__(
+        self, Y: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100, native: bool = True
+    ):
         self.Y = np.asarray(Y, float)
         if self.Y.ndim != 2:
             raise ValueError(f"`Y` must be one-hot labels of shape (C, n), got {self.Y.shape}")
         self.tol, self.max_iter = float(tol), int(max_iter)
+        #: Whether the numba backend runs the native solver
+        #: (:mod:`bayes_gp.classification.native`); ``False`` keeps the NumPy solver in object
+        #: mode.
+        self.native = bool(native)
         self.last_a: np.ndarray | None = None
         self.last_reason = ""
         #: The last exception an evaluation through the numba backend raised (it cannot cross
         #: numba's object-mode boundary: ``bayes_gp.latent.op``); ``None`` if none did.
         self.last_error: BaseException | None = None
         _OPS[id(self)] = self
+
+    @property
+    def uses_native(self) -> bool:
+        """Whether the numba backend runs the native solver for this Op: ``native`` set and the
+        Op a plain :class:`SoftmaxLaplaceLogp` (a subclass may change the evaluation)."""
+        if not getattr(self, "native", True) or type(self) is not SoftmaxLaplaceLogp:
+            return False  # (getattr: an Op pickled before the attribute existed)
+        try:
+            from bayes_gp.classification import native  # noqa: F401
+        except ImportError:  # pragma: no cover - PyTensor's numba internals moved
+            return False
+        return True
+
+    @property
+    def holds_gil(self) -> bool:
+        """Whether its numba implementation calls Python in object mode (the GIL held), so that
+        nutpie's chains, threads of one process, would wait for each other
+        (:func:`bayes_gp.inference.nuts.gil_ops`): not with the native solver."""
+        return not self.uses_native
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -496,10 +520,17 @@ def _compute_by_id(key: int, K):
 @op_backend("numba")
 def _register_numba() -> None:
     import numba
-    from pytensor.link.numba.dispatch.basic import numba_funcify, numba_njit
+    from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_and_cache_key
 
-    @numba_funcify.register(SoftmaxLaplaceLogp)
+    @register_funcify_and_cache_key(SoftmaxLaplaceLogp)
     def _numba_softmax_laplace(op, node=None, **kwargs):
+        """The native solver's function with its cache key
+        (:mod:`bayes_gp.classification.native`) unless ``native=False``, else the object-mode
+        callback (not cacheable: it names the Op)."""
+        if op.uses_native:
+            from bayes_gp.classification.native import numba_function
+
+            return numba_function(op)
         f64 = numba.types.float64
         ret_sig = numba.types.Tuple(
             [numba.types.boolean, numba.types.Array(f64, 0, "C"), f64[:, :, ::1]]
@@ -514,7 +545,7 @@ def _register_numba() -> None:
                 raise RuntimeError(_CALLBACK_FAILED)
             return ret[1], ret[2]
 
-        return softmax_laplace_numba
+        return softmax_laplace_numba, None
 
 
 @op_backend("jax")

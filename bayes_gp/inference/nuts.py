@@ -28,15 +28,16 @@ An explicit ``sampler=`` is always honoured.
 Chains: nutpie runs them in threads of one process, in parallel. A model whose log density holds
 one of bayes_gp's Ops that run Python in object mode (``holds_gil``: the Laplace-integrated
 latent GP, except with the Bernoulli-logit, binomial and Poisson likelihoods, whose native
-solver :mod:`bayes_gp.latent.native` holds no GIL; the multi-class softmax Laplace; the
+solver :mod:`bayes_gp.latent.native` holds no GIL; the multi-class softmax Laplace with
+``native=False`` (its default is the native :mod:`bayes_gp.classification.native`); the
 compact-support band factorisation; the Kronecker ICM density) keeps Python's GIL for most of
 each gradient, so its chains would wait for each other: measured (a Poisson ``LatentGP`` on the
 NumPy solver, 2 chains, load 2-5 from other jobs) 8.9-10.9 s one after another against 9.9-10.8
 s in parallel at n = 112 (the coal data), 72-87 s against 86-90 s at n = 400. For such models
 :func:`run_nuts` runs the chains one after another (``cores=1``) unless ``cores`` is given, and
 says so: a log line and the posterior's ``bayes_gp_cores`` attribute (the report's inference
-table shows it). A Laplace latent GP on the native solver runs its chains in parallel, and
-``bayes_gp_cores`` says so.
+table shows it). A Laplace latent GP or softmax Laplace classifier on a native solver runs its
+chains in parallel, and ``bayes_gp_cores`` says so.
 
 GPU: ``sampler="numpyro"`` compiles the model to JAX and runs wherever JAX's default backend is.
 With ``jax[cuda13]`` (or ``jax[cuda12]``) installed and an NVIDIA GPU visible, that is the GPU
@@ -197,7 +198,7 @@ def run_nuts(
             # recorded too: the same Op holds the GIL for other likelihoods (op.holds_gil)
             cores_note = (
                 f"chains in parallel: {', '.join(native)} runs nopython code that does not "
-                "hold the GIL (bayes_gp.latent.native)"
+                "hold the GIL (bayes_gp.latent.native, bayes_gp.classification.native)"
             )
     if backend == "numpyro":  # the JAX implementations of bayes_gp's own Ops
         op_backends.ensure("jax")

@@ -227,10 +227,11 @@ def test_numba_callback_exception_is_kept_and_raised_in_nopython_code(problem):
     """An exception in the numba backend's object-mode callback stays there (numba's
     try/except cannot catch one that leaves it, and nutpie's entry point then read a null
     pointer: ``bayes_gp.latent.op``): kept as ``last_error``, its message in ``last_reason``,
-    a ``RuntimeError`` from the nopython code; the next evaluation works again."""
+    a ``RuntimeError`` from the nopython code; the next evaluation works again. (The NumPy
+    solver in object mode: ``native=False``.)"""
     _, _, Y, K, _ = problem
     Kv = pt.dtensor3("K")
-    op = SoftmaxLaplaceLogp(Y)
+    op = SoftmaxLaplaceLogp(Y, native=False)
     fn = pytensor.function([Kv], op(Kv)[0], mode="NUMBA")
     compute = op.compute
 

@@ -34,8 +34,9 @@ def test_models_record_the_auto_backend():
 def test_models_whose_ops_hold_the_gil_are_found():
     """``gil_ops`` names the object-mode Ops of a model's log density (run_nuts then runs
     nutpie's chains one after another; tests/latent/test_model.py checks a run): the
-    Laplace-integrated latent GP and the softmax Laplace have one, the exact GP and the joint
-    latent model none."""
+    Laplace-integrated latent GP (negative binomial) and the softmax Laplace with
+    ``native=False`` have one, the native solvers, the exact GP and the joint latent model
+    none."""
     from bayes_gp import LatentGP, MulticlassGPClassifier
     from bayes_gp.inference.nuts import gil_ops
 
@@ -47,7 +48,12 @@ def test_models_whose_ops_hold_the_gil_are_found():
     assert gil_ops(LatentGP(X, counts, "expquad", "poisson").model) == []
     assert gil_ops(GPRegression(X, np.sin(X), "expquad").model) == []
     labels = np.repeat([0, 1, 2], 4)
-    assert gil_ops(MulticlassGPClassifier(X, labels).model) == ["SoftmaxLaplaceLogp"]
+    # the softmax Laplace Op runs its native solver (bayes_gp.classification.native) unless
+    # native=False
+    multiclass = MulticlassGPClassifier(X, labels)
+    assert gil_ops(multiclass.model) == []
+    multiclass._op.native = False
+    assert gil_ops(multiclass.model) == ["SoftmaxLaplaceLogp"]
     # kept on the model while its variables stay the same (a reused model samples many times)
     model = LatentGP(X, counts, "expquad", "negative_binomial").model
     built = []

@@ -1,0 +1,548 @@
+r"""The softmax Laplace step of :class:`~bayes_gp.classification.multiclass.SoftmaxLaplaceLogp`
+in nopython code, off the GIL.
+
+The NumPy solver (:func:`bayes_gp.classification.multiclass.softmax_laplace`) runs in Python; the
+numba backend reached it through ``numba.objmode``, which holds the GIL, so nutpie's chains
+(threads of one process) waited for each other and :func:`bayes_gp.inference.nuts.run_nuts` ran
+them one after another. Here the same Newton iteration (R&W Algorithm 3.3), evidence (R&W eq.
+3.44 with the exact determinant)
+
+.. math::
+   \log q(y \mid X, \theta) = -\tfrac12 \hat a^T \hat f + y^T \hat f
+   - \sum_i \log \sum_c \exp \hat f_i^c
+   - \sum_c \sum_i \log (L_c)_{ii} - \sum_i \log M_{ii}
+
+and exact gradient (R&W §5.5.1 / Algorithm 5.1 carried to the softmax, the formulas of
+:mod:`bayes_gp.classification.multiclass`'s module docstring)
+
+.. math::
+   \frac{\partial \log q}{\partial K_c} = \tfrac12 a_c a_c^T - \tfrac12 R_{cc}
+   + \tfrac12 (u_c a_c^T + a_c u_c^T),
+   \qquad R_{cc} = E_c - E_c \Big(\textstyle\sum_{c'} E_{c'}\Big)^{-1} E_c,
+
+are written in nopython numba, with LAPACK (``dpotrf``, ``dpotri``) called as in
+:mod:`bayes_gp.latent.native` and BLAS ``dgemm`` through numba's ``np.dot``. The iteration is the
+NumPy solver's step for step from :math:`a = 0` (the same Newton step, backtracking line search
+and convergence test), so the two agree to rounding
+(``tests/classification/test_native.py``). Two differences in the arithmetic, both exact
+identities: :math:`E_c = D_c^{1/2} B_c^{-1} D_c^{1/2}` from ``dpotri`` of :math:`L_c` (NumPy:
+:math:`V^T V`, :math:`V = L_c^{-1} D_c^{1/2}`), and :math:`(\sum E)^{-1}` from ``dpotri`` of
+:math:`M` in the gradient's :math:`R_{cc}` and :math:`\Sigma_i` (NumPy: triangular solves with
+:math:`M`), which turns the gradient's :math:`O(Cn^3)` work into matrix products.
+
+Compiled once per process (:func:`solver_address`): one ``cfunc`` over raw pointers, cached on
+disk in PyTensor's numba cache under :data:`SOLVER_KEY` (a hash of this module's and
+:mod:`bayes_gp.latent.native`'s sources, whose LAPACK helpers it calls, and numba's and
+PyTensor's versions; not with ``BAYES_GP_NUMBA_CACHE=0``). A model's numba function
+(:func:`numba_function`) holds the labels as constants and calls the solver through its
+address, as :mod:`bayes_gp.latent.native` does.
+
+Differences from the NumPy Op, by design:
+
+* No warm start: the NumPy Op starts from the last mode it found; shared by chains in parallel
+  threads it would make each chain's arithmetic depend on the others' timing. Each evaluation
+  starts from :math:`a = 0` (Newton's method on the concave :math:`\Psi` reaches the same mode).
+* An infeasible point's reason is not written to the Op's ``last_reason`` (no Python object is
+  touched without the GIL); :data:`REASONS` has it by status.
+* No exception is raised inside the solver (every failure a status code).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from pathlib import Path
+
+import numba
+import numpy as np
+from numba.core import types
+from pytensor.link.numba.cache import _call_cached_ptr
+
+from bayes_gp.latent import native as _latent_native
+from bayes_gp.latent.native import (
+    _cholesky_lower,
+    _lower_solve,
+    _lower_t_solve,
+    _potri,
+    int_ptr_to_val,
+    val_to_int_ptr,
+)
+from bayes_gp.op_backends import numba_disk_cache
+
+__all__ = ["SOLVER_KEY", "numba_function", "solve", "solve_arrays", "solver_address"]
+
+#: Status codes of :func:`solve`: the evidence and gradient were computed, ``K`` holds NaN or
+#: infinite values, some ``K[c]`` is not positive definite, a factorisation inside the
+#: iteration failed, the log evidence is not finite.
+OK, K_NOT_FINITE, K_NOT_PD, FACTOR_FAILED, NOT_FINITE = 0, 1, 2, 3, 4
+
+#: Why a status made the point infeasible (the NumPy solver's wording).
+REASONS = {
+    K_NOT_FINITE: "the covariance contains NaN or infinite values",
+    K_NOT_PD: "a Cholesky factorisation of K failed (K not positive definite)",
+    FACTOR_FAILED: "a Cholesky factorisation failed (K not positive definite)",
+    NOT_FINITE: "the log evidence is not finite",
+}
+
+
+def _source_key() -> str:
+    import pytensor
+
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(Path(_latent_native.__file__).read_bytes())
+    h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
+    return "bayes_gp.classification.native." + h.hexdigest()[:32]
+
+
+#: The solver's cache key: the sources of this module and of the LAPACK helpers, the versions.
+SOLVER_KEY = _source_key()
+
+# ------------------------------------------------------------------------ nopython code
+_njit = numba.njit(cache=False, error_model="numpy", fastmath=False)
+
+
+@_njit
+def _softmax(f, pi):
+    """``pi = softmax(f, axis=0)`` as SciPy computes it (the column maximum subtracted)."""
+    C, n = f.shape
+    for i in range(n):
+        mx = f[0, i]
+        for c in range(1, C):
+            mx = max(mx, f[c, i])
+        s = 0.0
+        for c in range(C):
+            pi[c, i] = math.exp(f[c, i] - mx)
+            s += pi[c, i]
+        for c in range(C):
+            pi[c, i] /= s
+
+
+@_njit
+def _psi(a, f, Y):
+    r""":math:`\Psi = -\tfrac12 a^T f + y^T f - \sum_i \log\sum_c \exp f_i^c` (R&W eq. 3.40
+    with :math:`f = Ka`)."""
+    C, n = f.shape
+    quad = 0.0
+    lin = 0.0
+    lse = 0.0
+    for i in range(n):
+        mx = f[0, i]
+        for c in range(1, C):
+            mx = max(mx, f[c, i])
+        s = 0.0
+        for c in range(C):
+            quad += a[c, i] * f[c, i]
+            lin += Y[c, i] * f[c, i]
+            s += math.exp(f[c, i] - mx)
+        lse += mx + math.log(s)
+    return -0.5 * quad + lin - lse
+
+
+@_njit
+def _K_times(K, a, out):
+    """``out[c] = K[c] @ a[c]``."""
+    C, n = a.shape
+    for c in range(C):
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += K[c, i, j] * a[c, j]
+            out[c, i] = s
+
+
+@_njit
+def _mv(A, x, out):
+    """``out = A @ x``."""
+    n = x.shape[0]
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += A[i, j] * x[j]
+        out[i] = s
+
+
+@_njit
+def _inverse_from_factor(buf):
+    """``buf`` (its lower Cholesky factor in the lower triangle, from :func:`_cholesky_lower`)
+    overwritten by the full symmetric inverse (``dpotri``); ``False`` if that fails."""
+    n = buf.shape[0]
+    N = val_to_int_ptr(np.int32(n))
+    INFO = val_to_int_ptr(np.int32(0))
+    _potri(val_to_int_ptr(np.int32(ord("U"))), N, buf.ctypes, N, INFO)
+    if int_ptr_to_val(INFO) != 0:
+        return False
+    for i in range(n):
+        for j in range(i):
+            buf[j, i] = buf[i, j]
+    return True
+
+
+@_njit
+def _same_class(same_K, pi, c):
+    r"""The first class before ``c`` with the same covariance (``same_K``) and the same
+    :math:`\pi` as class ``c`` (whose :math:`E` and :math:`\log|B|` are then class ``c``'s),
+    or -1."""
+    n = pi.shape[1]
+    for d in range(c):
+        if same_K[c] != same_K[d]:
+            continue
+        equal = True
+        for i in range(n):
+            if pi[c, i] != pi[d, i]:
+                equal = False
+                break
+        if equal:
+            return d
+    return -1
+
+
+@_njit
+def _factor(K, same_K, pi, buf, E, M):
+    r""":math:`E_c = D_c^{1/2} B_c^{-1} D_c^{1/2}`, :math:`B_c = I + D_c^{1/2} K_c D_c^{1/2}`,
+    into ``E``, the lower Cholesky factor :math:`M` of :math:`\sum_c E_c` into ``M`` (upper
+    triangle zero), and ``(ok, z)``, :math:`z = \sum_c\sum_i \log (L_c)_{ii}` (R&W Algorithm 3.3
+    lines 5-8); ``ok`` False where a factorisation fails. ``same_K[c]``: the first class with
+    ``K_c``'s covariance (shared hyperparameters: all 0), so that a class with an earlier one's
+    covariance and :math:`\pi` (every class at :math:`f = 0`) reuses its factorisation."""
+    C, n = pi.shape
+    z = 0.0
+    s = np.empty(n)
+    zc = np.empty(C)
+    M[:, :] = 0.0
+    for c in range(C):
+        d = _same_class(same_K, pi, c)
+        if d >= 0:
+            E[c] = E[d]
+            zc[c] = zc[d]
+        else:
+            for i in range(n):
+                s[i] = math.sqrt(pi[c, i])
+            for i in range(n):  # the lower triangle of K_c, as np.linalg.cholesky reads it
+                for j in range(i + 1):
+                    buf[i, j] = s[i] * K[c, i, j] * s[j]
+                buf[i, i] += 1.0
+            if not _cholesky_lower(buf):
+                return False, 0.0
+            zc[c] = 0.0
+            for i in range(n):
+                zc[c] += math.log(buf[i, i])
+            if not _inverse_from_factor(buf):
+                return False, 0.0
+            for i in range(n):
+                for j in range(n):
+                    E[c, i, j] = s[i] * buf[i, j] * s[j]
+        z += zc[c]
+        for i in range(n):
+            for j in range(n):
+                M[i, j] += E[c, i, j]
+    for i in range(n):
+        for j in range(i):
+            M[i, j] = M[j, i]  # exactly symmetric (the lower triangle is read)
+    if not _cholesky_lower(M):
+        return False, 0.0
+    for i in range(n):
+        for j in range(i + 1, n):
+            M[i, j] = 0.0
+    return True, z
+
+
+@_njit
+def _apply_R(E, M, x, out, Ev, w):
+    r"""``out = R x``, :math:`R_{cc'} = \delta_{cc'}E_c - E_c(\sum E)^{-1}E_{c'}` (``x``, ``out``
+    (C, n); ``Ev`` (C, n), ``w`` (n,) work)."""
+    C, n = x.shape
+    w[:] = 0.0
+    for c in range(C):
+        _mv(E[c], x[c], Ev[c])
+        w += Ev[c]
+    _lower_solve(M, w)
+    _lower_t_solve(M, w)
+    for c in range(C):
+        _mv(E[c], w, out[c])
+        for i in range(n):
+            out[c, i] = Ev[c, i] - out[c, i]
+
+
+@_njit
+def solve(K, Y, tol, max_iter, gK, info):
+    """``(status, log q)`` of the softmax Laplace approximation at ``K`` (C, n, n) for the one-hot
+    labels ``Y`` (C, n); :math:`\\partial \\log q / \\partial K_c` written into ``gK`` and
+    ``(n_iter, converged)`` into ``info`` when ``status`` is :data:`OK` (module docstring; the
+    NumPy solver's steps from :math:`a = 0`)."""
+    C, n = Y.shape
+    for c in range(C):
+        for i in range(n):
+            for j in range(n):
+                if not np.isfinite(K[c, i, j]):
+                    return K_NOT_FINITE, -np.inf
+    buf = np.empty((n, n))
+    same_K = np.arange(C)  # the first class with the same covariance (compared bitwise)
+    for c in range(C):
+        for d in range(c):
+            if same_K[d] == d and np.array_equal(K[c], K[d]):
+                same_K[c] = d
+                break
+    for c in range(C):  # the factorisations below need each K_c positive definite
+        if same_K[c] != c:
+            continue
+        for i in range(n):  # (the lower triangle, as np.linalg.cholesky reads it)
+            for j in range(i + 1):
+                buf[i, j] = K[c, i, j]
+        if not _cholesky_lower(buf):
+            return K_NOT_PD, -np.inf
+    E = np.empty((C, n, n))
+    M = np.empty((n, n))
+    a = np.zeros((C, n))
+    f = np.zeros((C, n))
+    pi = np.empty((C, n))
+    b = np.empty((C, n))
+    Kb = np.empty((C, n))
+    cc = np.empty((C, n))
+    step = np.empty((C, n))
+    a_try = np.empty((C, n))
+    f_try = np.empty((C, n))
+    w = np.empty(n)
+    tmp = np.empty(n)
+    psi = _psi(a, f, Y)
+    converged = False
+    it = 0
+    sqrt_tol = math.sqrt(tol)
+    for it in range(1, max_iter + 1):  # noqa: B007
+        _softmax(f, pi)
+        ok, _ = _factor(K, same_K, pi, buf, E, M)
+        if not ok:
+            return FACTOR_FAILED, -np.inf
+        # R&W Algorithm 3.3 lines 9-13: b = W f + y - pi, c = E K b,
+        # a = b - c + E R M^-T M^-1 R^T c
+        for i in range(n):
+            pf = 0.0
+            for c in range(C):
+                pf += pi[c, i] * f[c, i]
+            for c in range(C):
+                b[c, i] = pi[c, i] * f[c, i] - pi[c, i] * pf + Y[c, i] - pi[c, i]
+        _K_times(K, b, Kb)
+        w[:] = 0.0
+        for c in range(C):
+            _mv(E[c], Kb[c], cc[c])
+            w += cc[c]
+        _lower_solve(M, w)
+        _lower_t_solve(M, w)
+        for c in range(C):
+            _mv(E[c], w, tmp)
+            for i in range(n):
+                step[c, i] = (b[c, i] - cc[c, i] + tmp[i]) - a[c, i]
+        t = 1.0
+        accepted = False
+        psi_try = psi
+        for _ls in range(50):  # backtracking on a (f = K a is linear in a)
+            for c in range(C):
+                for i in range(n):
+                    a_try[c, i] = a[c, i] + t * step[c, i]
+            _K_times(K, a_try, f_try)
+            psi_try = _psi(a_try, f_try, Y)
+            if np.isfinite(psi_try) and psi_try >= psi - 1e-12 * max(1.0, abs(psi)):
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            break
+        df = 0.0
+        fmax = 0.0
+        for c in range(C):
+            for i in range(n):
+                df = max(df, abs(f_try[c, i] - f[c, i]))
+                fmax = max(fmax, abs(f_try[c, i]))
+        gain = psi_try - psi
+        a[:, :] = a_try
+        f[:, :] = f_try
+        psi = psi_try
+        if t == 1.0 and gain < tol and df < sqrt_tol * (1.0 + fmax):
+            converged = True
+            break
+    _softmax(f, pi)
+    ok, z = _factor(K, same_K, pi, buf, E, M)
+    if not ok:
+        return FACTOR_FAILED, -np.inf
+    logq = psi - z
+    for i in range(n):
+        logq -= math.log(M[i, i])
+    if not np.isfinite(logq):
+        return NOT_FINITE, -np.inf
+    info[0] = it
+    info[1] = 1.0 if converged else 0.0
+
+    # ---- the gradient (module docstring): (sum E)^-1 from M, then matrix products
+    Sinv = M.copy()
+    if not _inverse_from_factor(Sinv):
+        return FACTOR_FAILED, -np.inf
+    EK = np.empty((C, n, n))
+    G = np.empty((C, n, n))
+    dk = np.empty((C, n))
+    for c in range(C):
+        EK[c] = np.dot(E[c], K[c])
+        G[c] = np.dot(Sinv, EK[c])
+        for i in range(n):
+            dk[c, i] = K[c, i, i]
+        for k in range(n):
+            for i in range(n):
+                dk[c, i] -= K[c, k, i] * EK[c, k, i]
+    # Sigma_i[c, d] = delta_cd dk[c, i] + (EK_c^T (sum E)^-1 EK_d)_ii, then
+    # s2_i = -1/2 J_i (diag Sigma_i - 2 Sigma_i pi_i), J_i = diag(pi_i) - pi_i pi_i^T
+    Sig = np.empty((n, C, C))
+    acc = np.empty(n)
+    for c in range(C):
+        for d in range(C):
+            acc[:] = 0.0
+            for k in range(n):  # (rows of EK_c and G_d: contiguous)
+                for i in range(n):
+                    acc[i] += EK[c, k, i] * G[d, k, i]
+            Sig[:, c, d] = acc
+    v = np.empty(C)
+    s2 = np.empty((C, n))
+    for i in range(n):
+        for c in range(C):
+            Sig[i, c, c] += dk[c, i]
+        pv = 0.0
+        for c in range(C):
+            s = Sig[i, c, c]
+            for d in range(C):
+                s -= 2.0 * Sig[i, c, d] * pi[d, i]
+            v[c] = s
+            pv += pi[c, i] * v[c]
+        for c in range(C):
+            s2[c, i] = -0.5 * (pi[c, i] * v[c] - pi[c, i] * pv)
+    # u = s2 - R K s2
+    Ks2 = np.empty((C, n))
+    _K_times(K, s2, Ks2)
+    RKs2 = np.empty((C, n))
+    _apply_R(E, M, Ks2, RKs2, cc, w)
+    u = s2 - RKs2
+    for c in range(C):
+        T = np.dot(Sinv, E[c])
+        ET = np.dot(E[c], T)  # E_c (sum E)^-1 E_c
+        for i in range(n):
+            for j in range(i + 1):
+                r = 0.5 * ((E[c, i, j] - ET[i, j]) + (E[c, j, i] - ET[j, i]))
+                g = 0.5 * (a[c, i] * a[c, j] - r + u[c, i] * a[c, j] + a[c, i] * u[c, j])
+                gK[c, i, j] = g
+                gK[c, j, i] = g
+    return OK, logq
+
+
+_F64P = types.CPointer(types.float64)
+#: ``status(C, n, K, Y, tol, max_iter, log q, dlogq/dK, info)``.
+SOLVER_SIGNATURE = types.int64(
+    types.int64, types.int64, _F64P, _F64P, types.float64, types.int64, _F64P, _F64P, _F64P
+)
+
+
+def softmax_laplace_c(C, n, K, Y, tol, max_iter, logq, gK, info):
+    """:func:`solve` over raw pointers (:data:`SOLVER_SIGNATURE`), for the ``cfunc``."""
+    status, value = solve(
+        numba.carray(K, (C, n, n)), numba.carray(Y, (C, n)), tol, max_iter,
+        numba.carray(gK, (C, n, n)), numba.carray(info, 2),
+    )  # fmt: skip
+    logq[0] = value
+    return status
+
+
+_LOCK = threading.Lock()
+_BUILT: dict[str, object] = {}
+
+
+def solver_address() -> int:
+    """The address of the solver ``cfunc`` (:data:`SOLVER_SIGNATURE`), compiled once per
+    process, or loaded from PyTensor's numba cache (:data:`SOLVER_KEY`)."""
+    with _LOCK:
+        if "address" in _BUILT:
+            return _BUILT["address"]  # type: ignore[return-value]
+    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+
+    cache = numba_disk_cache()
+    if cache:
+        CACHED_SRC_FUNCTIONS[softmax_laplace_c] = SOLVER_KEY  # PyTensor's locator, this key
+    cf = numba.cfunc(SOLVER_SIGNATURE, cache=cache, error_model="numpy")(softmax_laplace_c)
+    with _LOCK:
+        _BUILT["cfunc"] = cf
+        _BUILT["address"] = cf.address
+        return cf.address
+
+
+_SOLVER_TYPE = types.FunctionType(SOLVER_SIGNATURE)
+
+
+@_njit
+def _solver_pointer():
+    with numba.objmode(ptr=types.intp):  # once per process and compiled function
+        ptr = solver_address()
+    return ptr
+
+
+@_njit
+def call_solver(K, Y, tol, max_iter):
+    """``(log q, dlogq/dK)`` as :class:`~bayes_gp.classification.multiclass.SoftmaxLaplaceLogp`
+    returns them (``-inf`` and NaN gradients at an infeasible point), the solver called through
+    its address."""
+    C, n = Y.shape
+    if K.shape[0] != C or K.shape[1] != n or K.shape[2] != n:
+        raise ValueError("SoftmaxLaplaceLogp: K must be (C, n, n) for the C classes and n labels")
+    Kc = np.ascontiguousarray(K)
+    logq = np.empty((), dtype=np.float64)
+    gK = np.empty((C, n, n))
+    info = np.empty(2)
+    fn = _call_cached_ptr(
+        get_ptr_func=_solver_pointer,
+        func_type_ref=_SOLVER_TYPE,
+        unique_func_name_lit="bayes_gp.classification.native.softmax_laplace",
+    )
+    status = fn(C, n, Kc.ctypes, Y.ctypes, tol, max_iter, logq.ctypes, gK.ctypes, info.ctypes)
+    if status != OK:
+        gK[:, :, :] = np.nan
+    return logq, gK
+
+
+def numba_function(op):
+    """``(numba function, PyTensor cache key)`` for the Op ``op`` (a
+    :class:`~bayes_gp.classification.multiclass.SoftmaxLaplaceLogp`). The function holds the
+    labels as constants; the key is :data:`SOLVER_KEY` with a hash of the labels, ``tol`` and
+    ``max_iter`` (``None``, not cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is compiled
+    (or loaded from the cache) here, not at the first call."""
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
+    Y = np.ascontiguousarray(op.Y, dtype=np.float64)
+    tol, max_iter = float(op.tol), int(op.max_iter)
+    solver_address()
+    h = hashlib.sha256(f"{tol!r} {max_iter} {Y.shape}".encode())
+    h.update(Y.tobytes())
+
+    def softmax_laplace_native(K):
+        return call_solver(K, Y, tol, max_iter)
+
+    key = f"{SOLVER_KEY}.op.{h.hexdigest()[:32]}" if numba_disk_cache() else None
+    return numba_njit(softmax_laplace_native), key
+
+
+def solve_arrays(
+    K: np.ndarray, Y: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100
+) -> tuple[int, float, np.ndarray, int, bool]:
+    """``(status, log q, dlogq/dK, n_iter, converged)`` from the compiled solver called from
+    Python (through ``ctypes``; for tests and benchmarks). Raises ``ValueError`` for mismatched
+    shapes."""
+    import ctypes
+
+    K = np.ascontiguousarray(K, dtype=np.float64)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    if Y.ndim != 2 or K.shape != (Y.shape[0], Y.shape[1], Y.shape[1]):
+        raise ValueError(f"K must be (C, n, n) and Y (C, n), got {K.shape} and {Y.shape}")
+    C, n = Y.shape
+    solver_address()
+    cf = _BUILT["cfunc"]
+    logq, gK, info = np.empty(1), np.empty((C, n, n)), np.zeros(2)
+
+    def ptr(arr):
+        return arr.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+
+    status = cf.ctypes(C, n, ptr(K), ptr(Y), float(tol), int(max_iter), ptr(logq), ptr(gK),
+                       ptr(info))  # fmt: skip
+    return int(status), float(logq[0]), gK, int(info[0]), bool(info[1])
