@@ -67,6 +67,7 @@ type-II fit, and NUTS with the latent GPs integrated out).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 
@@ -358,8 +359,14 @@ def softmax_average(
     z = rng.standard_normal((half, C))
     z = np.concatenate([z, -z])  # antithetic: exact mean, smaller variance
     A = _sqrt_psd(cov)  # (m, C, C)
-    fs = mean[None] + np.einsum("mcd,sd->smc", A, z)
-    return softmax(fs, axis=2).mean(axis=0)
+    # class-major draws (C, s, m): the softmax over the classes as elementwise arithmetic
+    # between C contiguous arrays (NumPy's reductions over a short axis were 3/4 of the time)
+    g = mean.T[:, None, :] + np.einsum("mcd,sd->csm", A, z, optimize=True)
+    top = functools.reduce(np.maximum, g)
+    g -= top
+    np.exp(g, out=g)
+    g /= functools.reduce(np.add, g)
+    return g.mean(axis=1).T
 
 
 def la_loo(
