@@ -218,28 +218,17 @@ def padded_structured_logp(r, A, layout: PaddedLayout, K0=None):
     batch (G, n_max, n_max) of padded blocks (:meth:`PaddedLayout.pad_blocks`), ``K0`` the
     population covariance at the distinct inputs (jitter included) or ``None``. The same value
     (the padding adds exactly nothing) from one batched factorisation."""
+    from bayes_gp.solvers.grouped import grouped_gp_logp
+
     r = pt.as_tensor_variable(r)
     A = pt.as_tensor_variable(A)
     if K0 is not None and layout.u is None:
         raise ValueError("`K0` needs a layout with each row's distinct input (u_index)")
     R = r[layout.index] * layout.mask.astype(float)  # (G, n_max), 0 in padding
-    L = pt.linalg.cholesky(A)
-    w = pt.linalg.solve_triangular(L, R[..., None], lower=True)[..., 0]
-    quad = pt.sum(pt.square(w))
-    logdet = 2.0 * pt.sum(pt.log(pt.diagonal(L, axis1=-2, axis2=-1)))
-    if K0 is not None:
-        L0 = pt.linalg.cholesky(pt.as_tensor_variable(K0))
-        L0z = pt.concatenate([L0, pt.zeros((1, layout.m))], axis=0)  # row m: padding
-        V = pt.linalg.solve_triangular(L, L0z[layout.u], lower=True)  # (G, n_max, m)
-        B = pt.eye(layout.m) + pt.tensordot(V, V, axes=[[0, 1], [0, 1]])
-        c = pt.tensordot(V, w, axes=[[0, 1], [0, 1]])
-        LB = pt.linalg.cholesky(B)
-        v = pt.linalg.solve_triangular(LB, c, lower=True)
-        quad = quad - pt.dot(v, v)
-        logdet = logdet + 2.0 * pt.sum(pt.log(pt.diagonal(LB)))
     n = int(layout.mask.sum())
-    logp = -0.5 * quad - 0.5 * logdet - 0.5 * n * _LOG_2PI
-    return pt.switch(pt.isnan(logp), -np.inf, logp)
+    if K0 is None:
+        return grouped_gp_logp(R, A, n)
+    return grouped_gp_logp(R, A, n, layout.u, pt.as_tensor_variable(K0))
 
 
 def dense_covariance(

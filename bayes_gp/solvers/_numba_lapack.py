@@ -12,19 +12,26 @@ waits for another. The results and the in-place contract are those of the NumPy 
 (``_logp_numpy``, ``_inverse_numpy``): ``L`` (C-ordered, lower, zero above the diagonal) written
 over ``C`` when ``overwrite``; a matrix that is not positive definite gives ``(-inf, NaN, NaN)``.
 
-:func:`build` returns ``None`` when PyTensor's internal LAPACK bindings are not importable (they
-are not public API); the caller then keeps the ``objmode`` versions.
+:func:`factor_kernels` (a Cholesky factor and the inverse from it, in place) serves these Ops and
+the grouped Woodbury density (:mod:`bayes_gp.solvers.grouped`). :func:`build` returns ``None``
+when PyTensor's internal LAPACK bindings are not importable (they are not public API); the caller
+then keeps the ``objmode`` versions.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-def build():
-    """``(gp_logp(overwrite) -> njit fn, chol_inverse(overwrite) -> njit fn)`` or ``None``."""
+@functools.lru_cache(maxsize=1)
+def bindings():
+    """``(potrf, potrs, potri, val_to_int_ptr, int_ptr_to_val)`` callable from nopython code
+    (float64; PyTensor's bindings of ``dpotrf`` / ``dpotrs``, ``dpotri`` bound the same way),
+    or ``None`` when PyTensor's internal LAPACK bindings are not importable."""
     try:
         import numba
         from numba.core import types
@@ -62,26 +69,79 @@ def build():
         )
         fn(UPLO, N, A, LDA, INFO)
 
+    return potrf, potrs, potri, val_to_int_ptr, int_ptr_to_val
+
+
+@functools.lru_cache(maxsize=1)
+def factor_kernels():
+    """``(cholesky_lower, cholesky_inverse)``: nopython functions on a C-ordered square buffer,
+    in place, each returning whether it succeeded (``None`` without :func:`bindings`).
+
+    ``cholesky_lower(work)`` writes the lower factor :math:`L` of the symmetric ``work`` over it
+    (zeros above the diagonal; ``False`` when ``work`` is not positive definite or a diagonal
+    entry of :math:`L` is not finite); ``cholesky_inverse(work)`` writes
+    :math:`(LL^\top)^{-1}`, both triangles, over the factor :math:`L`."""
+    lapack = bindings()
+    if lapack is None:  # pragma: no cover - depends on PyTensor's internals
+        return None
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
+    potrf, _, potri, val_to_int_ptr, int_ptr_to_val = lapack
+
+    @numba_njit
+    def cholesky_lower(work):
+        # A C-ordered buffer read by LAPACK as F-ordered is C^T = C; 'U' factorises it as
+        # U^T U with U = L^T, which the C-ordered view reads as the lower factor L.
+        n = work.shape[0]
+        N = val_to_int_ptr(np.int32(n))
+        INFO = val_to_int_ptr(np.int32(0))
+        potrf(val_to_int_ptr(np.int32(ord("U"))), N, work.ctypes, N, INFO)
+        ok = int_ptr_to_val(INFO) == 0
+        for i in range(n):
+            if not np.isfinite(work[i, i]):
+                ok = False
+            for j in range(i + 1, n):
+                work[i, j] = 0.0
+        return ok
+
+    @numba_njit
+    def cholesky_inverse(work):
+        # the F-ordered view is U = L^T: 'U' leaves the inverse's upper triangle there, the
+        # lower triangle of the C-ordered view; mirror it
+        n = work.shape[0]
+        N = val_to_int_ptr(np.int32(n))
+        INFO = val_to_int_ptr(np.int32(0))
+        potri(val_to_int_ptr(np.int32(ord("U"))), N, work.ctypes, N, INFO)
+        if int_ptr_to_val(INFO) != 0:
+            return False
+        for i in range(n):
+            for j in range(i):
+                work[j, i] = work[i, j]
+        return True
+
+    return cholesky_lower, cholesky_inverse
+
+
+def build():
+    """``(gp_logp(overwrite) -> njit fn, chol_inverse(overwrite) -> njit fn)`` or ``None``."""
+    lapack = bindings()
+    if lapack is None:  # pragma: no cover - depends on PyTensor's internals
+        return None
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
+    _, potrs, _, val_to_int_ptr, _ = lapack
+    cholesky_lower, cholesky_inverse = factor_kernels()
+
     def gp_logp(overwrite: bool):
         @numba_njit
         def gp_logp_numba(C, r):
             n = r.shape[0]
-            # A C-ordered buffer read by LAPACK as F-ordered is C^T = C; 'U' factorises it as
-            # U^T U with U = L^T, which the C-ordered view reads as the lower factor L.
             work = np.ascontiguousarray(C) if overwrite else np.copy(C)
-            N = val_to_int_ptr(np.int32(n))
-            INFO = val_to_int_ptr(np.int32(0))
-            potrf(val_to_int_ptr(np.int32(ord("U"))), N, work.ctypes, N, INFO)
-            ok = int_ptr_to_val(INFO) == 0
+            ok = cholesky_lower(work)
             logdet = 0.0
-            for i in range(n):
-                d = work[i, i]
-                if not np.isfinite(d):
-                    ok = False
-                for j in range(i + 1, n):
-                    work[i, j] = 0.0
-                if ok:
-                    logdet += np.log(d)
+            if ok:
+                for i in range(n):
+                    logdet += np.log(work[i, i])
             logp = np.empty((), dtype=np.float64)
             alpha = np.empty(n, dtype=np.float64)
             if not ok:
@@ -90,6 +150,8 @@ def build():
                 logp[()] = -np.inf
                 return logp, alpha, work
             alpha[:] = r
+            N = val_to_int_ptr(np.int32(n))
+            INFO = val_to_int_ptr(np.int32(0))
             potrs(
                 val_to_int_ptr(np.int32(ord("U"))), N, val_to_int_ptr(np.int32(1)),
                 work.ctypes, N, alpha.ctypes, N, INFO,
@@ -108,17 +170,8 @@ def build():
                 if not np.isfinite(work[i, i]):
                     work[:, :] = np.nan
                     return work
-            N = val_to_int_ptr(np.int32(n))
-            INFO = val_to_int_ptr(np.int32(0))
-            # the F-ordered view is U = L^T: 'U' leaves the inverse's upper triangle there,
-            # the lower triangle of the C-ordered view; mirror it
-            potri(val_to_int_ptr(np.int32(ord("U"))), N, work.ctypes, N, INFO)
-            if int_ptr_to_val(INFO) != 0:
+            if not cholesky_inverse(work):
                 work[:, :] = np.nan
-                return work
-            for i in range(n):
-                for j in range(i):
-                    work[j, i] = work[i, j]
             return work
 
         return chol_inverse_numba
