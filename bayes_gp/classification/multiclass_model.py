@@ -79,6 +79,7 @@ from bayes_gp.classification.multiclass import (
     one_hot,
     softmax_average,
     softmax_laplace,
+    softmax_laplace_native,
 )
 from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
@@ -493,7 +494,10 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
         modes: list[np.ndarray] = []
 
         def pointwise(values):
-            res, K = self._mode(values, a0=modes[-1][1] if modes else None)
+            # each draw's mode from a = 0 by the native solver (as the sampler found it), not
+            # warm-started from the previous draw's: 2.3 ms against 4.8 on iris
+            K = self._train(values)
+            res = softmax_laplace_native(K, self.Y)
             if not res.feasible:
                 raise RuntimeError(f"the Laplace approximation is infeasible at posterior draw "
                                    f"{len(modes)}: {res.reason}")  # fmt: skip

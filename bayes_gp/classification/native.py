@@ -52,6 +52,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
@@ -70,7 +71,9 @@ from bayes_gp.latent.native import (
 )
 from bayes_gp.op_backends import numba_disk_cache
 
-__all__ = ["SOLVER_KEY", "numba_function", "solve", "solve_arrays", "solver_address"]
+__all__ = [
+    "SOLVER_KEY", "NativeResult", "numba_function", "solve", "solve_arrays", "solver_address",
+]  # fmt: skip
 
 #: Status codes of :func:`solve`: the evidence and gradient were computed, ``K`` holds NaN or
 #: infinite values, some ``K[c]`` is not positive definite, a factorisation inside the
@@ -265,11 +268,13 @@ def _apply_R(E, M, x, out, Ev, w):
 
 
 @_njit
-def solve(K, Y, tol, max_iter, gK, info):
+def solve(K, Y, tol, max_iter, gK, info, a, E, M, gradient):
     """``(status, log q)`` of the softmax Laplace approximation at ``K`` (C, n, n) for the one-hot
-    labels ``Y`` (C, n); :math:`\\partial \\log q / \\partial K_c` written into ``gK`` and
-    ``(n_iter, converged)`` into ``info`` when ``status`` is :data:`OK` (module docstring; the
-    NumPy solver's steps from :math:`a = 0`)."""
+    labels ``Y`` (C, n). When ``status`` is :data:`OK`: ``(n_iter, converged)`` in ``info``,
+    the mode's :math:`a` (C, n), :math:`E_c` (C, n, n) and :math:`M` (n, n, lower) in ``a``,
+    ``E``, ``M`` (:class:`~bayes_gp.classification.multiclass.SoftmaxLaplace`'s fields), and
+    with ``gradient`` :math:`\\partial \\log q / \\partial K_c` in ``gK`` (module docstring;
+    the NumPy solver's steps from :math:`a = 0`)."""
     C, n = Y.shape
     for c in range(C):
         for i in range(n):
@@ -291,9 +296,7 @@ def solve(K, Y, tol, max_iter, gK, info):
                 buf[i, j] = K[c, i, j]
         if not _cholesky_lower(buf):
             return K_NOT_PD, -np.inf
-    E = np.empty((C, n, n))
-    M = np.empty((n, n))
-    a = np.zeros((C, n))
+    a[:, :] = 0.0
     f = np.zeros((C, n))
     pi = np.empty((C, n))
     b = np.empty((C, n))
@@ -371,6 +374,8 @@ def solve(K, Y, tol, max_iter, gK, info):
         return NOT_FINITE, -np.inf
     info[0] = it
     info[1] = 1.0 if converged else 0.0
+    if not gradient:
+        return OK, logq
 
     # ---- the gradient (module docstring): (sum E)^-1 from M, then matrix products
     Sinv = M.copy()
@@ -431,17 +436,19 @@ def solve(K, Y, tol, max_iter, gK, info):
 
 
 _F64P = types.CPointer(types.float64)
-#: ``status(C, n, K, Y, tol, max_iter, log q, dlogq/dK, info)``.
+#: ``status(C, n, K, Y, tol, max_iter, log q, dlogq/dK, info, a, E, M, gradient)``.
 SOLVER_SIGNATURE = types.int64(
-    types.int64, types.int64, _F64P, _F64P, types.float64, types.int64, _F64P, _F64P, _F64P
-)
+    types.int64, types.int64, _F64P, _F64P, types.float64, types.int64, _F64P, _F64P, _F64P,
+    _F64P, _F64P, _F64P, types.int64,
+)  # fmt: skip
 
 
-def softmax_laplace_c(C, n, K, Y, tol, max_iter, logq, gK, info):
+def softmax_laplace_c(C, n, K, Y, tol, max_iter, logq, gK, info, a, E, M, gradient):
     """:func:`solve` over raw pointers (:data:`SOLVER_SIGNATURE`), for the ``cfunc``."""
     status, value = solve(
         numba.carray(K, (C, n, n)), numba.carray(Y, (C, n)), tol, max_iter,
-        numba.carray(gK, (C, n, n)), numba.carray(info, 2),
+        numba.carray(gK, (C, n, n)), numba.carray(info, 2), numba.carray(a, (C, n)),
+        numba.carray(E, (C, n, n)), numba.carray(M, (n, n)), gradient != 0,
     )  # fmt: skip
     logq[0] = value
     return status
@@ -491,12 +498,16 @@ def call_solver(K, Y, tol, max_iter):
     logq = np.empty((), dtype=np.float64)
     gK = np.empty((C, n, n))
     info = np.empty(2)
+    a = np.empty((C, n))
+    E = np.empty((C, n, n))
+    M = np.empty((n, n))
     fn = _call_cached_ptr(
         get_ptr_func=_solver_pointer,
         func_type_ref=_SOLVER_TYPE,
         unique_func_name_lit="bayes_gp.classification.native.softmax_laplace",
     )
-    status = fn(C, n, Kc.ctypes, Y.ctypes, tol, max_iter, logq.ctypes, gK.ctypes, info.ctypes)
+    status = fn(C, n, Kc.ctypes, Y.ctypes, tol, max_iter, logq.ctypes, gK.ctypes, info.ctypes,
+                a.ctypes, E.ctypes, M.ctypes, 1)  # fmt: skip
     if status != OK:
         gK[:, :, :] = np.nan
     return logq, gK
@@ -523,12 +534,29 @@ def numba_function(op):
     return numba_njit(softmax_laplace_native), key
 
 
+@dataclass(frozen=True)
+class NativeResult:
+    """What :func:`solve_arrays` returns: the solver's ``status`` (:data:`OK` or a key of
+    :data:`REASONS`), ``log_q`` (:math:`-\\infty` unless :data:`OK`), ``n_iter`` and
+    ``converged``, and at :data:`OK` the mode's ``a``, ``E``, ``M`` and, when asked for,
+    ``grad_K`` (``None`` otherwise)."""
+
+    status: int
+    log_q: float
+    n_iter: int = 0
+    converged: bool = False
+    a: np.ndarray | None = None
+    E: np.ndarray | None = None
+    M: np.ndarray | None = None
+    grad_K: np.ndarray | None = None
+
+
 def solve_arrays(
-    K: np.ndarray, Y: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100
-) -> tuple[int, float, np.ndarray, int, bool]:
-    """``(status, log q, dlogq/dK, n_iter, converged)`` from the compiled solver called from
-    Python (through ``ctypes``; for tests and benchmarks). Raises ``ValueError`` for mismatched
-    shapes."""
+    K: np.ndarray, Y: np.ndarray, *, tol: float = 1e-10, max_iter: int = 100, gradient: bool = True
+) -> NativeResult:
+    """The compiled solver called from Python (through ``ctypes``, which releases the GIL for
+    the call): for the pointwise pass over posterior draws, tests and benchmarks. Raises
+    ``ValueError`` for mismatched shapes."""
     import ctypes
 
     K = np.ascontiguousarray(K, dtype=np.float64)
@@ -538,11 +566,16 @@ def solve_arrays(
     C, n = Y.shape
     solver_address()
     cf = _BUILT["cfunc"]
-    logq, gK, info = np.empty(1), np.empty((C, n, n)), np.zeros(2)
+    logq, info = np.empty(1), np.zeros(2)
+    gK = np.empty((C, n, n)) if gradient else np.empty(1)
+    a, E, M = np.empty((C, n)), np.empty((C, n, n)), np.empty((n, n))
 
     def ptr(arr):
         return arr.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
 
     status = cf.ctypes(C, n, ptr(K), ptr(Y), float(tol), int(max_iter), ptr(logq), ptr(gK),
-                       ptr(info))  # fmt: skip
-    return int(status), float(logq[0]), gK, int(info[0]), bool(info[1])
+                       ptr(info), ptr(a), ptr(E), ptr(M), int(gradient))  # fmt: skip
+    if status != OK:
+        return NativeResult(int(status), float(logq[0]))
+    return NativeResult(int(status), float(logq[0]), int(info[0]), bool(info[1]), a, E, M,
+                        gK if gradient else None)  # fmt: skip

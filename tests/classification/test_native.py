@@ -11,7 +11,12 @@ import pytensor.tensor as pt
 import pytest
 
 from bayes_gp.classification import native
-from bayes_gp.classification.multiclass import SoftmaxLaplaceLogp, one_hot, softmax_laplace
+from bayes_gp.classification.multiclass import (
+    SoftmaxLaplaceLogp,
+    one_hot,
+    softmax_laplace,
+    softmax_laplace_native,
+)
 
 N = 24
 _rng = np.random.default_rng(11)
@@ -37,12 +42,21 @@ CASES = [
 
 def _check_equal(K, Y, **kw):
     ref = softmax_laplace(K, Y, gradient=True, **kw)
-    status, logq, gK, n_iter, converged = native.solve_arrays(K, Y, **kw)
-    assert status == native.OK and ref.feasible
-    assert (n_iter, converged) == (ref.n_iter, ref.converged)
-    assert logq == pytest.approx(ref.log_evidence, rel=1e-11, abs=0.0)
-    assert np.max(np.abs(gK - ref.grad_K)) <= 1e-10 * np.max(np.abs(ref.grad_K))
-    np.testing.assert_array_equal(gK, np.swapaxes(gK, 1, 2))
+    r = native.solve_arrays(K, Y, **kw)
+    assert r.status == native.OK and ref.feasible
+    assert (r.n_iter, r.converged) == (ref.n_iter, ref.converged)
+    assert r.log_q == pytest.approx(ref.log_evidence, rel=1e-11, abs=0.0)
+    assert np.max(np.abs(r.grad_K - ref.grad_K)) <= 1e-10 * np.max(np.abs(ref.grad_K))
+    np.testing.assert_array_equal(r.grad_K, np.swapaxes(r.grad_K, 1, 2))
+    # the mode's state, as SoftmaxLaplace holds it (softmax_laplace_native's fields)
+    scale = np.max(np.abs(ref.a))
+    np.testing.assert_allclose(r.a, ref.a, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(r.E, ref.E, rtol=0, atol=1e-10 * np.max(np.abs(ref.E)))
+    np.testing.assert_allclose(r.M, ref.M, rtol=0, atol=1e-10 * np.max(np.abs(ref.M)))
+    fast = softmax_laplace_native(K, Y, **kw)
+    assert fast.log_evidence == r.log_q and fast.grad_K is None
+    np.testing.assert_allclose(fast.f, ref.f, rtol=0, atol=1e-9 * np.max(np.abs(ref.f)))
+    np.testing.assert_allclose(fast.pi, ref.pi, rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -76,9 +90,11 @@ def test_infeasible_points_are_infeasible_in_both():
     not_pd[2] -= 0.5 * np.eye(N)
     for K_, expected in ((nan, native.K_NOT_FINITE), (not_pd, native.K_NOT_PD)):
         ref = softmax_laplace(K_, Y, gradient=True)
-        status, logq, _, _, _ = native.solve_arrays(K_, Y)
-        assert (status, logq) == (expected, -np.inf)
+        r = native.solve_arrays(K_, Y)
+        assert (r.status, r.log_q, r.grad_K) == (expected, -np.inf, None)
         assert not ref.feasible and ref.log_evidence == -np.inf
+        fast = softmax_laplace_native(K_, Y)
+        assert not fast.feasible and fast.reason == native.REASONS[expected]
     with pytest.raises(ValueError, match="K must be"):
         native.solve_arrays(K[:, :-1, :-1], Y)
 
