@@ -12,24 +12,24 @@ one set per class (``shared=False``). Three fits, by their names in
   with type-II hyperparameters maximising its evidence with the exact gradient
   (:mod:`bayes_gp.classification.multiclass`), by the package's multistart L-BFGS
   (:func:`bayes_gp.inference.typeii.optimize`);
-* ``"nuts"`` (``sample()``'s default) — NUTS over the hyperparameters alone, the latent GPs
-  integrated out by the Laplace approximation at every step (its evidence and exact gradient as
-  one PyTensor Op, as :class:`~bayes_gp.latent.LatentGP` does for one GP);
-* ``"nuts_joint"`` (``sample(method="nuts_joint")``) — joint NUTS over the whitened latent
-  values :math:`f^c = L_c v^c`, :math:`v^c \sim N(0, I)`, and the hyperparameters.
+* ``"nuts"`` (``sample(method="nuts")``) — NUTS over the hyperparameters alone, the latent
+  GPs integrated out by the Laplace approximation at every step (its evidence and exact
+  gradient as one PyTensor Op, as :class:`~bayes_gp.latent.LatentGP` does for one GP);
+* ``"nuts_joint"`` (``sample()``'s default) — joint NUTS over the whitened latent values
+  :math:`f^c = L_c v^c`, :math:`v^c \sim N(0, I)`, and the hyperparameters.
 
-As for the binary latent GP, the Laplace-integrated sampler is the default. Its Op runs the
+Unlike the binary latent GP, the joint sampler is the default here, for its predictive: it
+targets the exact posterior, while the Laplace predictive probabilities are too flat by up to
+0.05 (log-loss 0.24 against 0.14 on iris). In speed the two are level. The Laplace Op runs the
 native solver (:mod:`bayes_gp.classification.native`: the softmax Newton iterations and the
-evidence gradient in nopython code, without the GIL, so nutpie runs the chains in parallel):
-on iris (n = 75, C = 3, one BLAS thread) one gradient costs 2.4 ms (5.4 ms for the NumPy solver
-in an object-mode Op) against 0.17 ms for the 227-dimensional joint density, but the
-2-dimensional posterior needs far fewer gradients per effective draw. With 2 chains in parallel
+evidence gradient in nopython code, without the GIL, so nutpie runs the chains in parallel): on
+iris (n = 75, C = 3, one BLAS thread) one gradient costs 2.4 ms (5.4 ms for the NumPy solver in
+an object-mode Op) against 0.17 ms for the 227-dimensional joint density, but the
+2-dimensional posterior needs far fewer gradients per effective draw: with 2 chains in parallel
 on both sides it reached 1.00-1.13 times the joint sampler's smallest ESS per second on iris and
 0.93-1.12 times on wine for the whole ``sample()`` call, 1.1-1.5 times on the sampling alone
 (``benchmarks/README.md``, ``multiclass.py --nuts --cores 2``; before the native solver it was
-2.1-4.7 times slower). The joint sampler targets the exact posterior: the Laplace predictive
-probabilities are too flat by up to 0.05 (log-loss 0.24 against 0.14 on iris), so
-``method="nuts_joint"`` where the predictive probabilities matter most.
+2.1-4.7 times slower).
 
 The previous release's names still work with a ``FutureWarning``: ``"laplace"`` (now
 ``"map"``), ``"nuts_laplace"`` (now ``"nuts"``); its ``"nuts"`` was joint NUTS, now
@@ -204,10 +204,9 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
     """
 
     _kernel_exclude = ("prml",)
-    #: ``sample()`` integrates the latent values out by Laplace unless asked for
-    #: ``method="nuts_joint"`` (module docstring: level with the joint sampler per effective
-    #: draw on iris and wine with the native solver).
-    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS}
+    #: ``sample()`` samples the latent values jointly unless asked for ``method="nuts"``
+    #: (module docstring: level in speed with the Laplace-integrated sampler, better predictive).
+    sample_options: ClassVar[dict[str, Any]] = {"method": NUTS_JOINT}
 
     def __init__(
         self,

@@ -75,16 +75,16 @@ def test_draws_tune_and_chains_default_to_the_models_own(calls):
         partial.sample(chains=2.0)
 
 
-def test_the_multiclass_classifier_integrates_the_latents_by_default(calls):
-    """MulticlassGPClassifier.sample() is NUTS with the latent GPs integrated out by Laplace
-    (with its native solver level with joint NUTS per effective draw: the class's module
-    docstring); method="nuts_joint" asks for joint latent NUTS."""
+def test_the_multiclass_classifier_samples_jointly_by_default(calls):
+    """MulticlassGPClassifier.sample() is joint latent NUTS (level in speed with its
+    Laplace-integrated sampler, better predictive: the class's module docstring);
+    method="nuts" asks for that."""
     from bayes_gp import MulticlassGPClassifier
 
     clf = MulticlassGPClassifier(X, np.repeat([0, 1, 2], 4))
     with pytest.raises(RuntimeError, match="recorded"):
         clf.sample(draws=10, tune=5, chains=1)
-    assert not calls[-1][1]["latent"] and calls[-1][0] is clf.model
-    with pytest.raises(RuntimeError, match="recorded"):
-        clf.sample(draws=10, tune=5, chains=1, method="nuts_joint")
     assert calls[-1][1]["latent"] and calls[-1][0] is not clf.model
+    with pytest.raises(RuntimeError, match="recorded"):
+        clf.sample(draws=10, tune=5, chains=1, method="nuts")
+    assert not calls[-1][1]["latent"] and calls[-1][0] is clf.model
