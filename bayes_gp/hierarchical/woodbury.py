@@ -55,7 +55,7 @@ leave-one-out terms (:math:`C^{-1}` applied to vectors and its diagonal, without
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytensor.tensor as pt
@@ -300,8 +300,12 @@ def _group_choleskys(blocks: Sequence[np.ndarray]) -> tuple[list, float]:
 @dataclass(frozen=True)
 class StructuredFactor:
     r"""The factorisation of :math:`C = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top` in NumPy
-    (module docstring): per-group factors :math:`L_g`, :math:`L_0` and the :math:`m \times m`
-    factor :math:`L_B` of :math:`B`. Build it with :meth:`of`.
+    (module docstring): per-group factors :math:`L_g` and, with a shared function, the form of
+    :mod:`bayes_gp.solvers.grouped` that never factorises :math:`K_0` (exact for a shared
+    covariance of low rank, the common effects): :math:`P = A^{-1} Z`,
+    :math:`S = Z^\top A^{-1} Z = L_S L_S^\top`, :math:`B = I + L_S^\top K_0 L_S = L_B L_B^\top`
+    and :math:`H = (K_0^{-1} + S)^{-1} = L_S^{-\top}(I - B^{-1}) L_S^{-1}`, so that
+    :math:`C^{-1} = A^{-1} - P H P^\top` and :math:`|C| = |A|\,|B|`. Build it with :meth:`of`.
 
     Attributes
     ----------
@@ -309,8 +313,8 @@ class StructuredFactor:
         Each group's rows.
     L : list of ndarray
         :math:`L_g`.
-    L0, LB : ndarray or None
-        :math:`L_0` and :math:`L_B` (``None`` without a shared function).
+    P, H, LB : ndarray or None
+        :math:`P` (N, m), :math:`H` and :math:`L_B` (``None`` without a shared function).
     u_index : int array or None
     n : int
     jitter : float
@@ -326,7 +330,8 @@ class StructuredFactor:
 
     rows: list
     L: list
-    L0: np.ndarray | None
+    P: np.ndarray | None
+    H: np.ndarray | None
     LB: np.ndarray | None
     u_index: np.ndarray | None
     n: int
@@ -335,28 +340,26 @@ class StructuredFactor:
 
     @classmethod
     def of(cls, A_blocks, rows, K0=None, u_index=None) -> StructuredFactor:
-        """Factorise the blocks (and :math:`K_0`, :math:`B`)."""
+        """Factorise the blocks (and :math:`S`, :math:`B`)."""
         rows, u_index, n = _check_layout(rows, u_index if K0 is not None else None, None)
         Ls, jit = _group_choleskys([np.asarray(A, float) for A in A_blocks])
-        L0 = LB = None
-        padded = _pad(Ls, rows)
-        if K0 is not None:
-            L0, j = jittered_cholesky(np.asarray(K0, float))
-            jit = max(jit, j)
-            B = np.eye(L0.shape[0])
-            if padded is None:
-                for L, idx in zip(Ls, rows, strict=True):
-                    V = solve_triangular(L, L0[u_index[idx]], lower=True, check_finite=False)
-                    B += V.T @ V
-            else:  # V_g = L_g^{-1} Z_g L_0 for every group at once (zero rows in the padding)
-                Lp, index, mask = padded
-                V = np.linalg.solve(Lp, np.where(mask[..., None], L0[u_index[index]], 0.0))
-                B += np.einsum("gim,gik->mk", V, V)
-            LB = np.linalg.cholesky(B)  # I + PSD: always positive definite
-        return cls(rows, Ls, L0, LB, u_index, n, float(jit), padded)
+        fac = cls(rows, Ls, None, None, None, u_index, n, float(jit), _pad(Ls, rows))
+        if K0 is None:
+            return fac
+        K0 = np.asarray(K0, float)
+        m = K0.shape[0]
+        P = fac._Ainv(np.eye(m)[u_index])  # A^{-1} Z
+        S = np.zeros((m, m))
+        np.add.at(S, u_index, P)  # Z^T A^{-1} Z
+        LS, j = jittered_cholesky(0.5 * (S + S.T))
+        LB, j2 = jittered_cholesky(np.eye(m) + LS.T @ K0 @ LS)  # I + PSD: jitter-free in practice
+        LSinv = solve_triangular(LS, np.eye(m), lower=True, check_finite=False)
+        Binv = cho_solve((LB, True), np.eye(m), check_finite=False)
+        H = LSinv.T @ (np.eye(m) - Binv) @ LSinv
+        return replace(fac, P=P, H=0.5 * (H + H.T), LB=LB, jitter=max(fac.jitter, j, j2))
 
     def _Ainv(self, R: np.ndarray) -> np.ndarray:
-        """:math:`A^{-1} R` for ``R`` (N, k): per group :math:`L_g^{-\top} L_g^{-1} R_g`."""
+        r""":math:`A^{-1} R` for ``R`` (N, k): per group :math:`L_g^{-\top} L_g^{-1} R_g`."""
         if self.padded is None:
             out = np.empty_like(R)
             for L, idx in zip(self.L, self.rows, strict=True):
@@ -372,44 +375,36 @@ class StructuredFactor:
 
     def solve(self, R: np.ndarray) -> np.ndarray:
         r""":math:`C^{-1} R` for ``R`` (N,) or (N, k), by the Woodbury identity:
-        :math:`C^{-1} = A^{-1} - A^{-1} Z L_0 B^{-1} L_0^\top Z^\top A^{-1}`."""
+        :math:`C^{-1} = A^{-1} - P H P^\top`."""
         R = np.asarray(R, float)
         vec = R.ndim == 1
         R2 = R[:, None] if vec else R
         out = self._Ainv(R2)
-        if self.L0 is not None:
-            m = self.L0.shape[0]
-            ZtAR = np.zeros((m, R2.shape[1]))
-            np.add.at(ZtAR, self.u_index, out)  # Z^T A^{-1} R
-            t = cho_solve((self.LB, True), self.L0.T @ ZtAR, check_finite=False)
-            out = out - self._Ainv((self.L0 @ t)[self.u_index])
+        if self.P is not None:
+            out = out - self.P @ (self.H @ (self.P.T @ R2))
         return out[:, 0] if vec else out
 
     def logdet(self) -> float:
-        """:math:`\\log|C|`."""
+        r""":math:`\log|C|`."""
         total = sum(2.0 * np.sum(np.log(np.diag(L))) for L in self.L)
         if self.LB is not None:
             total += 2.0 * np.sum(np.log(np.diag(self.LB)))
         return float(total)
 
     def log_density(self, r: np.ndarray) -> float:
-        """:math:`\\log N(r \\mid 0, C)` (R&W eq. 2.30)."""
+        r""":math:`\log N(r \mid 0, C)` (R&W eq. 2.30)."""
         r = np.asarray(r, float)
         return float(-0.5 * r @ self.solve(r) - 0.5 * self.logdet() - 0.5 * self.n * _LOG_2PI)
 
     def inverse_diagonal(self) -> np.ndarray:
-        r""":math:`\operatorname{diag}(C^{-1})`: :math:`\operatorname{diag}(A^{-1})` minus the
-        squared row norms of :math:`A^{-1} Z L_0 L_B^{-\top}`."""
+        r""":math:`\operatorname{diag}(C^{-1})`: :math:`\operatorname{diag}(A^{-1})` minus
+        :math:`\operatorname{diag}(P H P^\top)`."""
         d = np.empty(self.n)
-        P = None if self.L0 is None else np.empty((self.n, self.L0.shape[0]))
         for L, idx in zip(self.L, self.rows, strict=True):
             Li = solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
             d[idx] = np.sum(Li * Li, axis=0)
-            if P is not None:
-                P[idx] = cho_solve((L, True), self.L0[self.u_index[idx]], check_finite=False)
-        if P is not None:
-            Q = solve_triangular(self.LB, P.T, lower=True, check_finite=False)
-            d = d - np.sum(Q * Q, axis=0)
+        if self.P is not None:
+            d = d - np.einsum("ik,kj,ij->i", self.P, self.H, self.P)
         return d
 
     def loo(self, r: np.ndarray) -> np.ndarray:

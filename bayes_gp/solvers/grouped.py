@@ -4,9 +4,9 @@ its closed-form gradient.
 For :math:`r \sim N(0, C)` with :math:`C = \operatorname{blockdiag}_g(A_g) + Z K_0 Z^\top`
 (the hierarchical GP and the grouped formula engine, :mod:`bayes_gp.hierarchical.woodbury`),
 the Woodbury identity and the determinant lemma (R&W eqs. A.9, A.10) give, with
-:math:`A_g = L_g L_g^\top`, :math:`K_0 = L_0 L_0^\top`,
-:math:`S = Z^\top A^{-1} Z`, :math:`b = Z^\top A^{-1} r`,
-:math:`B = I + L_0^\top S L_0` and :math:`H = L_0 B^{-1} L_0^\top`,
+:math:`A_g = L_g L_g^\top`, :math:`S = Z^\top A^{-1} Z = L_S L_S^\top`,
+:math:`b = Z^\top A^{-1} r`, :math:`B = I + L_S^\top K_0 L_S` and
+:math:`H = (K_0^{-1} + S)^{-1} = L_S^{-\top}(I - B^{-1})L_S^{-1}`,
 
 .. math::
    \log p(r) = -\tfrac12\left(r^\top A^{-1} r - b^\top H b\right)
@@ -20,10 +20,14 @@ built from:
 .. math::
    \frac{\partial \log p}{\partial A_g} = \tfrac12\left(\alpha_g\alpha_g^\top - A_g^{-1}
    + E_g H E_g^\top\right), \qquad
-   \frac{\partial \log p}{\partial K_0} = \tfrac12\left(a a^\top - S + S H S\right),
+   \frac{\partial \log p}{\partial K_0} = \tfrac12\left(a a^\top - L_S B^{-1} L_S^\top\right),
    \qquad \frac{\partial \log p}{\partial r} = -\alpha,
 
-where :math:`E_g = A_g^{-1} Z_g` and :math:`a = Z^\top \alpha`. The groups come padded to the
+where :math:`E_g = A_g^{-1} Z_g`, :math:`a = Z^\top \alpha` and
+:math:`L_S B^{-1} L_S^\top = Z^\top C^{-1} Z`. :math:`K_0` itself is never factorised (only
+:math:`S`, positive definite when every distinct shared input has a row, and :math:`B`, the
+identity plus a positive semi-definite matrix): a shared covariance of low rank and large
+scale, the common effects under wide priors, is exact here. The groups come padded to the
 largest one (:class:`~bayes_gp.hierarchical.woodbury.PaddedLayout`: identity blocks, zero
 residuals and no shared input in the padding, which add exactly nothing), so one Op serves any
 number of groups.
@@ -35,8 +39,9 @@ a fresh machine (the batched linear algebra's gradient graph); this Op computes 
 every gradient in one pass of :math:`O(G n_{\max}^3 + G n_{\max}^2 m + m^3)` and compiles once
 per machine (PyTensor's numba disk cache, :func:`bayes_gp.op_backends.numba_cache_key`). It runs
 in PyTensor's C/Python backend (``perform``, NumPy), in numba without the GIL (LAPACK from
-nopython code, :mod:`bayes_gp.solvers._numba_lapack`) and in JAX. A block, :math:`K_0` or
-:math:`B` that is not positive definite gives :math:`\log p = -\infty` (a rejected NUTS step).
+nopython code, :mod:`bayes_gp.solvers._numba_lapack`) and in JAX. A block that is not positive
+definite, or a :math:`B` that is not (then neither is :math:`C`), or a non-finite entry gives
+:math:`\log p = -\infty` (a rejected NUTS step).
 """
 
 from __future__ import annotations
@@ -85,20 +90,22 @@ def grouped_numpy(R: np.ndarray, A: np.ndarray, u: np.ndarray | None, K0: np.nda
     S = np.einsum("gim,gik->mk", Z, E)
     b = np.einsum("gim,gi->m", Z, beta)
     try:
-        L0 = np.linalg.cholesky(K0)
-        LB = np.linalg.cholesky(np.eye(m) + L0.T @ S @ L0)
+        LS = np.linalg.cholesky(S)
+        LB = np.linalg.cholesky(np.eye(m) + LS.T @ K0 @ LS)
     except np.linalg.LinAlgError:
         return fail
-    P = np.linalg.solve(LB, L0.T)  # LB^{-1} L0^T: H = P^T P
-    H = P.T @ P
-    Hb = H @ b
-    alpha = beta - np.einsum("gim,m->gi", E, Hb)
+    LSinv = np.linalg.solve(LS, np.eye(m))
+    Binv = np.linalg.solve(LB.T, np.linalg.solve(LB, np.eye(m)))
+    D = np.eye(m) - Binv
+    H = LSinv.T @ D @ LSinv
+    c = LSinv @ b
+    quad -= float(c @ D @ c)
     logdet += 2.0 * float(np.sum(np.log(np.diag(LB))))
-    EP = E @ P.T  # E_g L0 LB^{-T}
-    dA = 0.5 * (alpha[:, :, None] * alpha[:, None, :] - Ainv + EP @ np.swapaxes(EP, 1, 2))
+    alpha = beta - E @ (H @ b)
+    dA = 0.5 * (alpha[:, :, None] * alpha[:, None, :] - Ainv + (E @ H) @ np.swapaxes(E, 1, 2))
     a = np.einsum("gim,gi->m", Z, alpha)
-    dK0 = 0.5 * (np.outer(a, a) - S + S @ H @ S)
-    return np.asarray(-0.5 * (quad - b @ Hb) - 0.5 * logdet), alpha, dA, dK0
+    dK0 = 0.5 * (np.outer(a, a) - LS @ Binv @ LS.T)
+    return np.asarray(-0.5 * quad - 0.5 * logdet), alpha, dA, dK0
 
 
 class GroupedGPLogp(Op):
@@ -241,8 +248,21 @@ def _register_numba() -> None:
         logp[()] = -0.5 * quad - 0.5 * logdet
         return logp, beta, dA
 
-    # (explicit loops throughout: numba compiles them in a fraction of the time its matrix
-    # products take, and the matrices are m x m or n_max x m)
+    @numba_njit
+    def mm(X, Y, tx, ty):
+        """X Y with X (or Y) transposed first where ``tx`` (``ty``): small square products."""
+        k = X.shape[0]
+        out = np.zeros((k, k))
+        for i in range(k):
+            for j in range(k):
+                s = 0.0
+                for q in range(k):
+                    s += (X[q, i] if tx else X[i, q]) * (Y[j, q] if ty else Y[q, j])
+                out[i, j] = s
+        return out
+
+    # (explicit loops: numba compiles them faster than its matrix products, and the matrices
+    # are m x m or n_max x m)
     @numba_njit
     def grouped_shared(R, A, u, K0):
         G, n = R.shape
@@ -266,43 +286,31 @@ def _register_numba() -> None:
                 if k < m:
                     for c in range(m):
                         S[k, c] += E[g, i, c]
-        L0 = np.copy(K0)
-        if not cholesky_lower(L0):
+        LS = np.copy(S)
+        if not cholesky_lower(LS):
             return failed(G, n, m)
-        # B = I + L0^T S L0 (L0 lower: sums from the diagonal down)
-        SL = np.zeros((m, m))
+        LB = mm(LS, mm(K0, LS, False, False), True, False)  # I + LS^T K0 LS
         for i in range(m):
-            for j in range(m):
-                s = 0.0
-                for k in range(j, m):
-                    s += S[i, k] * L0[k, j]
-                SL[i, j] = s
-        B = np.zeros((m, m))
-        for i in range(m):
-            for j in range(m):
-                s = 1.0 if i == j else 0.0
-                for k in range(i, m):
-                    s += L0[k, i] * SL[k, j]
-                B[i, j] = s
-        if not cholesky_lower(B):
+            LB[i, i] += 1.0
+        if not cholesky_lower(LB):
             return failed(G, n, m)
         for i in range(m):
-            logdet += 2.0 * np.log(B[i, i])
-        # P = LB^{-1} L0^T (forward substitution, column by column); H = P^T P
-        P = np.zeros((m, m))
+            logdet += 2.0 * np.log(LB[i, i])
+        Binv = np.copy(LB)
+        if not cholesky_inverse(Binv):
+            return failed(G, n, m)
+        # LS^{-1} by forward substitution; H = LS^{-T} (I - B^{-1}) LS^{-1}
+        LSinv = np.zeros((m, m))
         for c in range(m):
-            for i in range(m):
-                s = L0[c, i]
-                for k in range(i):
-                    s -= B[i, k] * P[k, c]
-                P[i, c] = s / B[i, i]
-        H = np.zeros((m, m))
+            for i in range(c, m):
+                s = 1.0 if i == c else 0.0
+                for k in range(c, i):
+                    s -= LS[i, k] * LSinv[k, c]
+                LSinv[i, c] = s / LS[i, i]
+        D = -Binv
         for i in range(m):
-            for j in range(m):
-                s = 0.0
-                for k in range(m):
-                    s += P[k, i] * P[k, j]
-                H[i, j] = s
+            D[i, i] += 1.0
+        H = mm(LSinv, mm(D, LSinv, False, False), True, False)
         Hb = np.zeros(m)
         for i in range(m):
             for j in range(m):
@@ -310,23 +318,23 @@ def _register_numba() -> None:
             quad -= b[i] * Hb[i]
         alpha = np.empty((G, n))
         dA = np.empty((G, n, n))
-        EP = np.empty((n, m))
+        EH = np.empty((n, m))
         for g in range(G):
             for i in range(n):
                 s = beta[g, i]
                 for k in range(m):
                     s -= E[g, i, k] * Hb[k]
                 alpha[g, i] = s
-                for c in range(m):  # (E_g P^T)[i, c]
+                for c in range(m):
                     s = 0.0
                     for k in range(m):
-                        s += E[g, i, k] * P[c, k]
-                    EP[i, c] = s
+                        s += E[g, i, k] * H[k, c]
+                    EH[i, c] = s
             for i in range(n):
                 for j in range(n):
                     q = 0.0
                     for c in range(m):
-                        q += EP[i, c] * EP[j, c]
+                        q += EH[i, c] * E[g, j, c]
                     dA[g, i, j] = 0.5 * (alpha[g, i] * alpha[g, j] - Ainv[g, i, j] + q)
         a = np.zeros(m)
         for g in range(G):
@@ -334,20 +342,11 @@ def _register_numba() -> None:
                 k = u[g, i]
                 if k < m:
                     a[k] += alpha[g, i]
-        HS = np.zeros((m, m))
-        for i in range(m):
-            for j in range(m):
-                s = 0.0
-                for k in range(m):
-                    s += H[i, k] * S[k, j]
-                HS[i, j] = s
+        W = mm(LS, mm(Binv, LS, False, True), False, False)  # Z^T C^{-1} Z = LS B^{-1} LS^T
         dK0 = np.empty((m, m))
         for i in range(m):
             for j in range(m):
-                s = 0.0
-                for k in range(m):
-                    s += S[i, k] * HS[k, j]
-                dK0[i, j] = 0.5 * (a[i] * a[j] - S[i, j] + s)
+                dK0[i, j] = 0.5 * (a[i] * a[j] - W[i, j])
         logp = np.empty((), dtype=np.float64)
         logp[()] = -0.5 * quad - 0.5 * logdet
         if not np.isfinite(logp[()]):
@@ -408,21 +407,25 @@ def _register_jax() -> None:
         def grouped_logp(R, A, u, K0):
             quad, logdet, Ainv, beta = blocks(R, A)
             m = K0.shape[0]
+            eye = jnp.eye(m, dtype=A.dtype)
             Z = (u[..., None] == jnp.arange(m)).astype(A.dtype)
             E = Ainv @ Z
             S = jnp.einsum("gim,gik->mk", Z, E)
             b = jnp.einsum("gim,gi->m", Z, beta)
-            L0 = jnp.linalg.cholesky(K0)
-            LB = jnp.linalg.cholesky(jnp.eye(m) + L0.T @ S @ L0)
-            P = solve_triangular(LB, L0.T, lower=True)
-            H = P.T @ P
-            Hb = H @ b
-            alpha = beta - jnp.einsum("gim,m->gi", E, Hb)
-            EP = E @ P.T
-            dA = 0.5 * (alpha[:, :, None] * alpha[:, None, :] - Ainv + EP @ jnp.swapaxes(EP, 1, 2))
+            LS = jnp.linalg.cholesky(S)
+            LB = jnp.linalg.cholesky(eye + LS.T @ K0 @ LS)
+            LSinv = solve_triangular(LS, eye, lower=True)
+            LBinv = solve_triangular(LB, eye, lower=True)
+            Binv = LBinv.T @ LBinv
+            D = eye - Binv
+            H = LSinv.T @ D @ LSinv
+            c = LSinv @ b
+            alpha = beta - E @ (H @ b)
+            dA = 0.5 * (alpha[:, :, None] * alpha[:, None, :] - Ainv
+                        + (E @ H) @ jnp.swapaxes(E, 1, 2))  # fmt: skip
             a = jnp.einsum("gim,gi->m", Z, alpha)
-            dK0 = 0.5 * (jnp.outer(a, a) - S + S @ H @ S)
+            dK0 = 0.5 * (jnp.outer(a, a) - LS @ Binv @ LS.T)
             logdet = logdet + 2.0 * jnp.sum(jnp.log(jnp.diag(LB)))
-            return finite(-0.5 * (quad - b @ Hb) - 0.5 * logdet), alpha, dA, dK0
+            return finite(-0.5 * (quad - c @ D @ c) - 0.5 * logdet), alpha, dA, dK0
 
         return grouped_logp

@@ -138,10 +138,30 @@ def test_a_matrix_that_is_not_positive_definite_is_minus_infinity(mode):
     bad_block[1, 0, 0] = -1.0
     nan_block = p["A"].copy()
     nan_block[0, 1, 1] = np.nan
-    for A, K0 in ((bad_block, p["K0"]), (nan_block, p["K0"]), (p["A"], -p["K0"])):
+    negative = -100.0 * p["K0"]  # C = A + Z K0 Z^T indefinite:
+    assert np.linalg.eigvalsh(dense_covariance(p["blocks"], p["rows"], negative,
+                                               p["u_index"]))[0] < 0  # fmt: skip
+    for A, K0 in ((bad_block, p["K0"]), (nan_block, p["K0"]), (p["A"], negative)):
         assert float(f(p["R"], A, lay.u, K0)[0]) == -np.inf
     g = _function(False, MODES[mode], p["N"])
     assert float(g(p["R"], bad_block)[0]) == -np.inf
+
+
+@pytest.mark.parametrize("mode", ["PY", "NUMBA"])
+def test_a_shared_covariance_of_low_rank_and_large_scale_is_exact(mode):
+    """Common effects under wide priors: K0 = 1e6 (1 + d d^T) at m = 4 distinct inputs has
+    rank 2 and no jitter; K0 is never factorised, so the density is the dense one."""
+    p = _problem(seed=4)
+    d = np.arange(4.0)
+    p["K0"] = 1e6 * (1.0 + np.outer(d, d))
+    logp, alpha, W = _dense_reference(p)
+    lay = p["layout"]
+    got = _function(True, MODES[mode], p["N"])(p["R"], p["A"], lay.u, p["K0"])
+    np.testing.assert_allclose(float(got[0]), logp, rtol=1e-10)
+    np.testing.assert_allclose(-got[1][lay.mask], alpha[lay.index[lay.mask]], rtol=1e-7,
+                               atol=1e-9)  # fmt: skip
+    Z = np.eye(4)[p["u_index"]]
+    np.testing.assert_allclose(got[3], Z.T @ W @ Z, atol=1e-10)
 
 
 def test_the_op_refuses_inputs_of_the_wrong_shape():
