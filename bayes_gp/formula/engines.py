@@ -49,13 +49,16 @@ __all__ = [
     "FormulaMulticlass",
     "engine_class",
     "engine_methods",
-    "GROUPED_MIN_N",
 ]
 
-#: The grouped engine (:mod:`bayes_gp.formula.grouped`) is the default from this many rows on,
-#: where it costs under a quarter of the dense Cholesky; below, the dense path's one compiled
-#: Cholesky is as fast and the model's first fit compiles less.
-GROUPED_MIN_N = 200
+#: Up to this many rows the grouped engine's per-term predictions use one dense factor of
+#: :math:`C` per draw (:math:`O(n^3)`) rather than its Woodbury factor: a term's posterior
+#: variance is its prior variance minus :math:`k^\top C^{-1} k`, and for common effects under
+#: wide priors the Woodbury form's :math:`C^{-1}` loses the digits that difference needs.
+#: Measured (tests/formula/test_reference.py's REML check, sleepstudy, coefficient priors
+#: N(0, 1e4^2)): the Days coefficient's sd 3.666 by Woodbury, 1.559566 by the dense factor,
+#: 1.559562 by statsmodels' REML.
+TERMS_DENSE_MAX_N = 1000
 
 
 class FormulaRegression(FormulaTerms, GPRegression):
@@ -112,7 +115,9 @@ class FormulaRegression(FormulaTerms, GPRegression):
     def _grouped_plan(self, structure):
         """``(factor, grouped terms, global columns)`` when the grouped engine is used
         (:mod:`bayes_gp.formula.grouped`): asked (``structure="grouped"``) or, by default,
-        when its cost is below a quarter of the dense Cholesky's from n = 200 on."""
+        when its cost is below a quarter of the dense Cholesky's. (Until its log density became
+        one Op, :class:`~bayes_gp.solvers.grouped.GroupedGPLogp`, it also waited for n = 200:
+        the batched graph compiled for 74-120 s on a fresh machine.)"""
         names, factor = self._grouped_terms()
         if structure not in (None, "grouped"):
             return None
@@ -135,7 +140,7 @@ class FormulaRegression(FormulaTerms, GPRegression):
         m = len(distinct_rows(X, cols)[0]) if has_global else 0
         n = X.shape[0]
         cheap = grouped_cost(sizes, m) < dense_cost(n) / 4.0
-        if structure is None and not (n >= GROUPED_MIN_N and cheap):
+        if structure is None and not cheap:
             return None
         return factor, names, cols
 
@@ -271,8 +276,10 @@ class FormulaRegression(FormulaTerms, GPRegression):
 
     def _term_factors(self, fit, max_draws):
         draws = [self._values(fit.params)] if not is_nuts(fit) else self._draws(fit, max_draws)
+        dense_terms = (isinstance(self.marginal, GroupedLikelihood)
+                       and self.X.shape[0] <= TERMS_DENSE_MAX_N)  # fmt: skip
         for values in draws:
-            if isinstance(self.marginal, FactoredLikelihood):
+            if isinstance(self.marginal, FactoredLikelihood) and not dense_terms:
                 yield values, self.marginal.solver(values)
                 continue
             fac = self.marginal.factor(values)[1] if self.marginal.dense else self._dense(values)

@@ -9,16 +9,16 @@ When every term that couples rows only within a group — ``gp(t, by=g)``, ``(1 
    A_g = \sum_{j\ \text{grouped}} K_j(X_g, X_g) + (\sigma^2 + \epsilon) I
    \;[+ \operatorname{diag}(s_g^2)],
 
-where :math:`K_0 = \sum_{j\ \text{global}} K_j(U, U) + \epsilon I` is the covariance of the other
+where :math:`K_0 = \sum_{j\ \text{global}} K_j(U, U)` is the covariance of the other
 terms (shared GP terms, common effects, the intercept) at the :math:`m` distinct rows
 :math:`U` of the columns they use and :math:`Z` the :math:`N \times m` incidence matrix. This is
 the hierarchical GP's likelihood (:mod:`bayes_gp.hierarchical.woodbury`, R&W eqs. A.9–A.10):
 :math:`O(G n_{\max}^3 + N m^2 + m^3)` per log density and gradient. The blocks are the grouped
 terms' own covariance graphs vectorised over the padded groups
 (:class:`~bayes_gp.hierarchical.woodbury.PaddedLayout`), so any kernel of the catalogue works.
-The jitter :math:`\epsilon` is added to :math:`K_0` as well as to the blocks (its factor must
-exist): at the default relative jitter of :math:`10^{-10}` the log density differs from the
-dense one by about that much.
+The jitter :math:`\epsilon` joins the blocks' diagonal, that is :math:`C`'s, as in the dense
+engine; :math:`K_0` needs none (:mod:`bayes_gp.solvers.grouped` never factorises it), so the
+grouped and dense log densities are the same function.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pytensor.graph.replace import vectorize_graph
 
 from bayes_gp.formula.factored import FactoredLikelihood
 from bayes_gp.hierarchical.woodbury import PaddedLayout, StructuredFactor, padded_structured_logp
-from bayes_gp.linalg import plus_diagonal
 from bayes_gp.solvers.observed import broadcast_mean
 
 __all__ = ["GroupedLikelihood", "grouped_cost", "dense_cost"]
@@ -96,7 +95,7 @@ class GroupedLikelihood(FactoredLikelihood):
         A = self.layout.pad_blocks(K, noise)
         K0 = None
         if self.global_cov is not None:
-            K0 = plus_diagonal(self.global_cov(pt.as_tensor_variable(self.XU)), self.jitter)
+            K0 = self.global_cov(pt.as_tensor_variable(self.XU))
         return A, K0, broadcast_mean(self.mean_func, pt.as_tensor_variable(self.X))
 
     def _loglik(self, value):

@@ -260,8 +260,7 @@ def Model(formula: str, data, family: str = "gaussian", *, link: str | None = No
         ``gp(..., by=g)``, ``(1 | g)``, ``(x | g)`` uses one factor; ``"quasiseparable"``: the
         O(n) state-space one when the whole model lies on one input column with a state-space
         kernel (``y ~ gp(t, kernel="matern32")``); ``"dense"``: one Cholesky factor. ``None``
-        (default): grouped from :data:`GROUPED_MIN_N` rows when it costs under a quarter of
-        the dense factor, quasiseparable for a long 1-D series
+        (default): grouped when it costs under a quarter of the dense factor, quasiseparable for a long 1-D series
         (:class:`~bayes_gp.GPRegression`'s rule), dense otherwise.
     noise : str, array or float, optional
         The gaussian family's known per-observation noise: a column name of ``data`` (or an
