@@ -78,8 +78,10 @@ def factor_kernels():
     in place, each returning whether it succeeded (``None`` without :func:`bindings`).
 
     ``cholesky_lower(work)`` writes the lower factor :math:`L` of the symmetric ``work`` over it
-    (zeros above the diagonal; ``False`` when ``work`` is not positive definite or a diagonal
-    entry of :math:`L` is not finite); ``cholesky_inverse(work)`` writes
+    (zeros above the diagonal) and returns ``(ok, sum_i log L_ii)``, ``ok`` ``False`` when
+    ``work`` is not positive definite or a diagonal entry of :math:`L` is not finite (the sum
+    is accumulated in the loop that clears the upper triangle, as GPLogp always did: its
+    rounding is part of the log density's value); ``cholesky_inverse(work)`` writes
     :math:`(LL^\top)^{-1}`, both triangles, over the factor :math:`L`."""
     lapack = bindings()
     if lapack is None:  # pragma: no cover - depends on PyTensor's internals
@@ -97,12 +99,16 @@ def factor_kernels():
         INFO = val_to_int_ptr(np.int32(0))
         potrf(val_to_int_ptr(np.int32(ord("U"))), N, work.ctypes, N, INFO)
         ok = int_ptr_to_val(INFO) == 0
+        half_logdet = 0.0  # sum log L_ii, in the loop that clears the upper triangle
         for i in range(n):
-            if not np.isfinite(work[i, i]):
+            d = work[i, i]
+            if not np.isfinite(d):
                 ok = False
             for j in range(i + 1, n):
                 work[i, j] = 0.0
-        return ok
+            if ok:
+                half_logdet += np.log(d)
+        return ok, half_logdet
 
     @numba_njit
     def cholesky_inverse(work):
@@ -137,11 +143,7 @@ def build():
         def gp_logp_numba(C, r):
             n = r.shape[0]
             work = np.ascontiguousarray(C) if overwrite else np.copy(C)
-            ok = cholesky_lower(work)
-            logdet = 0.0
-            if ok:
-                for i in range(n):
-                    logdet += np.log(work[i, i])
+            ok, logdet = cholesky_lower(work)
             logp = np.empty((), dtype=np.float64)
             alpha = np.empty(n, dtype=np.float64)
             if not ok:

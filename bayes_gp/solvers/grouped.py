@@ -113,7 +113,8 @@ class GroupedGPLogp(Op):
 
     ``R`` (G, n_max) the padded residuals (0 in padding), ``A`` (G, n_max, n_max) the padded
     blocks (identity in padding), ``u`` (G, n_max) each entry's shared input (``m`` in padding)
-    and ``K0`` (m, m) the shared covariance with its jitter, when ``shared``. Only output 0 is
+    and ``K0`` (m, m) the shared covariance (positive semi-definite: it is never factorised),
+    when ``shared``. Only output 0 is
     meant to be differentiated; its pullback is the cotangent times the gradients, which the
     other outputs are (module docstring). The constant :math:`-\\tfrac N2 \\log 2\\pi` is left to
     :func:`grouped_gp_logp`, which knows :math:`N`.
@@ -205,10 +206,10 @@ def _register_numba() -> None:
         quad, logdet = 0.0, 0.0
         for g in range(G):
             work = np.copy(A[g])
-            if not cholesky_lower(work):
+            ok, half = cholesky_lower(work)
+            if not ok:
                 return False, 0.0, 0.0, Ainv, beta
-            for i in range(n):
-                logdet += 2.0 * np.log(work[i, i])
+            logdet += 2.0 * half
             if not cholesky_inverse(work):
                 return False, 0.0, 0.0, Ainv, beta
             Ainv[g] = work
@@ -287,15 +288,15 @@ def _register_numba() -> None:
                     for c in range(m):
                         S[k, c] += E[g, i, c]
         LS = np.copy(S)
-        if not cholesky_lower(LS):
+        if not cholesky_lower(LS)[0]:
             return failed(G, n, m)
         LB = mm(LS, mm(K0, LS, False, False), True, False)  # I + LS^T K0 LS
         for i in range(m):
             LB[i, i] += 1.0
-        if not cholesky_lower(LB):
+        ok, half = cholesky_lower(LB)
+        if not ok:
             return failed(G, n, m)
-        for i in range(m):
-            logdet += 2.0 * np.log(LB[i, i])
+        logdet += 2.0 * half
         Binv = np.copy(LB)
         if not cholesky_inverse(Binv):
             return failed(G, n, m)
