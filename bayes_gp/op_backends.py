@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable
 
 __all__ = ["BACKENDS", "op_backend", "ensure", "ensure_available", "numba_cache_key",
-           "numba_disk_cache"]
+           "numba_disk_cache", "cached_cfunc"]
 
 #: Backends with registrars.
 BACKENDS = ("numba", "jax")
@@ -119,3 +120,27 @@ def numba_cache_key(op, *modules: str, native: bool = True) -> str | None:
         with open(module.__file__, "rb") as fh:
             digest.update(fh.read())
     return f"bayes_gp:{digest.hexdigest()}"
+
+
+_CFUNCS: dict[str, object] = {}
+_CFUNC_LOCK = threading.Lock()
+
+
+def cached_cfunc(fn: Callable, signature, key: str):
+    """``fn`` compiled as a numba ``cfunc`` of ``signature`` (C signature over raw pointers),
+    once per process and ``key``, and cached on disk under ``key`` in PyTensor's numba cache
+    (unless ``BAYES_GP_NUMBA_CACHE=0``): the native Laplace solvers
+    (:mod:`bayes_gp.latent.native`, :mod:`bayes_gp.classification.native`), which each model's
+    small compiled function calls through the returned object's ``address``."""
+    with _CFUNC_LOCK:
+        if key in _CFUNCS:
+            return _CFUNCS[key]
+    import numba
+    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+
+    cache = numba_disk_cache()
+    if cache:
+        CACHED_SRC_FUNCTIONS[fn] = key  # PyTensor's cache locator finds it under this key
+    cf = numba.cfunc(signature, cache=cache, error_model="numpy")(fn)
+    with _CFUNC_LOCK:
+        return _CFUNCS.setdefault(key, cf)

@@ -20,8 +20,8 @@ and exact gradient (R&W §5.5.1 / Algorithm 5.1 carried to the softmax, the form
    + \tfrac12 (u_c a_c^T + a_c u_c^T),
    \qquad R_{cc} = E_c - E_c \Big(\textstyle\sum_{c'} E_{c'}\Big)^{-1} E_c,
 
-are written in nopython numba, with LAPACK (``dpotrf``, ``dpotri``) called as in
-:mod:`bayes_gp.latent.native` and BLAS ``dgemm`` through numba's ``np.dot``. The iteration is the
+are written in nopython numba, with LAPACK (``dpotrf``, ``dpotri``) called through
+:mod:`bayes_gp.solvers._native_linalg` (as :mod:`bayes_gp.latent.native` does) and BLAS ``dgemm`` through numba's ``np.dot``. The iteration is the
 NumPy solver's step for step from :math:`a = 0` (the same Newton step, backtracking line search
 and convergence test), so the two agree to rounding
 (``tests/classification/test_native.py``). Two differences in the arithmetic, both exact
@@ -32,7 +32,7 @@ identities: :math:`E_c = D_c^{1/2} B_c^{-1} D_c^{1/2}` from ``dpotri`` of :math:
 
 Compiled once per process (:func:`solver_address`): one ``cfunc`` over raw pointers, cached on
 disk in PyTensor's numba cache under :data:`SOLVER_KEY` (a hash of this module's and
-:mod:`bayes_gp.latent.native`'s sources, whose LAPACK helpers it calls, and numba's and
+:mod:`bayes_gp.solvers._native_linalg`'s sources, whose LAPACK helpers it calls, and numba's and
 PyTensor's versions; not with ``BAYES_GP_NUMBA_CACHE=0``). A model's numba function
 (:func:`numba_function`) holds the labels as constants and calls the solver through its
 address, as :mod:`bayes_gp.latent.native` does.
@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,8 +59,9 @@ import numpy as np
 from numba.core import types
 from pytensor.link.numba.cache import _call_cached_ptr
 
-from bayes_gp.latent import native as _latent_native
-from bayes_gp.latent.native import (
+from bayes_gp.op_backends import cached_cfunc, numba_disk_cache
+from bayes_gp.solvers import _native_linalg
+from bayes_gp.solvers._native_linalg import (
     _cholesky_lower,
     _lower_solve,
     _lower_t_solve,
@@ -69,7 +69,6 @@ from bayes_gp.latent.native import (
     int_ptr_to_val,
     val_to_int_ptr,
 )
-from bayes_gp.op_backends import numba_disk_cache
 
 __all__ = [
     "SOLVER_KEY", "NativeResult", "numba_function", "solve", "solve_arrays", "solver_address",
@@ -93,7 +92,7 @@ def _source_key() -> str:
     import pytensor
 
     h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(Path(_latent_native.__file__).read_bytes())
+    h.update(Path(_native_linalg.__file__).read_bytes())
     h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
     return "bayes_gp.classification.native." + h.hexdigest()[:32]
 
@@ -454,26 +453,11 @@ def softmax_laplace_c(C, n, K, Y, tol, max_iter, logq, gK, info, a, E, M, gradie
     return status
 
 
-_LOCK = threading.Lock()
-_BUILT: dict[str, object] = {}
-
-
 def solver_address() -> int:
     """The address of the solver ``cfunc`` (:data:`SOLVER_SIGNATURE`), compiled once per
-    process, or loaded from PyTensor's numba cache (:data:`SOLVER_KEY`)."""
-    with _LOCK:
-        if "address" in _BUILT:
-            return _BUILT["address"]  # type: ignore[return-value]
-    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
-
-    cache = numba_disk_cache()
-    if cache:
-        CACHED_SRC_FUNCTIONS[softmax_laplace_c] = SOLVER_KEY  # PyTensor's locator, this key
-    cf = numba.cfunc(SOLVER_SIGNATURE, cache=cache, error_model="numpy")(softmax_laplace_c)
-    with _LOCK:
-        _BUILT["cfunc"] = cf
-        _BUILT["address"] = cf.address
-        return cf.address
+    process, or loaded from PyTensor's numba cache (:data:`SOLVER_KEY`;
+    :func:`bayes_gp.op_backends.cached_cfunc`)."""
+    return cached_cfunc(softmax_laplace_c, SOLVER_SIGNATURE, SOLVER_KEY).address
 
 
 _SOLVER_TYPE = types.FunctionType(SOLVER_SIGNATURE)
@@ -564,8 +548,7 @@ def solve_arrays(
     if Y.ndim != 2 or K.shape != (Y.shape[0], Y.shape[1], Y.shape[1]):
         raise ValueError(f"K must be (C, n, n) and Y (C, n), got {K.shape} and {Y.shape}")
     C, n = Y.shape
-    solver_address()
-    cf = _BUILT["cfunc"]
+    cf = cached_cfunc(softmax_laplace_c, SOLVER_SIGNATURE, SOLVER_KEY)
     logq, info = np.empty(1), np.zeros(2)
     gK = np.empty((C, n, n)) if gradient else np.empty(1)
     a, E, M = np.empty((C, n)), np.empty((C, n, n)), np.empty((n, n))

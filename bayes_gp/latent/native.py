@@ -15,7 +15,8 @@ and its exact gradients with respect to :math:`K` and :math:`m` (R&W Algorithm 5
 :math:`\partial\log q/\partial K = \tfrac12 aa^T - \tfrac12 R + \tfrac12(u\ell'^T +
 \ell'u^T)`, :math:`\partial\log q/\partial m = a + u`, with :math:`R = W^{1/2}B^{-1}W^{1/2}`
 from one ``dpotri``) are written in nopython numba, calling LAPACK (``dpotrf``, ``dpotri``)
-through SciPy's ``cython_lapack`` pointers as :mod:`bayes_gp.solvers._numba_lapack` does. The
+through SciPy's ``cython_lapack`` pointers (:mod:`bayes_gp.solvers._native_linalg`, shared with
+the softmax solver). The
 iteration is the NumPy stable form's step for step: whitened iterates :math:`f = m + L_K v`, the
 Newton step :math:`A^{-1}g = g - L_K^T W^{1/2} B^{-1} W^{1/2} L_K g` (Woodbury), the same
 Armijo line search, convergence test and pending Newton step, so the two agree to rounding
@@ -60,24 +61,27 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 from pathlib import Path
 
 import numba
 import numpy as np
 from numba.core import types
 from pytensor.link.numba.cache import _call_cached_ptr
-from pytensor.link.numba.dispatch.linalg._LAPACK import (  # PyTensor's internals (not API)
-    _LAPACK,
-    get_lapack_ptr,
-    int_ptr_to_val,
-    nb_f64p,
-    nb_i32p,
-    val_to_int_ptr,
-)
 
 from bayes_gp.latent.likelihoods import Bernoulli, Binomial, LatentLikelihood, Poisson
-from bayes_gp.op_backends import numba_disk_cache
+from bayes_gp.op_backends import cached_cfunc, numba_disk_cache
+from bayes_gp.solvers import _native_linalg
+from bayes_gp.solvers._native_linalg import (
+    _cholesky_lower,
+    _lower_mv,
+    _lower_solve,
+    _lower_t_mv,
+    _lower_t_solve,
+    _potri,
+    _sym_mv,
+    int_ptr_to_val,
+    val_to_int_ptr,
+)
 
 __all__ = [
     "BERNOULLI_LOGIT", "BINOMIAL", "POISSON", "SOLVER_KEY", "likelihood_code", "numba_function",
@@ -107,8 +111,8 @@ _EPS = float(np.finfo(float).eps)
 def _source_key() -> str:
     import pytensor
 
-    src = Path(__file__).read_bytes()
-    h = hashlib.sha256(src)
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(Path(_native_linalg.__file__).read_bytes())
     h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
     return "bayes_gp.latent.native." + h.hexdigest()[:32]
 
@@ -186,108 +190,6 @@ def _derivatives(code, f, y, a1, a2, d1, d2, d3):
             d2[i] = -w
             d3[i] = -w * (1.0 - 2.0 * pi)
     return total
-
-
-@_njit
-def _lower_mv(L, x, out):
-    """``out = L x`` for the lower triangle of ``L``."""
-    n = x.shape[0]
-    for i in range(n):
-        s = 0.0
-        for j in range(i + 1):
-            s += L[i, j] * x[j]
-        out[i] = s
-
-
-@_njit
-def _lower_t_mv(L, x, out):
-    """``out = L^T x`` for the lower triangle of ``L``."""
-    n = x.shape[0]
-    out[:] = 0.0
-    for j in range(n):
-        xj = x[j]
-        for i in range(j + 1):
-            out[i] += L[j, i] * xj
-
-
-@_njit
-def _lower_solve(L, b):
-    """``L^-1 b`` in place."""
-    n = b.shape[0]
-    for i in range(n):
-        s = b[i]
-        for j in range(i):
-            s -= L[i, j] * b[j]
-        b[i] = s / L[i, i]
-
-
-@_njit
-def _lower_t_solve(L, b):
-    """``L^-T b`` in place."""
-    n = b.shape[0]
-    for i in range(n - 1, -1, -1):
-        s = b[i]
-        for j in range(i + 1, n):
-            s -= L[j, i] * b[j]
-        b[i] = s / L[i, i]
-
-
-@_njit
-def _sym_mv(S, x, out):
-    """``out = S x`` for a full (symmetric) ``S``."""
-    n = x.shape[0]
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            s += S[i, j] * x[j]
-        out[i] = s
-
-
-_potrf = _LAPACK().numba_xpotrf(types.float64)
-
-
-@_njit
-def _potri_pointer():
-    with numba.objmode(ptr=types.intp):
-        ptr = get_lapack_ptr(types.float64, "potri")
-    return ptr
-
-
-_POTRI_TYPE = types.FunctionType(types.void(nb_i32p, nb_i32p, nb_f64p, nb_i32p, nb_i32p))
-
-
-@_njit
-def _potri(UPLO, N, A, LDA, INFO):
-    """LAPACK ``dpotri`` bound as PyTensor binds ``dpotrf`` (and as
-    :mod:`bayes_gp.solvers._numba_lapack` does)."""
-    fn = _call_cached_ptr(
-        get_ptr_func=_potri_pointer,
-        func_type_ref=_POTRI_TYPE,
-        unique_func_name_lit="bayes_gp.latent.native.dpotri",
-    )
-    fn(UPLO, N, A, LDA, INFO)
-
-
-_LOCK = threading.Lock()
-_BUILT: dict[str, object] = {}
-
-
-@_njit
-def _cholesky_lower(A):
-    """``A`` (C order, symmetric) overwritten by its lower Cholesky factor in its lower
-    triangle (the upper one left as it was); ``False`` if it is not positive definite."""
-    n = A.shape[0]
-    # the C-ordered buffer read by LAPACK in Fortran order is A^T = A; 'U' factorises it as
-    # U^T U, U = L^T, which the C-ordered view reads as the lower factor L
-    N = val_to_int_ptr(np.int32(n))
-    INFO = val_to_int_ptr(np.int32(0))
-    _potrf(val_to_int_ptr(np.int32(ord("U"))), N, A.ctypes, N, INFO)
-    if int_ptr_to_val(INFO) != 0:
-        return False
-    for i in range(n):
-        if not np.isfinite(A[i, i]):
-            return False
-    return True
 
 
 @_njit
@@ -473,20 +375,9 @@ def laplace_stable_c(n, K, m, y, a1, a2, code, tol, max_iter, logq, gK, gm):
 
 def solver_address() -> int:
     """The address of the solver ``cfunc`` (:data:`SOLVER_SIGNATURE`), compiled once per
-    process, or loaded from PyTensor's numba cache (:data:`SOLVER_KEY`)."""
-    with _LOCK:
-        if "address" in _BUILT:
-            return _BUILT["address"]  # type: ignore[return-value]
-    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
-
-    cache = numba_disk_cache()
-    if cache:
-        CACHED_SRC_FUNCTIONS[laplace_stable_c] = SOLVER_KEY  # PyTensor's locator, this key
-    cf = numba.cfunc(SOLVER_SIGNATURE, cache=cache, error_model="numpy")(laplace_stable_c)
-    with _LOCK:
-        _BUILT["cfunc"] = cf
-        _BUILT["address"] = cf.address
-        return cf.address
+    process, or loaded from PyTensor's numba cache (:data:`SOLVER_KEY`;
+    :func:`bayes_gp.op_backends.cached_cfunc`)."""
+    return cached_cfunc(laplace_stable_c, SOLVER_SIGNATURE, SOLVER_KEY).address
 
 
 _SOLVER_TYPE = types.FunctionType(SOLVER_SIGNATURE)
@@ -577,8 +468,7 @@ def solve_arrays(
     if K.shape != (n, n) or m.shape != (n,):
         raise ValueError(f"K must be ({n}, {n}) and m ({n},), got {K.shape} and {m.shape}")
     y = np.ascontiguousarray(likelihood.y, dtype=np.float64)
-    solver_address()
-    cf = _BUILT["cfunc"]
+    cf = cached_cfunc(laplace_stable_c, SOLVER_SIGNATURE, SOLVER_KEY)
     logq, gK, gm = np.empty(1), np.empty((n, n)), np.empty(n)
 
     def ptr(a):

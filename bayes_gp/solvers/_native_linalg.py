@@ -1,0 +1,123 @@
+"""The nopython linear algebra of the native Laplace solvers (:mod:`bayes_gp.latent.native`,
+:mod:`bayes_gp.classification.native`): triangular products and solves on small matrices, and
+LAPACK ``dpotrf`` / ``dpotri`` bound as PyTensor binds its LAPACK (function pointers from SciPy's
+``cython_lapack``, no GIL). Below the model families, so that neither solver reaches into the
+other's module; each solver's cache key hashes this file's source with its own.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba.core import types
+from pytensor.link.numba.cache import _call_cached_ptr
+from pytensor.link.numba.dispatch.linalg._LAPACK import (  # PyTensor's internals (not API)
+    _LAPACK,
+    get_lapack_ptr,
+    int_ptr_to_val,
+    nb_f64p,
+    nb_i32p,
+    val_to_int_ptr,
+)
+
+__all__ = ["int_ptr_to_val", "val_to_int_ptr"]
+
+_njit = numba.njit(cache=False, error_model="numpy", fastmath=False)
+
+
+@_njit
+def _lower_mv(L, x, out):
+    """``out = L x`` for the lower triangle of ``L``."""
+    n = x.shape[0]
+    for i in range(n):
+        s = 0.0
+        for j in range(i + 1):
+            s += L[i, j] * x[j]
+        out[i] = s
+
+
+@_njit
+def _lower_t_mv(L, x, out):
+    """``out = L^T x`` for the lower triangle of ``L``."""
+    n = x.shape[0]
+    out[:] = 0.0
+    for j in range(n):
+        xj = x[j]
+        for i in range(j + 1):
+            out[i] += L[j, i] * xj
+
+
+@_njit
+def _lower_solve(L, b):
+    """``L^-1 b`` in place."""
+    n = b.shape[0]
+    for i in range(n):
+        s = b[i]
+        for j in range(i):
+            s -= L[i, j] * b[j]
+        b[i] = s / L[i, i]
+
+
+@_njit
+def _lower_t_solve(L, b):
+    """``L^-T b`` in place."""
+    n = b.shape[0]
+    for i in range(n - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, n):
+            s -= L[j, i] * b[j]
+        b[i] = s / L[i, i]
+
+
+@_njit
+def _sym_mv(S, x, out):
+    """``out = S x`` for a full (symmetric) ``S``."""
+    n = x.shape[0]
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += S[i, j] * x[j]
+        out[i] = s
+
+
+_potrf = _LAPACK().numba_xpotrf(types.float64)
+
+
+@_njit
+def _potri_pointer():
+    with numba.objmode(ptr=types.intp):
+        ptr = get_lapack_ptr(types.float64, "potri")
+    return ptr
+
+
+_POTRI_TYPE = types.FunctionType(types.void(nb_i32p, nb_i32p, nb_f64p, nb_i32p, nb_i32p))
+
+
+@_njit
+def _potri(UPLO, N, A, LDA, INFO):
+    """LAPACK ``dpotri`` bound as PyTensor binds ``dpotrf`` (and as
+    :mod:`bayes_gp.solvers._numba_lapack` does)."""
+    fn = _call_cached_ptr(
+        get_ptr_func=_potri_pointer,
+        func_type_ref=_POTRI_TYPE,
+        unique_func_name_lit="bayes_gp.solvers._native_linalg.dpotri",
+    )
+    fn(UPLO, N, A, LDA, INFO)
+
+
+@_njit
+def _cholesky_lower(A):
+    """``A`` (C order, symmetric) overwritten by its lower Cholesky factor in its lower
+    triangle (the upper one left as it was); ``False`` if it is not positive definite."""
+    n = A.shape[0]
+    # the C-ordered buffer read by LAPACK in Fortran order is A^T = A; 'U' factorises it as
+    # U^T U, U = L^T, which the C-ordered view reads as the lower factor L
+    N = val_to_int_ptr(np.int32(n))
+    INFO = val_to_int_ptr(np.int32(0))
+    _potrf(val_to_int_ptr(np.int32(ord("U"))), N, A.ctypes, N, INFO)
+    if int_ptr_to_val(INFO) != 0:
+        return False
+    for i in range(n):
+        if not np.isfinite(A[i, i]):
+            return False
+    return True
