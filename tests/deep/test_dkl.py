@@ -294,9 +294,12 @@ def test_nuts_over_gp_hyperparameters_with_fixed_features():
 @pytest.mark.slow
 @pytest.mark.parametrize("what", ["last_layer", "mixture"])
 def test_nuts_over_last_layer_or_mixture_coefficients(what):
-    """40 points, 2 x (60 + 40) draws with the tree depth capped at 5 (the dense-mass-matrix
+    """40 points, 2 x (100 + 100) draws with the tree depth capped at 5 (the dense-mass-matrix
     sampler otherwise spends its time at depth ~9 while it adapts; the 60-point, 2 x (300 + 200)
-    version is in ``validation/tests/test_dkl_long.py``). Measured: the MAP sigma 0.073 inside
+    version is in ``validation/tests/test_dkl_long.py``). With 2 x (40 + 60) the 0.5 % quantile
+    of sigma's 80 draws came out at 0.082-0.083, above the MAP sigma 0.0784, in some runs and
+    not in others (the compiled log density loaded from the disk cache or compiled afresh:
+    rounding-level differences move such short chains). Measured earlier: the MAP sigma 0.073 inside
     the posterior's central 99 % [0.061, 0.092] (last layer), 0.080 inside [0.078, 0.136]
     (mixture); held-out density 0.424 against the plug-in's 0.046 (last layer), 0.657 against
     0.465 (mixture). Planted perturbation (the NUTS model's covariance C replaced by 4 C, not
@@ -308,13 +311,13 @@ def test_nuts_over_last_layer_or_mixture_coefficients(what):
     dkl = DeepKernelRegression(x, y, hidden=(4,), features=1, activation=activation)
     fit = dkl.fit_map(maxiter=300, random_seed=0)
     idata = dkl.sample(
-        draws=40, tune=60, chains=2, sampler="pymc", random_seed=2, network=fit,
+        draws=100, tune=100, chains=2, sampler="pymc", random_seed=2, network=fit,
         sample_last_layer=what == "last_layer", sample_mixture=what == "mixture",
         nuts={"max_treedepth": 5},
     )  # fmt: skip
     name = "W_out" if what == "last_layer" else "lam0"
     draws = np.asarray(idata["posterior"][name])
-    assert draws.shape[:2] == (2, 40) and np.all(np.std(draws, axis=(0, 1)) > 0)
+    assert draws.shape[:2] == (2, 100) and np.all(np.std(draws, axis=(0, 1)) > 0)
     sig = np.asarray(idata["posterior"]["sigma"]).ravel()
     assert np.quantile(sig, 0.005) < fit.params["sigma"] < np.quantile(sig, 0.995)
     lpd = dkl.log_predictive_density(xt, yt, idata).mean()
