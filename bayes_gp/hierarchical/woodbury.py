@@ -216,8 +216,10 @@ class PaddedLayout:
 def padded_structured_logp(r, A, layout: PaddedLayout, K0=None):
     r""":func:`structured_logp` with the groups padded (:class:`PaddedLayout`): ``A`` is the
     batch (G, n_max, n_max) of padded blocks (:meth:`PaddedLayout.pad_blocks`), ``K0`` the
-    population covariance at the distinct inputs (jitter included) or ``None``. The same value
-    (the padding adds exactly nothing) from one batched factorisation."""
+    population covariance at the distinct inputs or ``None``. The same value (the padding adds
+    exactly nothing) from one Op that factorises the blocks and returns the closed-form gradient
+    with the value (:class:`~bayes_gp.solvers.grouped.GroupedGPLogp`; :math:`K_0` is never
+    factorised)."""
     from bayes_gp.solvers.grouped import grouped_gp_logp
 
     r = pt.as_tensor_variable(r)
