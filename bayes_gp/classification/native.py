@@ -21,10 +21,10 @@ and exact gradient (R&W §5.5.1 / Algorithm 5.1 carried to the softmax, the form
    \qquad R_{cc} = E_c - E_c \Big(\textstyle\sum_{c'} E_{c'}\Big)^{-1} E_c,
 
 are written in nopython numba, with LAPACK (``dpotrf``, ``dpotri``) called through
-:mod:`bayes_gp.solvers._native_linalg` (as :mod:`bayes_gp.latent.native` does) and BLAS ``dgemm`` through numba's ``np.dot``. The iteration is the
-NumPy solver's step for step from :math:`a = 0` (the same Newton step, backtracking line search
-and convergence test), so the two agree to rounding
-(``tests/classification/test_native.py``). Two differences in the arithmetic, both exact
+:mod:`bayes_gp.solvers._native_linalg` (as :mod:`bayes_gp.latent.native` does) and BLAS
+``dgemm`` through numba's ``np.dot``. The iteration is the NumPy solver's step for step from
+:math:`a = 0` (the same Newton step, backtracking line search and convergence test), so the
+two agree to rounding (``tests/classification/test_native.py``). Two differences in the arithmetic, both exact
 identities: :math:`E_c = D_c^{1/2} B_c^{-1} D_c^{1/2}` from ``dpotri`` of :math:`L_c` (NumPy:
 :math:`V^T V`, :math:`V = L_c^{-1} D_c^{1/2}`), and :math:`(\sum E)^{-1}` from ``dpotri`` of
 :math:`M` in the gradient's :math:`R_{cc}` and :math:`\Sigma_i` (NumPy: triangular solves with
