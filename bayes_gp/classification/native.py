@@ -63,11 +63,10 @@ from bayes_gp.op_backends import cached_cfunc, numba_disk_cache
 from bayes_gp.solvers import _native_linalg
 from bayes_gp.solvers._native_linalg import (
     _cholesky_lower,
+    _inverse_from_factor,
     _lower_solve,
     _lower_t_solve,
-    _potri,
-    int_ptr_to_val,
-    val_to_int_ptr,
+    _sym_mv,
 )
 
 __all__ = [
@@ -92,7 +91,8 @@ def _source_key() -> str:
     import pytensor
 
     h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(Path(_native_linalg.__file__).read_bytes())
+    for path in _native_linalg.SOURCES:
+        h.update(path.read_bytes())
     h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
     return "bayes_gp.classification.native." + h.hexdigest()[:32]
 
@@ -151,33 +151,6 @@ def _K_times(K, a, out):
             for j in range(n):
                 s += K[c, i, j] * a[c, j]
             out[c, i] = s
-
-
-@_njit
-def _mv(A, x, out):
-    """``out = A @ x``."""
-    n = x.shape[0]
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            s += A[i, j] * x[j]
-        out[i] = s
-
-
-@_njit
-def _inverse_from_factor(buf):
-    """``buf`` (its lower Cholesky factor in the lower triangle, from :func:`_cholesky_lower`)
-    overwritten by the full symmetric inverse (``dpotri``); ``False`` if that fails."""
-    n = buf.shape[0]
-    N = val_to_int_ptr(np.int32(n))
-    INFO = val_to_int_ptr(np.int32(0))
-    _potri(val_to_int_ptr(np.int32(ord("U"))), N, buf.ctypes, N, INFO)
-    if int_ptr_to_val(INFO) != 0:
-        return False
-    for i in range(n):
-        for j in range(i):
-            buf[j, i] = buf[i, j]
-    return True
 
 
 @_njit
@@ -256,12 +229,12 @@ def _apply_R(E, M, x, out, Ev, w):
     C, n = x.shape
     w[:] = 0.0
     for c in range(C):
-        _mv(E[c], x[c], Ev[c])
+        _sym_mv(E[c], x[c], Ev[c])
         w += Ev[c]
     _lower_solve(M, w)
     _lower_t_solve(M, w)
     for c in range(C):
-        _mv(E[c], w, out[c])
+        _sym_mv(E[c], w, out[c])
         for i in range(n):
             out[c, i] = Ev[c, i] - out[c, i]
 
@@ -326,12 +299,12 @@ def solve(K, Y, tol, max_iter, gK, info, a, E, M, gradient):
         _K_times(K, b, Kb)
         w[:] = 0.0
         for c in range(C):
-            _mv(E[c], Kb[c], cc[c])
+            _sym_mv(E[c], Kb[c], cc[c])
             w += cc[c]
         _lower_solve(M, w)
         _lower_t_solve(M, w)
         for c in range(C):
-            _mv(E[c], w, tmp)
+            _sym_mv(E[c], w, tmp)
             for i in range(n):
                 step[c, i] = (b[c, i] - cc[c, i] + tmp[i]) - a[c, i]
         t = 1.0

@@ -112,7 +112,8 @@ def _source_key() -> str:
     import pytensor
 
     h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(Path(_native_linalg.__file__).read_bytes())
+    for path in _native_linalg.SOURCES:
+        h.update(path.read_bytes())
     h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
     return "bayes_gp.latent.native." + h.hexdigest()[:32]
 

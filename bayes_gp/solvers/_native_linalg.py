@@ -1,26 +1,31 @@
 """The nopython linear algebra of the native Laplace solvers (:mod:`bayes_gp.latent.native`,
-:mod:`bayes_gp.classification.native`): triangular products and solves on small matrices, and
-LAPACK ``dpotrf`` / ``dpotri`` bound as PyTensor binds its LAPACK (function pointers from SciPy's
+:mod:`bayes_gp.classification.native`): triangular products and solves on small matrices, a
+Cholesky factor in place, and LAPACK ``dpotrf`` / ``dpotri`` with the inverse from a factor as
+:mod:`bayes_gp.solvers._numba_lapack` binds them for GPLogp (function pointers from SciPy's
 ``cython_lapack``, no GIL). Below the model families, so that neither solver reaches into the
-other's module; each solver's cache key hashes this file's source with its own.
+other's module; each solver's cache key hashes :data:`SOURCES` with its own module.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numba
 import numpy as np
-from numba.core import types
-from pytensor.link.numba.cache import _call_cached_ptr
 from pytensor.link.numba.dispatch.linalg._LAPACK import (  # PyTensor's internals (not API)
-    _LAPACK,
-    get_lapack_ptr,
     int_ptr_to_val,
-    nb_f64p,
-    nb_i32p,
     val_to_int_ptr,
 )
 
-__all__ = ["int_ptr_to_val", "val_to_int_ptr"]
+from bayes_gp.solvers import _numba_lapack
+from bayes_gp.solvers._numba_lapack import bindings, factor_kernels
+
+__all__ = ["SOURCES", "int_ptr_to_val", "val_to_int_ptr"]
+
+#: The files whose source the native solvers' compiled code depends on beyond their own: this
+#: module and the LAPACK bindings it takes from :mod:`bayes_gp.solvers._numba_lapack` (each
+#: solver's cache key hashes them with its own module).
+SOURCES = (Path(__file__), Path(_numba_lapack.__file__))
 
 _njit = numba.njit(cache=False, error_model="numpy", fastmath=False)
 
@@ -80,29 +85,10 @@ def _sym_mv(S, x, out):
         out[i] = s
 
 
-_potrf = _LAPACK().numba_xpotrf(types.float64)
-
-
-@_njit
-def _potri_pointer():
-    with numba.objmode(ptr=types.intp):
-        ptr = get_lapack_ptr(types.float64, "potri")
-    return ptr
-
-
-_POTRI_TYPE = types.FunctionType(types.void(nb_i32p, nb_i32p, nb_f64p, nb_i32p, nb_i32p))
-
-
-@_njit
-def _potri(UPLO, N, A, LDA, INFO):
-    """LAPACK ``dpotri`` bound as PyTensor binds ``dpotrf`` (and as
-    :mod:`bayes_gp.solvers._numba_lapack` does)."""
-    fn = _call_cached_ptr(
-        get_ptr_func=_potri_pointer,
-        func_type_ref=_POTRI_TYPE,
-        unique_func_name_lit="bayes_gp.solvers._native_linalg.dpotri",
-    )
-    fn(UPLO, N, A, LDA, INFO)
+# LAPACK dpotrf / dpotri as bayes_gp's other nopython code binds them, and the inverse from a
+# lower factor (both triangles) that GPLogp's gradient uses
+_potrf, _, _potri, _, _ = bindings()
+_, _inverse_from_factor = factor_kernels()
 
 
 @_njit
