@@ -72,10 +72,18 @@ def ensure(backend: str) -> None:
         _done.add(registrar)
 
 
+def _loaded(name: str) -> bool:
+    """Whether module ``name`` has been imported for real: not a lazy placeholder
+    (``importlib.util.LazyLoader``; ArviZ's ``io_numpyro`` puts a lazy ``jax`` in
+    ``sys.modules``, and touching it would import JAX, ~1.6 s of an exact GP's warm first fit)."""
+    module = sys.modules.get(name)
+    return module is not None and type(module).__name__ != "_LazyModule"
+
+
 def ensure_available() -> None:
-    """Register the Ops with numba, and with JAX when JAX is already imported."""
+    """Register the Ops with numba, and with JAX when JAX is already imported (for real)."""
     for backend, module in _LOADED_WHEN.items():
-        if module is None or module in sys.modules:
+        if module is None or _loaded(module):
             ensure(backend)
 
 

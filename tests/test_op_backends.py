@@ -30,6 +30,29 @@ def test_registrar_runs_once_on_demand(registry):
     assert calls == [1]
 
 
+def test_a_lazily_loaded_jax_is_not_registered(registry, monkeypatch):
+    """A ``LazyLoader`` placeholder for ``jax`` in ``sys.modules`` (ArviZ's ``io_numpyro`` puts
+    one there) is not JAX imported: registering would import JAX (seconds of a first fit)."""
+    import importlib.util
+    import sys
+    import types
+
+    calls = []
+
+    @registry.op_backend("jax")
+    def register():
+        calls.append(1)
+
+    lazy = types.ModuleType("jax")
+    lazy.__class__ = importlib.util._LazyModule
+    monkeypatch.setitem(sys.modules, "jax", lazy)
+    registry.ensure_available()
+    assert calls == []
+    monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))  # imported for real
+    registry.ensure_available()
+    assert calls == [1]
+
+
 def test_registrar_of_a_missing_backend_is_tried_again(registry):
     calls = []
 
