@@ -256,6 +256,7 @@ def add_log_likelihood(
     pointwise: Callable[[list[np.ndarray]], np.ndarray],
     var_name: str = "y",
     threads: int = 1,
+    batch: Callable[[list[np.ndarray]], np.ndarray | None] | None = None,
 ):
     """Add a ``log_likelihood`` group computed draw by draw.
 
@@ -270,10 +271,18 @@ def add_log_likelihood(
     threads : int
         Draws evaluated at once, each in a thread (``pointwise`` must then be thread-safe):
         for a ``pointwise`` whose time is LAPACK's, which runs without the GIL.
+    batch : callable, optional
+        ``batch(arrays) -> ndarray (draws, n_obs)`` or ``None``: ``pointwise`` for all draws at
+        once, ``arrays`` the variables ``names`` with the chain and draw axes flattened into
+        one (chain-major); where it answers ``None`` the draws go through ``pointwise``.
     """
     post = idata["posterior"]
     arrays = [np.asarray(post[n]) for n in names]
     n_chain, n_draw = arrays[0].shape[:2]
+    if batch is not None:
+        out = batch([a.reshape((n_chain * n_draw, *a.shape[2:])) for a in arrays])
+        if out is not None:
+            return _with_log_likelihood(idata, out.reshape(n_chain, n_draw, -1), var_name)
     cells = [(c, d) for c in range(n_chain) for d in range(n_draw)]
 
     def one(cell: tuple[int, int]) -> np.ndarray:
@@ -291,6 +300,12 @@ def add_log_likelihood(
         if out is None:
             out = np.empty((n_chain, n_draw, ll.shape[0]))
         out[c, d] = ll
+    return _with_log_likelihood(idata, out, var_name)
+
+
+def _with_log_likelihood(idata, out: np.ndarray, var_name: str):
+    """``idata`` with the ``(chain, draw, obs)`` array ``out`` as its ``log_likelihood``."""
+    post = idata["posterior"]
     ds = xr.Dataset(
         {var_name: (("chain", "draw", "obs"), out)},
         coords={

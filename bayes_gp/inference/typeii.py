@@ -57,6 +57,7 @@ __all__ = [
     "Restart",
     "optimize",
     "function_of_values",
+    "batched_function_of_values",
     "observed_logp_and_grad",
     "prior_starts",
     "multistart",
@@ -144,6 +145,28 @@ def function_of_values(rvs, build, mode=EAGER_MODE):
     Xn = pt.dmatrix("X_new")
     outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
     return pytensor.function([*holders, Xn], outs, mode=mode, on_unused_input="ignore")
+
+
+def batched_function_of_values(rvs, build, mode=EAGER_MODE):
+    """Compile ``build()`` as a NumPy function of the values of ``rvs`` stacked along a new
+    leading axis (one row per draw), or ``None`` where PyTensor cannot vectorise the graph.
+
+    The graph of :func:`function_of_values` with its placeholders vectorised
+    (``pytensor.graph.replace.vectorize_graph``): one evaluation answers a whole block of
+    posterior draws, the elementwise kernel arithmetic running over ``(draws, n, n)`` arrays
+    instead of one Python round trip per draw per node. An output that does not depend on the
+    values (a zero mean) keeps its unbatched shape.
+    """
+    from pytensor.graph.replace import vectorize_graph
+
+    holders = [rv.type() for rv in rvs]
+    outs = graph_replace(build(), dict(zip(rvs, holders, strict=True)), strict=False)
+    batched = [pt.tensor(dtype=h.dtype, shape=(None, *h.type.shape)) for h in holders]
+    try:
+        vouts = vectorize_graph(outs, dict(zip(holders, batched, strict=True)))
+    except (NotImplementedError, TypeError, ValueError):  # no batched form: draw by draw
+        return None
+    return pytensor.function(batched, vouts, mode=mode, on_unused_input="ignore")
 
 
 def observed_logp_and_grad(model: pm.Model, mode=EAGER_MODE):

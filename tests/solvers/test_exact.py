@@ -119,3 +119,74 @@ def test_the_loo_pass_in_threads_equals_the_sequential_one():
     np.testing.assert_array_equal(out[1], out[2])
     first = gp._pointwise_loo([np.asarray(draws[k][1, 2]) for k in gp.hyperparameters])
     np.testing.assert_allclose(out[2][1, 2], first, rtol=1e-12)
+
+
+def _posterior(draws: dict[str, np.ndarray]):
+    import xarray as xr
+
+    chains, n_draw = next(iter(draws.values())).shape[:2]
+    data = {k: (("chain", "draw", *(f"{k}_dim_{i}" for i in range(v.ndim - 2))), v)
+            for k, v in draws.items()}  # fmt: skip
+    coords = {"chain": np.arange(chains), "draw": np.arange(n_draw)}
+    return xr.DataTree.from_dict({"posterior": xr.Dataset(data, coords=coords)})
+
+
+@pytest.mark.parametrize(
+    "kernel, kwargs",
+    [
+        ("expquad", {"mean": "zero"}),
+        ("matern52 + periodic", {}),  # a constant mean: one more hyperparameter
+        ("matern32", {"ard": True}),  # vector length-scales
+        ("expquad", {"noise": 0.1 + 0.05 * np.arange(20) / 20, "learn_noise": True}),  # known + learned
+    ],
+)
+def test_the_loo_pass_over_blocks_of_draws_equals_the_draw_by_draw_one(kernel, kwargs, monkeypatch):
+    """ExactLikelihood.loo_draws builds C for a block of draws from the vectorised training graph
+    and gives every draw's leave-one-out terms bit for bit as the per-draw pass does (blocks
+    smaller than the draws, so the last block is a partial one)."""
+    import bayes_gp.solvers.exact as exact
+    from bayes_gp.inference.nuts import add_log_likelihood
+
+    rng = np.random.default_rng(3)
+    x = np.column_stack([X, rng.uniform(0, 3, 20)]) if kwargs.get("ard") else X
+    gp = GPRegression(x, Y, kernel, **kwargs)
+    draws = {}
+    for rv in gp.model.free_RVs:
+        shape = tuple(int(s) for s in rv.shape.eval())
+        draws[rv.name] = rng.uniform(0.6, 1.6, (2, 5, *shape))
+    monkeypatch.setattr(exact, "LOO_BATCH_BYTES", 3 * 8 * 20**2)  # blocks of 3 draws
+    batched = add_log_likelihood(_posterior(draws), gp.hyperparameters, gp._pointwise_loo,
+                                 batch=gp.marginal.loo_draws)  # fmt: skip
+    one = add_log_likelihood(_posterior(draws), gp.hyperparameters, gp._pointwise_loo)
+    got, ref = (np.asarray(t["log_likelihood"]["y"]) for t in (batched, one))
+    assert got.shape == (2, 5, 20)
+    np.testing.assert_array_equal(got, ref)
+    assert "train_batched" in gp.marginal._fns  # the batched path ran
+
+
+def test_the_loo_pass_goes_draw_by_draw_where_blocks_do_not_apply(monkeypatch):
+    """From LOO_BATCH_MAX_N observations (the threads' territory), and for a kernel graph PyTensor
+    cannot vectorise, loo_draws answers None and add_log_likelihood uses the per-draw pass."""
+    import bayes_gp.inference.typeii as typeii
+    import bayes_gp.solvers.exact as exact
+    from bayes_gp.inference.nuts import add_log_likelihood
+
+    gp = GPRegression(X, Y, "expquad")
+    values = [np.full((4,), 1.0) for _ in gp.hyperparameters]
+    monkeypatch.setattr(exact, "LOO_BATCH_MAX_N", 20)
+    assert gp.marginal.loo_draws(values) is None
+    monkeypatch.setattr(exact, "LOO_BATCH_MAX_N", 500)
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("no batched form")
+
+    monkeypatch.setattr("pytensor.graph.replace.vectorize_graph", refuse)
+    assert typeii.batched_function_of_values(gp.marginal.rvs, lambda: [gp.marginal._C(X[:, None])]) is None
+    fresh = GPRegression(X, Y, "expquad")
+    assert fresh.marginal.loo_draws(values) is None
+    draws = {k: np.full((1, 2), v) for k, v in P.items()} | {"mean_c": np.zeros((1, 2))}
+    draws = {k: draws[k] for k in fresh.hyperparameters}
+    idata = add_log_likelihood(_posterior(draws), fresh.hyperparameters, fresh._pointwise_loo,
+                               batch=fresh.marginal.loo_draws)  # fmt: skip
+    ref = fresh._pointwise_loo([np.asarray(draws[k][0, 1]) for k in fresh.hyperparameters])
+    np.testing.assert_array_equal(np.asarray(idata["log_likelihood"]["y"])[0, 1], ref)
