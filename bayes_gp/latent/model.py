@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+import xarray as xr
 from scipy.linalg import cho_solve
 from scipy.special import logit
 
@@ -115,6 +116,7 @@ from bayes_gp.latent.predictive import (
     expected_response,
     joint_conditional,
     la_loo,
+    la_loo_terms,
     log_predictive_density,
     predictive_cdf,
     predictive_quantiles,
@@ -907,8 +909,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     def _nuts_result(self, idata, run: NutsRun, random_seed):
         r"""A pointwise ``log_likelihood`` group: the LA-LOO terms of each draw's Laplace
         approximation (:func:`bayes_gp.latent.predictive.la_loo`) for ``"nuts"``, which also
-        stores each draw's latent mode as ``f_mode``; :math:`\log p(y_i \mid f_i, \phi)` for
-        ``"nuts_joint"``."""
+        stores each draw's latent mode as ``f_mode`` (on the native solver, one thread per
+        chain, where the model's Op uses it: :meth:`_native_draws`; else the NumPy solver, draw
+        after draw, each warm-started from the previous mode);
+        :math:`\log p(y_i \mid f_i, \phi)` for ``"nuts_joint"``."""
         from bayes_gp.inference.nuts import add_log_likelihood
 
         latent = run.latent
@@ -921,6 +925,9 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                 return lik.log_density(values[-1], self._train(values[:-1])[2])
 
             return add_log_likelihood(idata, [*names, "f"], pointwise)
+        if getattr(self, "_op", None) is not None and self._op.uses_native:
+            f_mode, ll = self._native_draws(post)
+            return self._with_modes(idata, f_mode, ll)
         modes: list[np.ndarray] = []
 
         def pointwise(values):  # each draw's Laplace mode (warm-started) and its LA-LOO terms
@@ -934,11 +941,61 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             return la_loo(res, lik, phi)
 
         add_log_likelihood(idata, names, pointwise)
-        dims = ("chain", "draw", "obs")
         f_mode = np.reshape(modes, (post.sizes["chain"], post.sizes["draw"], -1))
+        return self._with_modes(idata, f_mode)
+
+    @staticmethod
+    def _with_modes(idata, f_mode: np.ndarray, ll: np.ndarray | None = None):
+        """``f_mode`` ``(chain, draw, obs)`` into the posterior group, and the LA-LOO terms
+        ``ll`` of the same shape as the ``log_likelihood`` group when given."""
+        post = idata["posterior"]
+        dims = ("chain", "draw", "obs")
+        obs = np.arange(f_mode.shape[-1])
+        if ll is not None:
+            coords = {"chain": post["chain"].values, "draw": post["draw"].values, "obs": obs}
+            idata["log_likelihood"] = xr.Dataset({"y": (dims, ll)}, coords=coords)
         ds = post.to_dataset().assign(f_mode=(dims, f_mode))
-        idata["posterior"] = ds.assign_coords(obs=np.arange(f_mode.shape[-1]))
+        idata["posterior"] = ds.assign_coords(obs=obs)
         return idata
+
+    def _native_draws(self, post) -> tuple[np.ndarray, np.ndarray]:
+        r"""Each draw's Laplace mode and LA-LOO terms (:func:`la_loo_terms`), ``(chain, draw,
+        obs)`` each, from the native solver (:func:`bayes_gp.latent.native.laplace_mode`),
+        which runs without the GIL: one thread per chain (two at a time), each draw's Newton
+        method warm-started from the mode of the previous draw of the same chain, so that
+        every value is a function of that chain's draws alone, whatever the threads' timing.
+        The kernel matrices come from the model's compiled function, one call at a time."""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        from bayes_gp.latent.native import REASONS, laplace_mode
+
+        lik = self.likelihood
+        arrays = [np.asarray(post[n]) for n in self.hyperparameters]
+        n_chain, n_draw = arrays[0].shape[:2]
+        n = lik.n
+        f_mode, ll = np.empty((n_chain, n_draw, n)), np.empty((n_chain, n_draw, n))
+        lock = threading.Lock()  # the compiled kernel function keeps its own buffers
+
+        def chain(c: int) -> None:
+            f0 = None
+            for d in range(n_draw):
+                with lock:
+                    K, m, phi = self._train([a[c, d] for a in arrays])
+                    K, m = np.array(K), np.array(m)
+                res = laplace_mode(K, m, lik, f0=f0)
+                if res.f is None:
+                    raise RuntimeError(
+                        f"the Laplace approximation is infeasible at posterior draw {d} of chain "
+                        f"{c}: {REASONS[res.status]}"
+                    )
+                f_mode[c, d] = f0 = res.f
+                ll[c, d] = la_loo_terms(lik, phi, res.f, res.cov_diag)
+
+        with ThreadPoolExecutor(min(n_chain, 2)) as pool:
+            for fut in [pool.submit(chain, c) for c in range(n_chain)]:
+                fut.result()
+        return f_mode, ll
 
     # ------------------------------------------------------------ prediction
     def _check_new(self, X_new) -> np.ndarray:

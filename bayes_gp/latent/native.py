@@ -46,7 +46,10 @@ Differences from the NumPy Op, by design:
   available to the compiled log density. Each evaluation starts from :math:`f = m`; the answer
   is the same to the solver's tolerance (Newton's method converges to the unique mode of a
   log-concave posterior from any start), at the cost of a few more Newton steps
-  (``benchmarks/README.md``).
+  (``benchmarks/README.md``). The pointwise pass over the draws after sampling
+  (:func:`laplace_mode`, one thread per chain) does warm-start each draw from the previous
+  draw's mode of the same chain (the solver's ``f0``; 4.5 Newton steps on Pima instead of
+  6.5), which keeps every value a function of that chain's draws alone.
 * Where the stable form cannot proceed (:math:`W` not finite, e.g. a Poisson mean that
   overflows, or :math:`B` not factorisable) the point is infeasible (:math:`-\infty`, NaN
   gradients) instead of handing over to the whitened form: for these likelihoods :math:`W \ge
@@ -61,6 +64,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numba
@@ -84,8 +88,8 @@ from bayes_gp.solvers._native_linalg import (
 )
 
 __all__ = [
-    "BERNOULLI_LOGIT", "BINOMIAL", "POISSON", "SOLVER_KEY", "likelihood_code", "numba_function",
-    "solve", "solve_arrays", "solver_address",
+    "BERNOULLI_LOGIT", "BINOMIAL", "POISSON", "SOLVER_KEY", "NativeMode", "laplace_mode",
+    "likelihood_code", "numba_function", "solve", "solve_arrays", "solver_address",
 ]  # fmt: skip
 
 #: Likelihood codes of the compiled solver.
@@ -210,11 +214,15 @@ def _factor_B(K, W, sW, buf):
 
 
 @_njit
-def solve(K, m, y, a1, a2, code, tol, max_iter, gK, gm):
+def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out, info):
     """``(status, log q)`` at ``(K, m)`` for the likelihood ``code`` with data ``y, a1, a2``
     (:func:`likelihood_code`); :math:`\\partial\\log q/\\partial K` and
-    :math:`\\partial\\log q/\\partial m` written into ``gK`` and ``gm`` when ``status`` is
-    :data:`OK` (the module docstring; the NumPy stable form's steps)."""
+    :math:`\\partial\\log q/\\partial m` written into ``gK`` and ``gm``, the mode
+    :math:`\\hat f` into ``f_out`` and :math:`\\mathrm{diag}(\\Sigma)` into ``dS_out`` when
+    ``status`` is :data:`OK` (the module docstring; the NumPy stable form's steps). Newton's
+    method starts from ``f0`` when ``warm`` is true and ``f0`` is finite (the NumPy solver's
+    ``f0``: whitened as :math:`v_0 = L_K^{-1}(f_0 - m)`, dropped where :math:`\\Psi(v_0)` is not
+    finite), else from :math:`f = m`; ``info[0]`` is the number of Newton steps."""
     n = m.shape[0]
     LK = np.empty((n, n))
     for i in range(n):  # the lower triangle of K (the NumPy solver's _chol_K reads it)
@@ -236,12 +244,22 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, gK, gm):
                              np.empty(n), np.empty(n))  # fmt: skip
 
     # f = m + L_K v, Psi = sum(logp) - v.v / 2
+    if warm and np.all(np.isfinite(f0)):
+        v[:] = f0 - m
+        _lower_solve(LK, v)  # v0 = L_K^-1 (f0 - m)
     _lower_mv(LK, v, f)
     f += m
     psi = _derivatives(code, f, y, a1, a2, d1, d2, d3) - 0.5 * np.dot(v, v)
+    if not np.isfinite(psi):  # a warm start where the likelihood overflows: start at f = m
+        v[:] = 0.0
+        _lower_mv(LK, v, f)
+        f += m
+        psi = _derivatives(code, f, y, a1, a2, d1, d2, d3) - 0.5 * np.dot(v, v)
     converged = False
     factored = False
+    n_iter = 0
     for _ in range(max_iter):
+        n_iter += 1
         for i in range(n):
             W[i] = -d2[i]
         if not _factor_B(K, W, sW, buf):
@@ -300,6 +318,7 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, gK, gm):
         f[:] = f_t
         d1[:], d2[:], d3[:] = d1_t, d2_t, d3_t
         psi = psi_t
+    info[0] = n_iter
     if not converged:
         return NOT_CONVERGED, -np.inf
     if not factored:
@@ -352,23 +371,28 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, gK, gm):
             gK[i, j] = 0.5 * (a[i] * a[j] - R[i, j] + u[i] * d1[j] + d1[i] * u[j])
             gK[j, i] = gK[i, j]
         gm[i] = a[i] + u[i]
+    f_out[:] = f
+    dS_out[:] = dS
     return OK, logq
 
 
 _F64P = types.CPointer(types.float64)
-#: ``status(n, K, m, y, a1, a2, code, tol, max_iter, log q, dlogq/dK, dlogq/dm)``.
+#: ``status(n, K, m, y, a1, a2, code, tol, max_iter, f0, warm, log q, dlogq/dK, dlogq/dm,
+#: mode, diag(Sigma), info)`` (:func:`solve`).
 SOLVER_SIGNATURE = types.int64(
     types.int64, _F64P, _F64P, _F64P, _F64P, _F64P, types.int64, types.float64, types.int64,
-    _F64P, _F64P, _F64P,
+    _F64P, types.int64, _F64P, _F64P, _F64P, _F64P, _F64P, _F64P,
 )  # fmt: skip
 
 
-def laplace_stable_c(n, K, m, y, a1, a2, code, tol, max_iter, logq, gK, gm):
+def laplace_stable_c(n, K, m, y, a1, a2, code, tol, max_iter, f0, warm, logq, gK, gm, f_out,
+                     dS_out, info):  # fmt: skip
     """:func:`solve` over raw pointers (:data:`SOLVER_SIGNATURE`), for the ``cfunc``."""
     status, value = solve(
         numba.carray(K, (n, n)), numba.carray(m, n), numba.carray(y, n),
-        numba.carray(a1, n), numba.carray(a2, n), code, tol, max_iter,
-        numba.carray(gK, (n, n)), numba.carray(gm, n),
+        numba.carray(a1, n), numba.carray(a2, n), code, tol, max_iter, numba.carray(f0, n),
+        warm, numba.carray(gK, (n, n)), numba.carray(gm, n), numba.carray(f_out, n),
+        numba.carray(dS_out, n), numba.carray(info, 1),
     )  # fmt: skip
     logq[0] = value
     return status
@@ -404,13 +428,15 @@ def call_solver(K, m, y, a1, a2, code, tol, max_iter):
     logq = np.empty((), dtype=np.float64)
     gK = np.empty((n, n))
     gm = np.empty(n)
+    f_out, dS_out, info = np.empty(n), np.empty(n), np.empty(1)  # not used here
     fn = _call_cached_ptr(
         get_ptr_func=_solver_pointer,
         func_type_ref=_SOLVER_TYPE,
         unique_func_name_lit="bayes_gp.latent.native.laplace_stable",
     )
     status = fn(n, Kc.ctypes, mc.ctypes, y.ctypes, a1.ctypes, a2.ctypes, code, tol, max_iter,
-                logq.ctypes, gK.ctypes, gm.ctypes)  # fmt: skip
+                mc.ctypes, 0, logq.ctypes, gK.ctypes, gm.ctypes, f_out.ctypes, dS_out.ctypes,
+                info.ctypes)  # fmt: skip
     if status != OK:
         gK[:, :] = np.nan
         gm[:] = np.nan
@@ -446,17 +472,23 @@ def numba_function(op):
     return numba_njit(laplace_logp_native), key
 
 
-def solve_arrays(
-    K: np.ndarray,
-    m: np.ndarray,
-    likelihood: LatentLikelihood,
-    *,
-    tol: float = 1e-10,
-    max_iter: int = 100,
-) -> tuple[int, float, np.ndarray, np.ndarray]:
-    """``(status, log q, dlogq/dK, dlogq/dm)`` from the compiled solver called from Python
-    (through ``ctypes``; for tests and benchmarks: no compilation beyond the solver's own).
-    Raises ``ValueError`` for a likelihood it does not cover or mismatched shapes."""
+@dataclass(frozen=True)
+class NativeMode:
+    """What :func:`laplace_mode` returns: the solver's ``status`` (:data:`OK` or a key of
+    :data:`REASONS`), ``log_q`` (:math:`-\\infty` unless :data:`OK`), ``n_iter`` (Newton
+    steps), and at :data:`OK` the mode ``f`` and ``cov_diag``, :math:`\\mathrm{diag}(\\Sigma)`
+    of the Laplace posterior :math:`\\Sigma = (K^{-1} + W)^{-1}` (``None`` otherwise)."""
+
+    status: int
+    log_q: float
+    n_iter: int
+    f: np.ndarray | None = None
+    cov_diag: np.ndarray | None = None
+
+
+def _call(K, m, likelihood, f0, tol, max_iter):
+    """The compiled solver called through ``ctypes`` (which releases the GIL for the call):
+    ``(status, log q, dlogq/dK, dlogq/dm, mode, diag(Sigma), Newton steps)``."""
     import ctypes
 
     spec = likelihood_code(likelihood)
@@ -468,13 +500,55 @@ def solve_arrays(
     m = np.ascontiguousarray(m, dtype=np.float64)
     if K.shape != (n, n) or m.shape != (n,):
         raise ValueError(f"K must be ({n}, {n}) and m ({n},), got {K.shape} and {m.shape}")
+    warm = f0 is not None
+    f0 = m if f0 is None else np.ascontiguousarray(f0, dtype=np.float64)
+    if f0.shape != (n,):
+        raise ValueError(f"f0 must be ({n},), got {f0.shape}")
     y = np.ascontiguousarray(likelihood.y, dtype=np.float64)
     cf = cached_cfunc(laplace_stable_c, SOLVER_SIGNATURE, SOLVER_KEY)
     logq, gK, gm = np.empty(1), np.empty((n, n)), np.empty(n)
+    f, dS, info = np.empty(n), np.empty(n), np.zeros(1)
 
     def ptr(a):
         return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
 
     status = cf.ctypes(n, ptr(K), ptr(m), ptr(y), ptr(a1), ptr(a2), code, float(tol),
-                       int(max_iter), ptr(logq), ptr(gK), ptr(gm))  # fmt: skip
-    return int(status), float(logq[0]), gK, gm
+                       int(max_iter), ptr(f0), int(warm), ptr(logq), ptr(gK), ptr(gm), ptr(f),
+                       ptr(dS), ptr(info))  # fmt: skip
+    return int(status), float(logq[0]), gK, gm, f, dS, int(info[0])
+
+
+def solve_arrays(
+    K: np.ndarray,
+    m: np.ndarray,
+    likelihood: LatentLikelihood,
+    *,
+    tol: float = 1e-10,
+    max_iter: int = 100,
+) -> tuple[int, float, np.ndarray, np.ndarray]:
+    """``(status, log q, dlogq/dK, dlogq/dm)`` from the compiled solver called from Python
+    (through ``ctypes``; for tests and benchmarks: no compilation beyond the solver's own),
+    started at :math:`f = m` as inside the Op. Raises ``ValueError`` for a likelihood it does
+    not cover or mismatched shapes."""
+    return _call(K, m, likelihood, None, tol, max_iter)[:4]
+
+
+def laplace_mode(
+    K: np.ndarray,
+    m: np.ndarray,
+    likelihood: LatentLikelihood,
+    *,
+    f0: np.ndarray | None = None,
+    tol: float = 1e-10,
+    max_iter: int = 100,
+) -> NativeMode:
+    r"""The Laplace mode :math:`\hat f`, :math:`\mathrm{diag}(\Sigma)` and the log evidence
+    from the compiled solver, started from ``f0`` (a warm start, as
+    :func:`bayes_gp.latent.laplace.laplace`'s) or from :math:`f = m`: what the LA-LOO terms
+    (:func:`bayes_gp.latent.predictive.la_loo_terms`) of a posterior draw need, computed
+    without the GIL (the pointwise pass over NUTS draws, one thread per chain). Raises
+    ``ValueError`` for a likelihood it does not cover or mismatched shapes."""
+    status, logq, _, _, f, dS, n_iter = _call(K, m, likelihood, f0, tol, max_iter)
+    if status != OK:
+        return NativeMode(status, logq, n_iter)
+    return NativeMode(status, logq, n_iter, f, dS)

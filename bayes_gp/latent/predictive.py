@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.polynomial.hermite import hermgauss
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.special import logsumexp, ndtr, ndtri
+from scipy.special import ndtr, ndtri
 
 from bayes_gp.latent.laplace import LaplaceResult, _chol
 from bayes_gp.latent.likelihoods import LatentLikelihood
@@ -54,6 +54,7 @@ __all__ = [
     "predict_latent",
     "joint_conditional",
     "la_loo",
+    "la_loo_terms",
 ]
 
 #: Gauss–Hermite nodes for the predictive integrals.
@@ -72,7 +73,16 @@ def log_predictive_density(
     f = mean[None, :] + np.sqrt(2.0) * sd[None, :] * _X[:, None]
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         logp = likelihood.log_density(f, phi)
-    return logsumexp(logp + _LOG_W[:, None], axis=0)
+        return _logsumexp0(logp + _LOG_W[:, None])
+
+
+def _logsumexp0(a: np.ndarray) -> np.ndarray:
+    r""":math:`\log\sum_j e^{a_j}` over the first axis, shifted by its largest finite value
+    (plain NumPy: thread-safe, where ``scipy.special.logsumexp``'s array-API dispatch is not,
+    and without its per-call overhead); :math:`-\infty` where every term is."""
+    top = np.max(a, axis=0)
+    top = np.where(np.isfinite(top), top, 0.0)
+    return np.log(np.sum(np.exp(a - top), axis=0)) + top
 
 
 def expected_response(
@@ -437,8 +447,19 @@ def la_loo(result: LaplaceResult, likelihood: LatentLikelihood, phi) -> np.ndarr
         s2 = None if result.cov is None else np.diag(result.cov)
     if not result.feasible or s2 is None:
         raise ValueError("la_loo needs a feasible Laplace result computed with gradient=True")
-    _, d1, d2, _ = likelihood.derivatives(result.f, phi)
-    return _cavity_loo(likelihood, phi, result.f, s2, -d2, d1)
+    return la_loo_terms(likelihood, phi, result.f, s2)
+
+
+def la_loo_terms(
+    likelihood: LatentLikelihood, phi, f: np.ndarray, cov_diag: np.ndarray
+) -> np.ndarray:
+    r"""LA-LOO log predictive densities (module docstring; Vehtari et al. 2016, §4.1) from the
+    Laplace mode :math:`\hat f` and :math:`\mathrm{diag}(\Sigma)` alone (``cov_diag``), e.g.
+    from the native solver (:func:`bayes_gp.latent.native.laplace_mode`): the sites'
+    precisions :math:`W_{ii} = -\ell''_i(\hat f_i)` and the gradient
+    :math:`\ell'_i(\hat f_i)` are the likelihood's at the mode."""
+    _, d1, d2, _ = likelihood.derivatives(f, phi)
+    return _cavity_loo(likelihood, phi, f, cov_diag, -d2, d1)
 
 
 def _cavity_loo(likelihood, phi, f, s2, W, a) -> np.ndarray:
