@@ -904,7 +904,19 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
         latent = method == NUTS_JOINT
         model = self._latent_model() if latent else self.model
+        if not latent and self._op.uses_native and getattr(self._op, "start", None) is None:
+            self._op.start = self._initial_mode()
         return NutsRun(model, attrs=attrs, latent=latent)
+
+    def _initial_mode(self) -> np.ndarray | None:
+        """The Laplace mode at the model's initial point (``None`` where it is infeasible): the
+        native solver's fixed starting point (:attr:`~bayes_gp.latent.op.LaplaceLogp.start`),
+        deterministic, so that the draws stay reproducible from the seed with chains in
+        parallel threads."""
+        from bayes_gp.inference.jitter import check_points
+
+        res = self._mode(check_points(self.model, self.model.free_RVs, 0)[0])[0]
+        return res.f if res.feasible else None
 
     def _nuts_result(self, idata, run: NutsRun, random_seed):
         r"""A pointwise ``log_likelihood`` group: the LA-LOO terms of each draw's Laplace
@@ -958,6 +970,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         idata["posterior"] = ds.assign_coords(obs=obs)
         return idata
 
+    @single_blas_thread  # two solver threads on two cores: one BLAS thread each
     def _native_draws(self, post) -> tuple[np.ndarray, np.ndarray]:
         r"""Each draw's Laplace mode and LA-LOO terms (:func:`la_loo_terms`), ``(chain, draw,
         obs)`` each, from the native solver (:func:`bayes_gp.latent.native.laplace_mode`),

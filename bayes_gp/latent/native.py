@@ -43,7 +43,9 @@ Differences from the NumPy Op, by design:
 * No warm start. The NumPy Op starts Newton's method from the last mode it found; a mode shared
   by chains running in parallel threads would make each chain's arithmetic depend on the other
   chains' timing (draws no longer reproducible from the seed), and per-chain state is not
-  available to the compiled log density. Each evaluation starts from :math:`f = m`; the answer
+  available to the compiled log density. Each evaluation starts from :math:`f = m`, or from the
+  Op's fixed ``start`` (a constant of the compiled function: the mode at the model's initial
+  point, which ``LatentGP.sample`` sets) where :math:`\Psi` is higher there; the answer
   is the same to the solver's tolerance (Newton's method converges to the unique mode of a
   log-concave posterior from any start), at the cost of a few more Newton steps
   (``benchmarks/README.md``). The pointwise pass over the draws after sampling
@@ -88,12 +90,16 @@ from bayes_gp.solvers._native_linalg import (
 )
 
 __all__ = [
-    "BERNOULLI_LOGIT", "BINOMIAL", "POISSON", "SOLVER_KEY", "NativeMode", "laplace_mode",
-    "likelihood_code", "numba_function", "solve", "solve_arrays", "solver_address",
+    "BERNOULLI_LOGIT", "BINOMIAL", "COLD", "POISSON", "SOLVER_KEY", "WARM", "WARM_BETTER",
+    "NativeMode", "laplace_mode", "likelihood_code", "numba_function", "solve", "solve_arrays", "solver_address",
 ]  # fmt: skip
 
 #: Likelihood codes of the compiled solver.
 BERNOULLI_LOGIT, BINOMIAL, POISSON = 0, 1, 2
+
+#: Starts of :func:`solve`'s Newton method: :math:`f = m`; ``f0`` (where :math:`\\Psi` is
+#: finite there); ``f0`` or :math:`f = m`, whichever has the larger :math:`\\Psi`.
+COLD, WARM, WARM_BETTER = 0, 1, 2
 
 #: Status codes of :func:`solve`: the mode and gradients were found, ``K`` is not positive
 #: definite, Newton's method did not converge, the stable form could not proceed.
@@ -220,9 +226,11 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
     :math:`\\partial\\log q/\\partial m` written into ``gK`` and ``gm``, the mode
     :math:`\\hat f` into ``f_out`` and :math:`\\mathrm{diag}(\\Sigma)` into ``dS_out`` when
     ``status`` is :data:`OK` (the module docstring; the NumPy stable form's steps). Newton's
-    method starts from ``f0`` when ``warm`` is true and ``f0`` is finite (the NumPy solver's
-    ``f0``: whitened as :math:`v_0 = L_K^{-1}(f_0 - m)`, dropped where :math:`\\Psi(v_0)` is not
-    finite), else from :math:`f = m`; ``info[0]`` is the number of Newton steps."""
+    method starts (``warm``: :data:`COLD`, :data:`WARM`, :data:`WARM_BETTER`) from
+    :math:`f = m`, or from a finite ``f0`` (the NumPy solver's ``f0``: whitened as
+    :math:`v_0 = L_K^{-1}(f_0 - m)`, dropped where :math:`\\Psi(v_0)` is not finite, and for
+    :data:`WARM_BETTER` where :math:`\\Psi(v_0) < \\Psi(0)`); ``info[0]`` is the number of
+    Newton steps."""
     n = m.shape[0]
     LK = np.empty((n, n))
     for i in range(n):  # the lower triangle of K (the NumPy solver's _chol_K reads it)
@@ -250,11 +258,15 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
     _lower_mv(LK, v, f)
     f += m
     psi = _derivatives(code, f, y, a1, a2, d1, d2, d3) - 0.5 * np.dot(v, v)
-    if not np.isfinite(psi):  # a warm start where the likelihood overflows: start at f = m
-        v[:] = 0.0
-        _lower_mv(LK, v, f)
-        f += m
-        psi = _derivatives(code, f, y, a1, a2, d1, d2, d3) - 0.5 * np.dot(v, v)
+    if warm:
+        # f = m instead where Psi(v0) is not finite (the likelihood overflows there) or, for
+        # WARM_BETTER, lower than Psi at f = m
+        psi_m = _derivatives(code, m, y, a1, a2, d1_t, d2_t, d3_t)
+        if not np.isfinite(psi) or (warm == WARM_BETTER and psi_m > psi):
+            v[:] = 0.0
+            f[:] = m
+            d1[:], d2[:], d3[:] = d1_t, d2_t, d3_t
+            psi = psi_m
     converged = False
     factored = False
     n_iter = 0
@@ -416,10 +428,11 @@ def _solver_pointer():
 
 
 @_njit
-def call_solver(K, m, y, a1, a2, code, tol, max_iter):
+def call_solver(K, m, y, a1, a2, code, tol, max_iter, start, warm):
     """``(log q, dlogq/dK, dlogq/dm, dlogq/dphi)`` as :class:`~bayes_gp.latent.op.LaplaceLogp`
     returns them (``-inf`` and NaN gradients at an infeasible point), the solver called through
-    its address (module docstring)."""
+    its address (module docstring), Newton's method started from ``start`` as ``warm`` says
+    (:func:`solve`)."""
     n = y.shape[0]
     if K.shape[0] != n or K.shape[1] != n or m.shape[0] != n:
         raise ValueError("LaplaceLogp: K must be (n, n) and m (n,) for the n observations")
@@ -435,8 +448,8 @@ def call_solver(K, m, y, a1, a2, code, tol, max_iter):
         unique_func_name_lit="bayes_gp.latent.native.laplace_stable",
     )
     status = fn(n, Kc.ctypes, mc.ctypes, y.ctypes, a1.ctypes, a2.ctypes, code, tol, max_iter,
-                mc.ctypes, 0, logq.ctypes, gK.ctypes, gm.ctypes, f_out.ctypes, dS_out.ctypes,
-                info.ctypes)  # fmt: skip
+                start.ctypes, warm, logq.ctypes, gK.ctypes, gm.ctypes, f_out.ctypes,
+                dS_out.ctypes, info.ctypes)  # fmt: skip
     if status != OK:
         gK[:, :] = np.nan
         gm[:] = np.nan
@@ -446,8 +459,10 @@ def call_solver(K, m, y, a1, a2, code, tol, max_iter):
 def numba_function(op):
     """``(numba function, PyTensor cache key)`` for the Op ``op`` (a
     :class:`~bayes_gp.latent.op.LaplaceLogp`), or ``None`` when the native solver does not cover
-    its likelihood. The function holds the data as constants; the key is :data:`SOLVER_KEY`
-    with a hash of the likelihood code, the data, ``tol`` and ``max_iter`` (``None``, not
+    its likelihood. The function holds the data and the Op's fixed starting point
+    ``start`` (:data:`WARM_BETTER`; none: :math:`f = m`) as constants; the key is
+    :data:`SOLVER_KEY` with a hash of the likelihood code, the data, the start, ``tol`` and
+    ``max_iter`` (``None``, not
     cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is compiled (or loaded from the cache)
     here, not at the first call."""
     spec = likelihood_code(op.likelihood)
@@ -460,13 +475,18 @@ def numba_function(op):
     a1 = np.ascontiguousarray(a1, dtype=np.float64)
     a2 = np.ascontiguousarray(a2, dtype=np.float64)
     tol, max_iter = float(op.tol), int(op.max_iter)
+    given = getattr(op, "start", None)  # (old pickles)
+    warm = COLD if given is None else WARM_BETTER
+    start = np.ascontiguousarray(y if given is None else given, dtype=np.float64)
+    if start.shape != y.shape:
+        raise ValueError(f"LaplaceLogp.start must have shape {y.shape}, got {start.shape}")
     solver_address()
-    h = hashlib.sha256(f"{code} {tol!r} {max_iter} {y.size}".encode())
-    for arr in (y, a1, a2):
+    h = hashlib.sha256(f"{code} {tol!r} {max_iter} {y.size} {warm}".encode())
+    for arr in (y, a1, a2, start):
         h.update(arr.tobytes())
 
     def laplace_logp_native(K, m, phi):
-        return call_solver(K, m, y, a1, a2, code, tol, max_iter)
+        return call_solver(K, m, y, a1, a2, code, tol, max_iter, start, warm)
 
     key = f"{SOLVER_KEY}.op.{h.hexdigest()[:32]}" if numba_disk_cache() else None
     return numba_njit(laplace_logp_native), key
@@ -500,7 +520,7 @@ def _call(K, m, likelihood, f0, tol, max_iter):
     m = np.ascontiguousarray(m, dtype=np.float64)
     if K.shape != (n, n) or m.shape != (n,):
         raise ValueError(f"K must be ({n}, {n}) and m ({n},), got {K.shape} and {m.shape}")
-    warm = f0 is not None
+    warm = COLD if f0 is None else WARM
     f0 = m if f0 is None else np.ascontiguousarray(f0, dtype=np.float64)
     if f0.shape != (n,):
         raise ValueError(f"f0 must be ({n},), got {f0.shape}")

@@ -164,16 +164,22 @@ def test_no_cache_key_when_the_disk_cache_is_off(monkeypatch):
     assert key is None and fn is not None
 
 
-def test_op_in_numba_equals_the_op_in_python():
+@pytest.mark.parametrize("start", [None, "mode"])
+def test_op_in_numba_equals_the_op_in_python(start):
     """The compiled log density (numba: the native solver) and its gradient with respect to
     the length-scale, amplitude and mean (PyTensor's chain rule around the Op) equal the
-    Python backend's (the NumPy solver) to 1e-10 relative; a point where K is not positive
-    definite gives -inf in both, and a K of the wrong size a ValueError."""
+    Python backend's (the NumPy solver) to 1e-10 relative, Newton's method started from f = m
+    or from the Op's fixed ``start`` (a mode at other hyperparameters, as LatentGP.sample sets
+    it); a point where K is not positive definite gives -inf in both, and a K of the wrong
+    size a ValueError."""
     lik = LIKELIHOODS["bernoulli"]
     theta = pt.dvector("theta")  # (lengthscale, amplitude, mean, diagonal shift)
     Kt = theta[1] ** 2 * pt.exp(-0.5 * (X[:, None] - X[None, :]) ** 2 / theta[0] ** 2)
     Kt = Kt + theta[3] * pt.eye(N)
     op = LaplaceLogp(lik)
+    if start is not None:
+        op.start = laplace(_K(2.0, 1.5), np.full(N, 0.2), lik, ()).f
+        assert native.numba_function(op)[1] != native.numba_function(LaplaceLogp(lik))[1]
     logq = op(Kt, theta[2] * pt.ones(N), pt.zeros(0))[0]
     outs = [logq, pytensor.grad(logq, theta)]
     fast = pytensor.function([theta], outs, mode="NUMBA")
