@@ -49,7 +49,9 @@ DATA["grade"] = pd.Categorical(
 
 def _logp_and_grad(model: pm.Model, point: dict[str, float]):
     """The model's log density and gradient at ``point`` (by variable name, on the
-    variables' own scale), in the order of ``point``."""
+    variables' own scale), in the order of ``point``: one compiled function for both (on a
+    fresh HOME, compiling the log density and the gradient separately cost a second numba
+    compilation of the same forward graph)."""
     ip = model.initial_point()
     values = {}
     for rv in model.free_RVs:
@@ -58,8 +60,7 @@ def _logp_and_grad(model: pm.Model, point: dict[str, float]):
         x = np.asarray(point[rv.name], float)
         values[vv.name] = tr.forward(x).eval() if tr is not None else x
     assert set(values) == set(ip)
-    logp = model.compile_logp()(values)
-    dlogp = model.compile_dlogp()(values)
+    logp, dlogp = model.compile_fn([model.logp(), model.dlogp()])(values)
     return logp, dlogp
 
 
