@@ -467,11 +467,13 @@ def test_report_workflow_and_fit_many_through_the_protocol(tmp_path):
         .fit_laplace(random_seed=res.seeds["b"]).log_marginal_likelihood, rel=1e-6
     )  # fmt: skip
 
-    # a NUTS run saved and reloaded (a type-II latent fit: tests/formula/test_cli.py)
+    # a NUTS run saved and reloaded (a type-II latent fit: tests/formula/test_cli.py), without
+    # drawing its report a second time (the report of a saved latent fit:
+    # tests/report/test_approximation_verdicts.py)
     for method in ("nuts",):
         out = tmp_path / method
         run = workflow.run("coal_mining", method, fast=True, draws=60, tune=60)
-        workflow.save(run, out)
+        workflow.save(run, out, with_report=False)
         back = workflow.load(out)
         assert back.is_mcmc == (method == "nuts")
         Xn = np.array([[1860.5], [1950.5]])
