@@ -225,16 +225,24 @@ class ExactLikelihood:
     def factor(self, values) -> tuple[np.ndarray, GaussianFactor]:
         """``(m, factorisation of C with alpha = C^{-1}(y - m))`` at ``values``, computed once
         and then read from the cache (module docstring)."""
-        parts = [np.ascontiguousarray(v, dtype=float).tobytes() for v in values]
-        jitter = self.jitter.get_value() if hasattr(self.jitter, "get_value") else self.jitter
-        key = b"|".join([*parts, np.float64(jitter).tobytes()])
+        key = self._factor_key(values)
         hit = self._factors.get(key)
         if hit is not None:
             self._factors.move_to_end(key)
             return hit
         m, C = self.train(values)
-        hit = (m, factorize(C, self.y - m))
+        return self._remember(key, (m, factorize(C, self.y - m)))
+
+    def _factor_key(self, values) -> bytes:
+        """The factorisation cache's key: the hyperparameter values and the jitter in use."""
+        parts = [np.ascontiguousarray(v, dtype=float).tobytes() for v in values]
+        jitter = self.jitter.get_value() if hasattr(self.jitter, "get_value") else self.jitter
+        return b"|".join([*parts, np.float64(jitter).tobytes()])
+
+    def _remember(self, key: bytes, hit: tuple[np.ndarray, GaussianFactor]):
+        """Keep ``hit`` under ``key``, dropping the least recently used beyond the budget."""
         self._factors[key] = hit
+        self._factors.move_to_end(key)
         while len(self._factors) > self._max_factors:
             self._factors.popitem(last=False)
         return hit
@@ -267,7 +275,8 @@ class ExactLikelihood:
         :math:`m` and :math:`C` of a block of draws come from one call of the vectorised
         training graph (:func:`~bayes_gp.inference.typeii.batched_function_of_values`: the
         same values as :meth:`train`, bit for bit); each draw is then factorised as in
-        :meth:`loo` (with its jitter retry) without going through the factorisation cache.
+        :meth:`loo` (with its jitter retry) and kept in the factorisation cache, as :meth:`loo`
+        keeps it, for the predictions that follow a fit.
         At n = 100, 2000 draws: 1.9 s against 3.3 s draw by draw (a loaded machine).
         """
         n = self.X.shape[0]
@@ -291,7 +300,12 @@ class ExactLikelihood:
             m = np.broadcast_to(m, (size, n))  # unbatched where it depends on no value
             C = np.broadcast_to(C, (size, n, n))
             for j in range(size):
-                out[start + j] = loo_log_density(factorize(C[j], self.y - m[j]))
+                values = [a[start + j] for a in arrays]
+                key = self._factor_key(values)
+                hit = self._factors.get(key)
+                if hit is None:
+                    hit = self._remember(key, (np.array(m[j]), factorize(C[j], self.y - m[j])))
+                out[start + j] = loo_log_density(hit[1])
         return out
 
     def check(self, draws) -> None:

@@ -157,11 +157,21 @@ def test_the_loo_pass_over_blocks_of_draws_equals_the_draw_by_draw_one(kernel, k
     monkeypatch.setattr(exact, "LOO_BATCH_BYTES", 3 * 8 * 20**2)  # blocks of 3 draws
     batched = add_log_likelihood(_posterior(draws), gp.hyperparameters, gp._pointwise_loo,
                                  batch=gp.marginal.loo_draws)  # fmt: skip
+    assert "train_batched" in gp.marginal._fns  # the batched path ran
+    # every draw's factorisation is kept for the predictions that follow: no new C
+    assert len(gp.marginal._factors) == 10
+    calls = []
+    train = gp.marginal.train
+    monkeypatch.setattr(gp.marginal, "train", lambda values: calls.append(1) or train(values))
     one = add_log_likelihood(_posterior(draws), gp.hyperparameters, gp._pointwise_loo)
-    got, ref = (np.asarray(t["log_likelihood"]["y"]) for t in (batched, one))
+    assert calls == []
+    gp.marginal._factors.clear()  # and draw by draw from scratch
+    fresh = add_log_likelihood(_posterior(draws), gp.hyperparameters, gp._pointwise_loo)
+    assert len(calls) == 10
+    got, ref, ref2 = (np.asarray(t["log_likelihood"]["y"]) for t in (batched, one, fresh))
     assert got.shape == (2, 5, 20)
     np.testing.assert_array_equal(got, ref)
-    assert "train_batched" in gp.marginal._fns  # the batched path ran
+    np.testing.assert_array_equal(got, ref2)
 
 
 def test_the_loo_pass_goes_draw_by_draw_where_blocks_do_not_apply(monkeypatch):
