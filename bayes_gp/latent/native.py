@@ -45,7 +45,8 @@ Differences from the NumPy Op, by design:
   chains' timing (draws no longer reproducible from the seed), and per-chain state is not
   available to the compiled log density. Each evaluation starts from :math:`f = m`, or from the
   Op's fixed ``start`` (a constant of the compiled function: the mode at the model's initial
-  point, which ``LatentGP.sample`` sets) where :math:`\Psi` is higher there; the answer
+  point, which ``LatentGP.sample`` sets; 4.9 Newton steps on Pima's posterior instead of
+  6.4, and at most one more far from it); the answer
   is the same to the solver's tolerance (Newton's method converges to the unique mode of a
   log-concave posterior from any start), at the cost of a few more Newton steps
   (``benchmarks/README.md``). The pointwise pass over the draws after sampling
@@ -90,16 +91,16 @@ from bayes_gp.solvers._native_linalg import (
 )
 
 __all__ = [
-    "BERNOULLI_LOGIT", "BINOMIAL", "COLD", "POISSON", "SOLVER_KEY", "WARM", "WARM_BETTER",
-    "NativeMode", "laplace_mode", "likelihood_code", "numba_function", "solve", "solve_arrays", "solver_address",
+    "BERNOULLI_LOGIT", "BINOMIAL", "COLD", "POISSON", "SOLVER_KEY", "WARM", "NativeMode",
+    "laplace_mode", "likelihood_code", "numba_function", "solve", "solve_arrays", "solver_address",
 ]  # fmt: skip
 
 #: Likelihood codes of the compiled solver.
 BERNOULLI_LOGIT, BINOMIAL, POISSON = 0, 1, 2
 
 #: Starts of :func:`solve`'s Newton method: :math:`f = m`; ``f0`` (where :math:`\\Psi` is
-#: finite there); ``f0`` or :math:`f = m`, whichever has the larger :math:`\\Psi`.
-COLD, WARM, WARM_BETTER = 0, 1, 2
+#: finite there, else :math:`f = m`).
+COLD, WARM = 0, 1
 
 #: Status codes of :func:`solve`: the mode and gradients were found, ``K`` is not positive
 #: definite, Newton's method did not converge, the stable form could not proceed.
@@ -226,11 +227,9 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
     :math:`\\partial\\log q/\\partial m` written into ``gK`` and ``gm``, the mode
     :math:`\\hat f` into ``f_out`` and :math:`\\mathrm{diag}(\\Sigma)` into ``dS_out`` when
     ``status`` is :data:`OK` (the module docstring; the NumPy stable form's steps). Newton's
-    method starts (``warm``: :data:`COLD`, :data:`WARM`, :data:`WARM_BETTER`) from
-    :math:`f = m`, or from a finite ``f0`` (the NumPy solver's ``f0``: whitened as
-    :math:`v_0 = L_K^{-1}(f_0 - m)`, dropped where :math:`\\Psi(v_0)` is not finite, and for
-    :data:`WARM_BETTER` where :math:`\\Psi(v_0) < \\Psi(0)`); ``info[0]`` is the number of
-    Newton steps."""
+    method starts (``warm``: :data:`COLD`, :data:`WARM`) from :math:`f = m`, or from a finite
+    ``f0`` (the NumPy solver's ``f0``: whitened as :math:`v_0 = L_K^{-1}(f_0 - m)`, dropped
+    where :math:`\\Psi(v_0)` is not finite); ``info[0]`` is the number of Newton steps."""
     n = m.shape[0]
     LK = np.empty((n, n))
     for i in range(n):  # the lower triangle of K (the NumPy solver's _chol_K reads it)
@@ -258,15 +257,11 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
     _lower_mv(LK, v, f)
     f += m
     psi = _derivatives(code, f, y, a1, a2, d1, d2, d3) - 0.5 * np.dot(v, v)
-    if warm:
-        # f = m instead where Psi(v0) is not finite (the likelihood overflows there) or, for
-        # WARM_BETTER, lower than Psi at f = m
-        psi_m = _derivatives(code, m, y, a1, a2, d1_t, d2_t, d3_t)
-        if not np.isfinite(psi) or (warm == WARM_BETTER and psi_m > psi):
-            v[:] = 0.0
-            f[:] = m
-            d1[:], d2[:], d3[:] = d1_t, d2_t, d3_t
-            psi = psi_m
+    if not np.isfinite(psi):  # a start where the likelihood overflows: start at f = m
+        v[:] = 0.0
+        _lower_mv(LK, v, f)
+        f += m
+        psi = _derivatives(code, f, y, a1, a2, d1, d2, d3) - 0.5 * np.dot(v, v)
     converged = False
     factored = False
     n_iter = 0
@@ -460,7 +455,7 @@ def numba_function(op):
     """``(numba function, PyTensor cache key)`` for the Op ``op`` (a
     :class:`~bayes_gp.latent.op.LaplaceLogp`), or ``None`` when the native solver does not cover
     its likelihood. The function holds the data and the Op's fixed starting point
-    ``start`` (:data:`WARM_BETTER`; none: :math:`f = m`) as constants; the key is
+    ``start`` (:data:`WARM`; none: :math:`f = m`) as constants; the key is
     :data:`SOLVER_KEY` with a hash of the likelihood code, the data, the start, ``tol`` and
     ``max_iter`` (``None``, not
     cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is compiled (or loaded from the cache)
@@ -476,7 +471,7 @@ def numba_function(op):
     a2 = np.ascontiguousarray(a2, dtype=np.float64)
     tol, max_iter = float(op.tol), int(op.max_iter)
     given = getattr(op, "start", None)  # (old pickles)
-    warm = COLD if given is None else WARM_BETTER
+    warm = COLD if given is None else WARM
     start = np.ascontiguousarray(y if given is None else given, dtype=np.float64)
     if start.shape != y.shape:
         raise ValueError(f"LaplaceLogp.start must have shape {y.shape}, got {start.shape}")

@@ -90,11 +90,10 @@ class LaplaceLogp(Op):
         #: where it covers the likelihood; ``False`` keeps the NumPy solver in object mode.
         self.native = bool(native)
         #: A fixed starting point of the native solver's Newton method, a constant of the
-        #: compiled function (the better of it and :math:`f = m` by :math:`\Psi`:
-        #: :data:`bayes_gp.latent.native.WARM_BETTER`), so that every evaluation stays a
-        #: function of its inputs alone; ``None``: :math:`f = m`. ``LatentGP.sample`` sets the
-        #: Laplace mode at the model's initial point (4.9 Newton steps a call on Pima instead
-        #: of 6.4).
+        #: compiled function (:data:`bayes_gp.latent.native.WARM`), so that every evaluation
+        #: stays a function of its inputs alone; ``None``: :math:`f = m`. ``LatentGP.sample``
+        #: sets the Laplace mode at the model's initial point (4.9 Newton steps a call on
+        #: Pima's posterior instead of 6.4).
         self.start: np.ndarray | None = None
         self.last_mode: np.ndarray | None = None  # warm-start cache
         self.last_reason: str = ""  # why the last evaluation was infeasible ("" when it was not)
