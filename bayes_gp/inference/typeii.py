@@ -148,8 +148,10 @@ def function_of_values(rvs, build, mode=EAGER_MODE):
 
 
 def batched_function_of_values(rvs, build, mode=EAGER_MODE):
-    """Compile ``build()`` as a NumPy function of the values of ``rvs`` stacked along a new
-    leading axis (one row per draw), or ``None`` where PyTensor cannot vectorise the graph.
+    """Compile ``build(Xn)`` as a NumPy function of ``(values of rvs..., Xn)``, the values
+    stacked along a new leading axis (one row per draw), or ``None`` where PyTensor cannot
+    vectorise the graph (``Xn``, a matrix input that ``build`` may use or ignore, is shared by
+    the draws).
 
     The graph of :func:`function_of_values` with its placeholders vectorised
     (``pytensor.graph.replace.vectorize_graph``): one evaluation answers a whole block of
@@ -160,13 +162,14 @@ def batched_function_of_values(rvs, build, mode=EAGER_MODE):
     from pytensor.graph.replace import vectorize_graph
 
     holders = [rv.type() for rv in rvs]
-    outs = graph_replace(build(), dict(zip(rvs, holders, strict=True)), strict=False)
+    Xn = pt.dmatrix("X_new")
+    outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
     batched = [pt.tensor(dtype=h.dtype, shape=(None, *h.type.shape)) for h in holders]
     try:
         vouts = vectorize_graph(outs, dict(zip(holders, batched, strict=True)))
     except (NotImplementedError, TypeError, ValueError):  # no batched form: draw by draw
         return None
-    return pytensor.function(batched, vouts, mode=mode, on_unused_input="ignore")
+    return pytensor.function([*batched, Xn], vouts, mode=mode, on_unused_input="ignore")
 
 
 def observed_logp_and_grad(model: pm.Model, mode=EAGER_MODE):

@@ -669,6 +669,16 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         """Per posterior draw (or at the point estimate: one row), the predictive means and
         variances at ``Xn``, ``(S, m)`` each."""
         draws = [self._values(fit.params)] if isinstance(fit, MapFit) else None
+        many = getattr(self.marginal, "predict_draws", None)
+        if type(self)._predict_at is not GPRegression._predict_at:
+            many = None  # a subclass's own predictions go draw by draw
+        if draws is None and many is not None:  # a block of draws per kernel evaluation
+            values_list = list(self._draws(fit, max_draws, seed))
+            out = many(values_list, Xn, include_noise, jitters)
+            if out is not None:
+                means, variances = out
+                return means, variances if noise_var is None else variances + noise_var
+            draws = values_list
         means, variances = [], []
         for values in draws or self._draws(fit, max_draws, seed):
             mu, var, _ = self._predict_at(values, Xn, True, include_noise, jitters, noise_var)

@@ -283,20 +283,20 @@ class ExactLikelihood:
         own = type(self).train is ExactLikelihood.train and type(self).loo is ExactLikelihood.loo
         if not own or n >= LOO_BATCH_MAX_N or not arrays:
             return None
-        if "train_batched" not in self._fns:
-            def build():
-                return [self._mean(pt.as_tensor_variable(self.X)), self._C(self.X)]
-
-            self._fns["train_batched"] = batched_function_of_values(self.rvs, build)
-        fn = self._fns["train_batched"]
+        fn = self._batched(
+            "train", lambda _: [self._mean(pt.as_tensor_variable(self.X)), self._C(self.X)]
+        )
         if fn is None:
             return None
+        if self._no_inputs is None:
+            self._no_inputs = np.zeros((0, self.X.shape[1]))
         draws = arrays[0].shape[0]
         block = max(1, LOO_BATCH_BYTES // (8 * n * n))
         out = np.empty((draws, n))
         for start in range(0, draws, block):
             size = min(block, draws - start)
-            m, C = fn(*(np.ascontiguousarray(a[start:start + size], float) for a in arrays))
+            m, C = fn(*(np.ascontiguousarray(a[start:start + size], float) for a in arrays),
+                      self._no_inputs)  # fmt: skip
             m = np.broadcast_to(m, (size, n))  # unbatched where it depends on no value
             C = np.broadcast_to(C, (size, n, n))
             for j in range(size):
@@ -307,6 +307,60 @@ class ExactLikelihood:
                     hit = self._remember(key, (np.array(m[j]), factorize(C[j], self.y - m[j])))
                 out[start + j] = loo_log_density(hit[1])
         return out
+
+    def _batched(self, key: str, build):
+        """``batched_function_of_values(self.rvs, build)``, compiled once (``None``: the
+        graph cannot be vectorised); only :meth:`loo_draws` and :meth:`predict_draws` call it,
+        from the thread that runs them."""
+        key = f"{key}_batched"
+        if key not in self._fns:
+            self._fns[key] = batched_function_of_values(self.rvs, build)
+        return self._fns[key]
+
+    def predict_draws(self, draws: list, Xn: np.ndarray, include_noise: bool, jitters=None):
+        """:meth:`predict` with ``diag=True`` for many draws: ``(means, variances)``, ``(S, m)``
+        each, ``draws`` a list of ``values``; or ``None`` where this model predicts draw by
+        draw (as :meth:`loo_draws`: from :data:`LOO_BATCH_MAX_N` observations, a subclass with
+        its own :meth:`train`, :meth:`_cross` or :meth:`predict`, a graph that cannot be
+        vectorised). :math:`K(X, X_*)`, the prior variances and means at ``Xn`` of a block of
+        draws come from one call of the vectorised graph; each draw's factorisation from the
+        cache (:meth:`factor`), then R&W eqs. 2.25-2.26 as in :meth:`predict`. The same numbers
+        as :meth:`predict`, bit for bit.
+        """
+        n, cls = self.X.shape[0], type(self)
+        own = all(getattr(cls, f) is getattr(ExactLikelihood, f)
+                  for f in ("train", "_cross", "predict"))  # fmt: skip
+        if not own or n >= LOO_BATCH_MAX_N or not draws:
+            return None
+
+        def build(Xv):
+            X = pt.as_tensor_variable(self.X)
+            s2 = pt.square(self.sigma) * pt.ones(())
+            return [self.cov(X, Xv), self.cov(Xv, diag=True), self._mean(Xv), s2]
+
+        fn = self._batched("cross", build)
+        if fn is None:
+            return None
+        Xn = np.asarray(Xn, float)
+        k = Xn.shape[0]
+        block = max(1, LOO_BATCH_BYTES // (8 * n * max(k, 1)))
+        means, variances = np.empty((len(draws), k)), np.empty((len(draws), k))
+        for start in range(0, len(draws), block):
+            chunk = draws[start:start + block]
+            stacked = [np.stack([np.asarray(v[i], float) for v in chunk])
+                       for i in range(len(chunk[0]))]  # fmt: skip
+            Ks, kss, ms, s2 = fn(*stacked, Xn)
+            size = len(chunk)
+            Ks, kss = np.broadcast_to(Ks, (size, n, k)), np.broadcast_to(kss, (size, k))
+            ms, s2 = np.broadcast_to(ms, (size, k)), np.broadcast_to(s2, (size,))
+            for j, values in enumerate(chunk):
+                _, fac = self.factor(values)
+                if jitters is not None:
+                    jitters.append(fac.jitter)
+                mean, var = predict(fac, Ks[j], kss[j])
+                means[start + j] = ms[j] + mean
+                variances[start + j] = var + s2[j] if include_noise else var
+        return means, variances
 
     def check(self, draws) -> None:
         """Nothing to check: the likelihood is exact."""

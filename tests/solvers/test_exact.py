@@ -157,7 +157,7 @@ def test_the_loo_pass_over_blocks_of_draws_equals_the_draw_by_draw_one(kernel, k
     monkeypatch.setattr(exact, "LOO_BATCH_BYTES", 3 * 8 * 20**2)  # blocks of 3 draws
     batched = add_log_likelihood(_posterior(draws), gp.hyperparameters, gp._pointwise_loo,
                                  batch=gp.marginal.loo_draws)  # fmt: skip
-    assert "train_batched" in gp.marginal._fns  # the batched path ran
+    assert gp.marginal._fns.get("train_batched") is not None  # the batched path ran
     # every draw's factorisation is kept for the predictions that follow: no new C
     assert len(gp.marginal._factors) == 10
     calls = []
@@ -191,7 +191,7 @@ def test_the_loo_pass_goes_draw_by_draw_where_blocks_do_not_apply(monkeypatch):
         raise NotImplementedError("no batched form")
 
     monkeypatch.setattr("pytensor.graph.replace.vectorize_graph", refuse)
-    assert typeii.batched_function_of_values(gp.marginal.rvs, lambda: [gp.marginal._C(X[:, None])]) is None
+    assert typeii.batched_function_of_values(gp.marginal.rvs, lambda _: [gp.marginal._C(X[:, None])]) is None
     fresh = GPRegression(X, Y, "expquad")
     assert fresh.marginal.loo_draws(values) is None
     draws = {k: np.full((1, 2), v) for k, v in P.items()} | {"mean_c": np.zeros((1, 2))}
@@ -200,3 +200,33 @@ def test_the_loo_pass_goes_draw_by_draw_where_blocks_do_not_apply(monkeypatch):
                                batch=fresh.marginal.loo_draws)  # fmt: skip
     ref = fresh._pointwise_loo([np.asarray(draws[k][0, 1]) for k in fresh.hyperparameters])
     np.testing.assert_array_equal(np.asarray(idata["log_likelihood"]["y"])[0, 1], ref)
+
+
+@pytest.mark.parametrize("include_noise", [False, True])
+def test_predictions_over_blocks_of_draws_equal_the_draw_by_draw_ones(include_noise, monkeypatch):
+    """ExactLikelihood.predict_draws (K(X, X*), prior variances and means at X* of a block of
+    draws from the vectorised graph, each draw's factorisation from the cache) gives every
+    draw's predictive mean and variance bit for bit as predict does, and the NUTS mixture
+    (GPRegression.predict) is the same with and without it; the jitters are reported per draw."""
+    import bayes_gp.solvers.exact as exact
+
+    rng = np.random.default_rng(5)
+    gp = GPRegression(X, Y, "matern52 + periodic")
+    draws = {rv.name: rng.uniform(0.6, 1.6, (2, 4)) for rv in gp.model.free_RVs}
+    fit = _posterior(draws)
+    values_list = gp._draws(fit, 500, 0)
+    Xn = np.linspace(-1, 7, 11)[:, None]
+    monkeypatch.setattr(exact, "LOO_BATCH_BYTES", 3 * 8 * 20 * 11)  # blocks of 3 draws
+    jitters: list = []
+    means, variances = gp.marginal.predict_draws(values_list, Xn, include_noise, jitters)
+    assert means.shape == variances.shape == (8, 11) and jitters == [0.0] * 8
+    for j, values in enumerate(values_list):
+        mean, var, _ = gp.marginal.predict(values, Xn, True, include_noise)
+        np.testing.assert_array_equal(means[j], mean)
+        np.testing.assert_array_equal(variances[j], var)
+    batched = gp.predict(Xn, fit, include_noise=include_noise)
+    assert gp.marginal._fns.get("cross_batched") is not None
+    monkeypatch.setattr(exact.ExactLikelihood, "predict_draws", lambda self, *a: None)
+    one = gp.predict(Xn, fit, include_noise=include_noise)
+    for field in ("mean", "var", "lower", "upper"):
+        np.testing.assert_array_equal(getattr(batched, field), getattr(one, field))
