@@ -73,12 +73,7 @@ from bayes_gp.inference.methods import (
     is_joint,
 )
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
-from bayes_gp.inference.typeii import (
-    batched_function_of_values,
-    function_of_values,
-    observed_logp_and_grad,
-    optimize,
-)
+from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.kernels.catalogue import (
     DataScale,
     check_kernel_ard,
@@ -164,9 +159,6 @@ LIKELIHOODS: dict[str, tuple[type[LatentLikelihood], tuple[str, ...]]] = {
 #: Prior sd of the latent amplitude eta (and of a constant mean) on a link scale (logit, log):
 #: the scale of a sigmoid's argument, and a factor e^2 in a rate.
 LINK_SCALE = 2.0
-#: bytes of one block of ``(draws, n, n)`` kernel matrices built in one call for the native
-#: solver's pass over the posterior draws (:meth:`LatentGP._native_draws`)
-TRAIN_BLOCK_BYTES = 8 * 2**20
 
 #: The default absolute latent jitter (``jitter=None``), the package's
 #: :data:`~bayes_gp.inference.jitter.DEFAULT_LATENT_JITTER`: relative ``1e-6 / s**2`` to the
@@ -643,34 +635,6 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         K, m, phi = self._compiled("train", build)(*values, np.zeros((0, self.X.shape[1])))
         return K, m, np.atleast_1d(phi)
 
-    def _train_block(self, arrays: list[np.ndarray]) -> list | None:
-        """:meth:`_train` for a block of draws in one call: ``arrays[k]`` the ``k``-th
-        hyperparameter's values stacked along a leading axis; ``[(K, m, phi)]`` per draw, the
-        same arrays bit for bit, or ``None`` where PyTensor cannot vectorise the graph
-        (:func:`~bayes_gp.inference.typeii.batched_function_of_values`)."""
-        n = self.X.shape[0]
-        if type(self)._train is not LatentGP._train:
-            return None  # a subclass's own training matrices: one draw per call
-
-        def build(_Xn):
-            Xt = pt.as_tensor_variable(self._kernel_inputs)
-            K = plus_diagonal(gram(self._cov, self._kernel_inputs), self.jitter_tensor)
-            return [K, pt.as_tensor_variable(self._mean_func(Xt)) * pt.ones(n), self._phi]
-
-        if "train_batched" not in self._fns:
-            self._fns["train_batched"] = batched_function_of_values(self.model.free_RVs, build)
-        fn = self._fns["train_batched"]
-        if fn is None or not arrays:
-            return None
-        size = arrays[0].shape[0]
-        K, m, phi = fn(*(np.ascontiguousarray(a, float) for a in arrays),
-                       np.zeros((0, self.X.shape[1])))  # fmt: skip
-        phi_ndim = pt.as_tensor_variable(self._phi).ndim
-        K = np.broadcast_to(K, (size, n, n))  # unbatched where it depends on no value
-        m = np.broadcast_to(m, (size, n))
-        phis = [phi[j] for j in range(size)] if phi.ndim > phi_ndim else [phi] * size
-        return [(K[j], m[j], np.atleast_1d(phis[j])) for j in range(size)]
-
     def _new(self, values, Xn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(K(X, X_new), diag K(X_new), m(X_new))``."""
 
@@ -1013,9 +977,7 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         which runs without the GIL: one thread per chain (two at a time), each draw's Newton
         method warm-started from the mode of the previous draw of the same chain, so that
         every value is a function of that chain's draws alone, whatever the threads' timing.
-        The kernel matrices come from the model's compiled function, for a block of draws per
-        call where PyTensor can vectorise its graph (:meth:`_train_block`; the same matrices bit
-        for bit), else one draw per call."""
+        The kernel matrices come from the model's compiled function, one call at a time."""
         import threading
         from concurrent.futures import ThreadPoolExecutor
 
@@ -1026,21 +988,14 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         n_chain, n_draw = arrays[0].shape[:2]
         n = lik.n
         f_mode, ll = np.empty((n_chain, n_draw, n)), np.empty((n_chain, n_draw, n))
-        lock = threading.Lock()  # the compiled kernel functions keep their own buffers
-        block = max(1, TRAIN_BLOCK_BYTES // (8 * n * n))
+        lock = threading.Lock()  # the compiled kernel function keeps its own buffers
 
         def chain(c: int) -> None:
             f0 = None
-            trained: list = []
             for d in range(n_draw):
-                if d % block == 0:
-                    with lock:
-                        trained = self._train_block([a[c, d:d + block] for a in arrays]) or [
-                            self._train([a[c, e] for a in arrays])
-                            for e in range(d, min(d + block, n_draw))
-                        ]  # fmt: skip
-                K, m, phi = trained[d % block]
-                K, m = np.array(K), np.array(m)
+                with lock:
+                    K, m, phi = self._train([a[c, d] for a in arrays])
+                    K, m = np.array(K), np.array(m)
                 res = laplace_mode(K, m, lik, f0=f0)
                 if res.f is None:
                     raise RuntimeError(
