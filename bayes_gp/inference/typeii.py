@@ -141,10 +141,17 @@ def function_of_values(rvs, build, mode=EAGER_MODE):
     own kernel and mean graphs are evaluated at given hyperparameter values (``Xn`` is a matrix
     input that ``build`` may use or ignore).
     """
+    holders, Xn, outs = _graph_of_values(rvs, build)
+    return pytensor.function([*holders, Xn], outs, mode=mode, on_unused_input="ignore")
+
+
+def _graph_of_values(rvs, build):
+    """``(holders, Xn, outputs)``: ``build(Xn)`` with each random variable of ``rvs`` replaced by
+    a plain input of its type (:func:`function_of_values`, :func:`batched_function_of_values`)."""
     holders = [rv.type() for rv in rvs]
     Xn = pt.dmatrix("X_new")
     outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
-    return pytensor.function([*holders, Xn], outs, mode=mode, on_unused_input="ignore")
+    return holders, Xn, outs
 
 
 def batched_function_of_values(rvs, build, mode=EAGER_MODE):
@@ -161,9 +168,7 @@ def batched_function_of_values(rvs, build, mode=EAGER_MODE):
     """
     from pytensor.graph.replace import vectorize_graph
 
-    holders = [rv.type() for rv in rvs]
-    Xn = pt.dmatrix("X_new")
-    outs = graph_replace(build(Xn), dict(zip(rvs, holders, strict=True)), strict=False)
+    holders, Xn, outs = _graph_of_values(rvs, build)
     batched = [pt.tensor(dtype=h.dtype, shape=(None, *h.type.shape)) for h in holders]
     try:
         vouts = vectorize_graph(outs, dict(zip(holders, batched, strict=True)))
