@@ -64,7 +64,8 @@ from bayes_gp import op_backends
 from bayes_gp.inference import compiled
 from bayes_gp.linalg import single_blas_thread
 
-__all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood", "gil_ops"]
+__all__ = ["SAMPLERS", "resolve_sampler", "run_nuts", "add_log_likelihood", "set_log_likelihood",
+           "gil_ops"]
 
 _log = logging.getLogger("bayes_gp")
 
@@ -282,7 +283,7 @@ def add_log_likelihood(
     if batch is not None:
         out = batch([a.reshape((n_chain * n_draw, *a.shape[2:])) for a in arrays])
         if out is not None:
-            return _with_log_likelihood(idata, out.reshape(n_chain, n_draw, -1), var_name)
+            return set_log_likelihood(idata, out.reshape(n_chain, n_draw, -1), var_name)
     cells = [(c, d) for c in range(n_chain) for d in range(n_draw)]
 
     def one(cell: tuple[int, int]) -> np.ndarray:
@@ -300,10 +301,10 @@ def add_log_likelihood(
         if out is None:
             out = np.empty((n_chain, n_draw, ll.shape[0]))
         out[c, d] = ll
-    return _with_log_likelihood(idata, out, var_name)
+    return set_log_likelihood(idata, out, var_name)
 
 
-def _with_log_likelihood(idata, out: np.ndarray, var_name: str):
+def set_log_likelihood(idata, out: np.ndarray, var_name: str):
     """``idata`` with the ``(chain, draw, obs)`` array ``out`` as its ``log_likelihood``."""
     post = idata["posterior"]
     ds = xr.Dataset(

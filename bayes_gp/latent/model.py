@@ -42,7 +42,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-import xarray as xr
 from scipy.linalg import cho_solve
 from scipy.special import logit
 
@@ -960,14 +959,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     def _with_modes(idata, f_mode: np.ndarray, ll: np.ndarray | None = None):
         """``f_mode`` ``(chain, draw, obs)`` into the posterior group, and the LA-LOO terms
         ``ll`` of the same shape as the ``log_likelihood`` group when given."""
-        post = idata["posterior"]
-        dims = ("chain", "draw", "obs")
-        obs = np.arange(f_mode.shape[-1])
+        from bayes_gp.inference.nuts import set_log_likelihood
+
         if ll is not None:
-            coords = {"chain": post["chain"].values, "draw": post["draw"].values, "obs": obs}
-            idata["log_likelihood"] = xr.Dataset({"y": (dims, ll)}, coords=coords)
-        ds = post.to_dataset().assign(f_mode=(dims, f_mode))
-        idata["posterior"] = ds.assign_coords(obs=obs)
+            set_log_likelihood(idata, ll, "y")
+        ds = idata["posterior"].to_dataset().assign(f_mode=(("chain", "draw", "obs"), f_mode))
+        idata["posterior"] = ds.assign_coords(obs=np.arange(f_mode.shape[-1]))
         return idata
 
     @single_blas_thread  # two solver threads on two cores: one BLAS thread each
