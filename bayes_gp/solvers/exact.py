@@ -215,34 +215,29 @@ class ExactLikelihood:
         jitter) I``."""
         # the graph is built on the first call only (a constant of X made at every call cost
         # 0.2 ms, a third of the per-draw leave-one-out pass at n = 100)
-        fn = self._fn(
-            "train", lambda _: [self._mean(pt.as_tensor_variable(self.X)), self._C(self.X)]
-        )
+        fn = self._fn("train", self._train_graph)
         if self._no_inputs is None:
             self._no_inputs = np.zeros((0, self.X.shape[1]))
         return tuple(fn(*values, self._no_inputs))
 
-    def factor(self, values) -> tuple[np.ndarray, GaussianFactor]:
+    def _train_graph(self, _Xn):
+        """The outputs of :meth:`train` (per draw) and :meth:`loo_draws` (per block)."""
+        return [self._mean(pt.as_tensor_variable(self.X)), self._C(self.X)]
+
+    def factor(self, values, train=None) -> tuple[np.ndarray, GaussianFactor]:
         """``(m, factorisation of C with alpha = C^{-1}(y - m))`` at ``values``, computed once
-        and then read from the cache (module docstring)."""
-        key = self._factor_key(values)
+        and then read from the cache (module docstring); ``train()`` gives ``(m, C)`` where it
+        is not cached yet (default :meth:`train` at ``values``)."""
+        parts = [np.ascontiguousarray(v, dtype=float).tobytes() for v in values]
+        jitter = self.jitter.get_value() if hasattr(self.jitter, "get_value") else self.jitter
+        key = b"|".join([*parts, np.float64(jitter).tobytes()])
         hit = self._factors.get(key)
         if hit is not None:
             self._factors.move_to_end(key)
             return hit
-        m, C = self.train(values)
-        return self._remember(key, (m, factorize(C, self.y - m)))
-
-    def _factor_key(self, values) -> bytes:
-        """The factorisation cache's key: the hyperparameter values and the jitter in use."""
-        parts = [np.ascontiguousarray(v, dtype=float).tobytes() for v in values]
-        jitter = self.jitter.get_value() if hasattr(self.jitter, "get_value") else self.jitter
-        return b"|".join([*parts, np.float64(jitter).tobytes()])
-
-    def _remember(self, key: bytes, hit: tuple[np.ndarray, GaussianFactor]):
-        """Keep ``hit`` under ``key``, dropping the least recently used beyond the budget."""
+        m, C = self.train(values) if train is None else train()
+        hit = (m, factorize(C, self.y - m))
         self._factors[key] = hit
-        self._factors.move_to_end(key)
         while len(self._factors) > self._max_factors:
             self._factors.popitem(last=False)
         return hit
@@ -250,12 +245,13 @@ class ExactLikelihood:
     def _cross(self, values, Xn):
         """``(K(X, Xn), diag K(Xn), m(Xn), sigma^2)`` (``sigma^2``: the noise shared by every
         observation, without the known per-observation part)."""
-        def build(Xv):
-            X = pt.as_tensor_variable(self.X)
-            s2 = pt.square(self.sigma) * pt.ones(())
-            return [self.cov(X, Xv), self.cov(Xv, diag=True), self._mean(Xv), s2]
+        return self._fn("cross", self._cross_graph)(*values, Xn)
 
-        return self._fn("cross", build)(*values, Xn)
+    def _cross_graph(self, Xv):
+        """The outputs of :meth:`_cross` (per draw) and :meth:`predict_draws` (per block)."""
+        X = pt.as_tensor_variable(self.X)
+        s2 = pt.square(self.sigma) * pt.ones(())
+        return [self.cov(X, Xv), self.cov(Xv, diag=True), self._mean(Xv), s2]
 
     def log_marginal_likelihood(self, values) -> float:
         """:math:`\\log p(y \\mid \\theta)` (R&W eq. 2.30)."""
@@ -283,9 +279,7 @@ class ExactLikelihood:
         own = type(self).train is ExactLikelihood.train and type(self).loo is ExactLikelihood.loo
         if not own or n >= LOO_BATCH_MAX_N or not arrays:
             return None
-        fn = self._batched(
-            "train", lambda _: [self._mean(pt.as_tensor_variable(self.X)), self._C(self.X)]
-        )
+        fn = self._batched("train", self._train_graph)
         if fn is None:
             return None
         if self._no_inputs is None:
@@ -301,11 +295,8 @@ class ExactLikelihood:
             C = np.broadcast_to(C, (size, n, n))
             for j in range(size):
                 values = [a[start + j] for a in arrays]
-                key = self._factor_key(values)
-                hit = self._factors.get(key)
-                if hit is None:
-                    hit = self._remember(key, (np.array(m[j]), factorize(C[j], self.y - m[j])))
-                out[start + j] = loo_log_density(hit[1])
+                _, fac = self.factor(values, lambda mj=m[j], Cj=C[j]: (np.array(mj), Cj))
+                out[start + j] = loo_log_density(fac)
         return out
 
     def _batched(self, key: str, build):
@@ -332,13 +323,7 @@ class ExactLikelihood:
                   for f in ("train", "_cross", "predict"))  # fmt: skip
         if not own or n >= LOO_BATCH_MAX_N or not draws:
             return None
-
-        def build(Xv):
-            X = pt.as_tensor_variable(self.X)
-            s2 = pt.square(self.sigma) * pt.ones(())
-            return [self.cov(X, Xv), self.cov(Xv, diag=True), self._mean(Xv), s2]
-
-        fn = self._batched("cross", build)
+        fn = self._batched("cross", self._cross_graph)
         if fn is None:
             return None
         Xn = np.asarray(Xn, float)
