@@ -20,7 +20,8 @@ and exact gradient (R&W §5.5.1 / Algorithm 5.1 carried to the softmax, the form
    + \tfrac12 (u_c a_c^T + a_c u_c^T),
    \qquad R_{cc} = E_c - E_c \Big(\textstyle\sum_{c'} E_{c'}\Big)^{-1} E_c,
 
-are written in nopython numba, with LAPACK (``dpotrf``, ``dpotri``) called through
+are written in nopython numba, with LAPACK (``dpotrf``; ``dpotri``'s result by
+:func:`bayes_gp.solvers._numba_lapack.potri_kernel`) called through
 :mod:`bayes_gp.solvers._native_linalg` (as :mod:`bayes_gp.latent.native` does) and BLAS
 ``dgemm`` through numba's ``np.dot``. The iteration is the NumPy solver's step for step from
 :math:`a = 0` (the same Newton step, backtracking line search and convergence test), so the
@@ -193,9 +194,9 @@ def _factor(K, same_K, pi, buf, E, M):
         else:
             for i in range(n):
                 s[i] = math.sqrt(pi[c, i])
-            for i in range(n):  # the lower triangle of K_c, as np.linalg.cholesky reads it
-                for j in range(i + 1):
-                    buf[i, j] = s[i] * K[c, i, j] * s[j]
+            for i in range(n):  # the lower triangle of K_c, as np.linalg.cholesky reads it,
+                for j in range(i + 1):  # into the upper one of buf (_cholesky_lower reads it)
+                    buf[j, i] = s[i] * K[c, i, j] * s[j]
                 buf[i, i] += 1.0
             if not _cholesky_lower(buf):
                 return False, 0.0
@@ -213,7 +214,7 @@ def _factor(K, same_K, pi, buf, E, M):
                 M[i, j] += E[c, i, j]
     for i in range(n):
         for j in range(i):
-            M[i, j] = M[j, i]  # exactly symmetric (the lower triangle is read)
+            M[i, j] = M[j, i]  # exactly symmetric
     if not _cholesky_lower(M):
         return False, 0.0
     for i in range(n):
@@ -263,9 +264,9 @@ def solve(K, Y, tol, max_iter, gK, info, a, E, M, gradient):
     for c in range(C):  # the factorisations below need each K_c positive definite
         if same_K[c] != c:
             continue
-        for i in range(n):  # (the lower triangle, as np.linalg.cholesky reads it)
-            for j in range(i + 1):
-                buf[i, j] = K[c, i, j]
+        for i in range(n):  # (the lower triangle, as np.linalg.cholesky reads it, into the
+            for j in range(i + 1):  # upper one of buf, which _cholesky_lower reads)
+                buf[j, i] = K[c, i, j]
         if not _cholesky_lower(buf):
             return K_NOT_PD, -np.inf
     a[:, :] = 0.0

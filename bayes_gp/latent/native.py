@@ -14,10 +14,11 @@ and its exact gradients with respect to :math:`K` and :math:`m` (R&W Algorithm 5
 5.22–5.24 generalised; the formulas of :mod:`bayes_gp.latent.laplace`'s module docstring:
 :math:`\partial\log q/\partial K = \tfrac12 aa^T - \tfrac12 R + \tfrac12(u\ell'^T +
 \ell'u^T)`, :math:`\partial\log q/\partial m = a + u`, with :math:`R = W^{1/2}B^{-1}W^{1/2}`
-from one ``dpotri``) are written in nopython numba, calling LAPACK (``dpotrf``, ``dpotri``)
-through SciPy's ``cython_lapack`` pointers (:mod:`bayes_gp.solvers._native_linalg`, shared with
-the softmax solver). The
-iteration is the NumPy stable form's step for step: whitened iterates :math:`f = m + L_K v`, the
+from :math:`L_B` as ``dpotri`` gives it) are written in nopython numba, calling LAPACK and BLAS
+(``dpotrf``; ``dtrtri``, ``dtrmm`` and ``dlauum`` for ``dpotri``'s result,
+:func:`bayes_gp.solvers._numba_lapack.potri_kernel`) through SciPy's ``cython_lapack`` /
+``cython_blas`` pointers (:mod:`bayes_gp.solvers._native_linalg`, shared with the softmax
+solver). The iteration is the NumPy stable form's step for step: whitened iterates :math:`f = m + L_K v`, the
 Newton step :math:`A^{-1}g = g - L_K^T W^{1/2} B^{-1} W^{1/2} L_K g` (Woodbury), the same
 Armijo line search, convergence test and pending Newton step, so the two agree to rounding
 (``tests/latent/test_native.py``: log evidence and gradients to :math:`10^{-10}` relative).
@@ -84,10 +85,8 @@ from bayes_gp.solvers._native_linalg import (
     _lower_solve,
     _lower_t_mv,
     _lower_t_solve,
-    _potri,
+    _potri_lower,
     _sym_mv,
-    int_ptr_to_val,
-    val_to_int_ptr,
 )
 
 __all__ = [
@@ -213,9 +212,9 @@ def _factor_B(K, W, sW, buf):
         if not (W[i] >= 0.0 and np.isfinite(W[i])):
             return False
         sW[i] = math.sqrt(W[i])
-    for i in range(n):
-        for j in range(n):
-            buf[i, j] = sW[i] * K[i, j] * sW[j]
+    for i in range(n):  # B from the lower triangle of K, into the upper one of buf, which
+        for j in range(i + 1):  # _cholesky_lower reads
+            buf[j, i] = sW[i] * K[i, j] * sW[j]
         buf[i, i] += 1.0
     return _cholesky_lower(buf)
 
@@ -232,9 +231,8 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
     where :math:`\\Psi(v_0)` is not finite); ``info[0]`` is the number of Newton steps."""
     n = m.shape[0]
     LK = np.empty((n, n))
-    for i in range(n):  # the lower triangle of K (the NumPy solver's _chol_K reads it)
-        for j in range(i + 1):
-            LK[i, j] = K[i, j]
+    for i in range(n):  # the lower triangle of K (the NumPy solver's _chol_K reads it) in
+        for j in range(i + 1):  # the upper one, which _cholesky_lower reads
             LK[j, i] = K[i, j]
     if not _cholesky_lower(LK):
         return K_NOT_PD, -np.inf
@@ -340,11 +338,8 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
     # a = K^-1 (f - m) = L_K^-T v
     a = v.copy()
     _lower_t_solve(LK, a)
-    # R = W^1/2 B^-1 W^1/2: dpotri leaves B^-1 in the lower triangle of the C-ordered buf
-    N = val_to_int_ptr(np.int32(n))
-    INFO = val_to_int_ptr(np.int32(0))
-    _potri(val_to_int_ptr(np.int32(ord("U"))), N, buf.ctypes, N, INFO)
-    if int_ptr_to_val(INFO) != 0:
+    # R = W^1/2 B^-1 W^1/2: B^-1 in the lower triangle of the C-ordered buf (dpotri's result)
+    if not _potri_lower(buf):
         return B_NOT_PD, -np.inf
     for i in range(n):
         for j in range(i + 1):
