@@ -39,6 +39,7 @@ __all__ = [
     "gaussian_mixture_cdf",
     "gaussian_mixture_quantiles",
     "PRIOR_PREDICTIVE_MAX_N",
+    "TRTRI_BLOCKED_MIN_N",
     "mixture_prediction",
     "CI_PROB",
     "CI_QUANTILES",
@@ -58,6 +59,10 @@ Z_CI = 1.880793608151251
 #: Most training inputs at which a model's ``prior_predictive`` draws joint data sets (one
 #: Cholesky factor of that size per data set).
 PRIOR_PREDICTIVE_MAX_N = 2000
+#: From this many rows :func:`inverse_diagonal` inverts the factor with the blocked ``trtri``
+#: (:func:`bayes_gp.solvers._native_linalg.lower_inverse`) instead of LAPACK's: at n = 200 it
+#: saves 0.25 ms per draw, 0.5 s over 2000 draws, against 1.4 s to compile it once per machine.
+TRTRI_BLOCKED_MIN_N = 200
 
 
 @dataclass(frozen=True)
@@ -134,13 +139,22 @@ def inverse_diagonal(L: np.ndarray) -> np.ndarray:
     :math:`(C^{-1})_{ii} = \lVert L^{-1} e_i \rVert^2`, the squared column norms of
     :math:`L^{-1}`.
 
-    LAPACK ``trtri`` (:math:`n^3/3` flops; a triangular solve against the identity takes
-    :math:`n^3`, ``potri``'s whole :math:`C^{-1}` :math:`2n^3/3`): 18 ms against ``potri``'s 24
-    at n = 1000. It runs once per posterior draw in the exact GPs' leave-one-out pass.
+    :math:`L^{-1}` by LAPACK ``trtri`` (:math:`n^3/3` flops; a triangular solve against the
+    identity takes :math:`n^3`, ``potri``'s whole :math:`C^{-1}` :math:`2n^3/3`), from
+    :data:`TRTRI_BLOCKED_MIN_N` rows by the blocked ``trtri`` of
+    :func:`bayes_gp.solvers._native_linalg.lower_inverse` (one thread: 0.27 against 1.12 ms at
+    n = 300, 6.4 against 14.8 ms at n = 1000; compiled once per machine, 1.4 s, so not for
+    the small matrices where it saves less). It runs once per posterior draw in the exact
+    GPs' leave-one-out pass.
     """
-    Linv, info = lapack.dtrtri(L, lower=1)
-    if info != 0:  # pragma: no cover - a factor with a zero pivot is refused by factorize
-        raise np.linalg.LinAlgError(f"LAPACK dtrtri failed (info={info})")
+    if L.shape[0] >= TRTRI_BLOCKED_MIN_N:
+        from bayes_gp.solvers._native_linalg import lower_inverse
+
+        Linv = lower_inverse(L)
+    else:
+        Linv, info = lapack.dtrtri(L, lower=1)
+        if info != 0:  # pragma: no cover - a factor with a zero pivot is refused by factorize
+            raise np.linalg.LinAlgError(f"LAPACK dtrtri failed (info={info})")
     return np.einsum("ij,ij->j", Linv, Linv)
 
 

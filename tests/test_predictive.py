@@ -134,3 +134,19 @@ def test_loo_log_density_is_the_brute_force_leave_one_out():
         w = np.linalg.solve(C[np.ix_(rest, rest)], C[rest, i])
         brute[i] = stats.norm.logpdf(t[i], w @ t[rest], np.sqrt(C[i, i] - w @ C[rest, i]))
     np.testing.assert_allclose(loo_log_density(factorize(C, t)), brute, rtol=1e-10)
+
+
+def test_inverse_diagonal_by_the_blocked_trtri_equals_lapack():
+    """From TRTRI_BLOCKED_MIN_N rows the factor is inverted by the blocked trtri
+    (_native_linalg.lower_inverse): the same diagonal of C^-1 as LAPACK's dtrtri, to rounding."""
+    from scipy.linalg import lapack
+
+    from bayes_gp.predictive import TRTRI_BLOCKED_MIN_N, inverse_diagonal
+
+    n = TRTRI_BLOCKED_MIN_N + 37
+    A = np.random.default_rng(4).standard_normal((n, n))
+    C = A @ A.T / n + 0.5 * np.eye(n)
+    L = np.linalg.cholesky(C)
+    Linv = lapack.dtrtri(L, lower=1)[0]
+    np.testing.assert_allclose(inverse_diagonal(L), np.sum(Linv**2, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(inverse_diagonal(L), np.diag(np.linalg.inv(C)), rtol=1e-10)

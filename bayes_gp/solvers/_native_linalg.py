@@ -18,9 +18,9 @@ from pytensor.link.numba.dispatch.linalg._LAPACK import (  # PyTensor's internal
 )
 
 from bayes_gp.solvers import _numba_lapack
-from bayes_gp.solvers._numba_lapack import bindings, factor_kernels, potri_kernel
+from bayes_gp.solvers._numba_lapack import bindings, factor_kernels, potri_kernel, trtri_kernel
 
-__all__ = ["SOURCES", "int_ptr_to_val", "val_to_int_ptr"]
+__all__ = ["SOURCES", "int_ptr_to_val", "lower_inverse", "val_to_int_ptr"]
 
 #: The files whose source the native solvers' compiled code depends on beyond their own: this
 #: module and the LAPACK bindings it takes from :mod:`bayes_gp.solvers._numba_lapack` (each
@@ -96,6 +96,7 @@ def _sym_mv(S, x, out):
 # gradient uses
 _potrf = bindings()[0]
 _potri_lower = potri_kernel()
+_trtri_lower = trtri_kernel()
 _, _inverse_from_factor = factor_kernels()
 
 
@@ -122,3 +123,45 @@ def _cholesky_lower(A):
         for j in range(i):
             A[i, j] = A[j, i]
     return True
+
+
+def _trtri_c(n, ptr):
+    """``_trtri_lower`` (:func:`~bayes_gp.solvers._numba_lapack.trtri_kernel`) over a raw
+    pointer to an ``n x n`` C-ordered buffer: ``1`` on success, else ``0``."""
+    return 1 if _trtri_lower(numba.carray(ptr, (n, n))) else 0
+
+
+def _trtri_key() -> str:
+    import hashlib
+
+    import pytensor
+
+    h = hashlib.sha256()
+    for path in SOURCES:
+        h.update(path.read_bytes())
+    h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
+    return "bayes_gp.solvers._native_linalg.trtri." + h.hexdigest()[:32]
+
+
+_TRTRI_SIGNATURE = numba.types.int64(numba.types.int64, numba.types.CPointer(numba.types.float64))
+_TRTRI_KEY = _trtri_key()
+
+
+def lower_inverse(L: np.ndarray) -> np.ndarray:
+    """:math:`L^{-1}` of the lower-triangular ``L`` (zeros above the diagonal: the result has
+    them too) by :func:`~bayes_gp.solvers._numba_lapack.trtri_kernel` (a quarter of LAPACK
+    ``dtrtri``'s time at n = 300, under half at n = 1000), for NumPy code: called through a
+    ``cfunc`` (compiled once per machine and cached in PyTensor's numba cache,
+    :func:`bayes_gp.op_backends.cached_cfunc`) by ``ctypes``, which releases the GIL. Raises
+    ``numpy.linalg.LinAlgError`` where a diagonal entry of ``L`` is zero."""
+    import ctypes
+
+    from bayes_gp.op_backends import cached_cfunc
+
+    out = np.array(L, dtype=np.float64, order="C")
+    if out.ndim != 2 or out.shape[0] != out.shape[1]:
+        raise ValueError(f"L must be a square matrix, got shape {out.shape}")
+    cf = cached_cfunc(_trtri_c, _TRTRI_SIGNATURE, _TRTRI_KEY)
+    if not cf.ctypes(out.shape[0], out.ctypes.data_as(ctypes.POINTER(ctypes.c_double))):
+        raise np.linalg.LinAlgError("the triangular factor has a zero on its diagonal")
+    return out

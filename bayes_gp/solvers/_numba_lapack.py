@@ -103,35 +103,31 @@ def _bind(kind: str, name: str, signature, unique: str):
     return get
 
 
-#: Order of the diagonal blocks that LAPACK ``dtrtri`` inverts in :func:`potri_kernel`; the
+#: Order of the diagonal blocks that LAPACK ``dtrtri`` inverts in :func:`trtri_kernel`; the
 #: blocks are then joined pairwise by ``dtrmm`` (16 was the quickest of 16 / 32 / 64 at n = 100
 #: to 500).
 TRI_LEAF = 16
 
 
 @functools.lru_cache(maxsize=1)
-def potri_kernel():
-    r"""``potri_lower(work) -> ok``: LAPACK ``dpotri``'s result without ``dpotri`` (``None``
-    without :func:`bindings`).
+def trtri_kernel():
+    r"""``trtri_lower(work) -> ok``: the inverse of the lower-triangular :math:`L` that the
+    lower triangle of ``work`` (C-ordered, square) holds, written over that triangle (the
+    upper one is not touched), as LAPACK ``dtrtri`` with ``'U'`` on the Fortran view
+    (:math:`U = L^\top`) writes it; ``False`` where a diagonal entry of :math:`L` is zero
+    (``None`` without :func:`bindings`).
 
-    ``work`` (C-ordered, square) holds a lower Cholesky factor :math:`L` in its lower triangle;
-    :math:`(LL^\top)^{-1}` is written over that triangle (the upper one is not touched), as
-    ``dpotri`` with ``'U'`` on the Fortran view writes it, and ``False`` is returned where a
-    diagonal entry of :math:`L` is zero. ``dpotri`` is ``dtrtri`` (:math:`U^{-1}`, :math:`U =
-    L^\top`) then ``dlauum`` (:math:`U^{-1}U^{-\top}`); OpenBLAS's ``dtrtri`` runs these
-    sizes at a fifth of its matrix-product rate (n = 300, one thread: 0.74-0.96 ms against 0.45
-    ms for ``dpotrf``, which does as many flops). Here :math:`U^{-1}` is built bottom-up from
-    the inverses of its :data:`TRI_LEAF` diagonal blocks (``dtrtri``), each pair of adjacent
-    inverted blocks joined by
+    OpenBLAS's ``dtrtri`` runs these sizes at a fifth of its matrix-product rate (n = 300, one
+    thread: 0.74-0.96 ms against 0.45 ms for ``dpotrf``, which does as many flops). Here
+    :math:`U^{-1}` is built bottom-up from the inverses of its :data:`TRI_LEAF` diagonal
+    blocks (``dtrtri``), each pair of adjacent inverted blocks joined by
 
     .. math::
        \begin{pmatrix} U_{11} & U_{12} \\ 0 & U_{22} \end{pmatrix}^{-1} =
        \begin{pmatrix} U_{11}^{-1} & -U_{11}^{-1} U_{12} U_{22}^{-1} \\
        0 & U_{22}^{-1} \end{pmatrix}
 
-    (two ``dtrmm``), then ``dlauum``: the same :math:`n^3/3 + n^3/3` flops, mostly in
-    ``dtrmm``. One thread: n = 100 69 -> 39 us, 200 393 -> 177 us, 300 1132 -> 456 us, 500
-    3522 -> 1889 us against ``dpotri``; the results agree to rounding (relative 2e-16)."""
+    (two ``dtrmm``): the same :math:`n^3/3` flops, mostly in ``dtrmm``."""
     lapack = bindings()
     if lapack is None:  # pragma: no cover - depends on PyTensor's internals
         return None
@@ -148,18 +144,14 @@ def potri_kernel():
     )  # fmt: skip
     get_trtri = _bind("lapack", "trtri", types.void(i32p, i32p, i32p, f64p, i32p, i32p),
                       "bayes_gp.dtrtri")  # fmt: skip
-    get_lauum = _bind("lapack", "lauum", types.void(i32p, i32p, f64p, i32p, i32p),
-                      "bayes_gp.dlauum")  # fmt: skip
     leaf = TRI_LEAF
 
     @numba_njit
-    def potri_lower(work):
+    def trtri_lower(work):
         n = work.shape[0]
-        if n == 0:
-            return True
         # the Fortran view of the C-ordered buffer: element (i, j) at flat offset i + j n
         flat = work.reshape(n * n)
-        trmm, trtri, lauum = get_trmm(), get_trtri(), get_lauum()
+        trmm, trtri = get_trmm(), get_trtri()
         UP = val_to_int_ptr(np.int32(ord("U")))
         NO = val_to_int_ptr(np.int32(ord("N")))
         LEFT = val_to_int_ptr(np.int32(ord("L")))
@@ -185,7 +177,45 @@ def potri_kernel():
                 trmm(RIGHT, UP, NO, NO, M, N2, one.ctypes, flat[t + t * n :].ctypes, LD, u12,
                      LD)  # fmt: skip
             size *= 2
-        lauum(UP, val_to_int_ptr(np.int32(n)), flat.ctypes, LD, INFO)
+        return True
+
+    return trtri_lower
+
+
+@functools.lru_cache(maxsize=1)
+def potri_kernel():
+    r"""``potri_lower(work) -> ok``: LAPACK ``dpotri``'s result without ``dpotri`` (``None``
+    without :func:`bindings`).
+
+    ``work`` (C-ordered, square) holds a lower Cholesky factor :math:`L` in its lower triangle;
+    :math:`(LL^\top)^{-1}` is written over that triangle (the upper one is not touched), as
+    ``dpotri`` with ``'U'`` on the Fortran view writes it, and ``False`` is returned where a
+    diagonal entry of :math:`L` is zero. ``dpotri`` is ``dtrtri`` (:math:`U^{-1}`, :math:`U =
+    L^\top`) then ``dlauum`` (:math:`U^{-1}U^{-\top}`); here the ``dtrtri`` is
+    :func:`trtri_kernel`'s. One thread: n = 100 69 -> 39 us, 200 393 -> 177 us, 300 1132 ->
+    456 us, 500 3522 -> 1889 us against ``dpotri``; the results agree to rounding (relative
+    2e-16)."""
+    trtri_lower = trtri_kernel()
+    if trtri_lower is None:  # pragma: no cover - depends on PyTensor's internals
+        return None
+    from numba.core import types
+    from pytensor.link.numba.dispatch.basic import numba_njit
+    from pytensor.link.numba.dispatch.linalg._LAPACK import nb_f64p, nb_i32p
+
+    _, _, _, val_to_int_ptr, int_ptr_to_val = bindings()
+    get_lauum = _bind("lapack", "lauum", types.void(nb_i32p, nb_i32p, nb_f64p, nb_i32p, nb_i32p),
+                      "bayes_gp.dlauum")  # fmt: skip
+
+    @numba_njit
+    def potri_lower(work):
+        n = work.shape[0]
+        if n == 0:
+            return True
+        if not trtri_lower(work):
+            return False
+        INFO = val_to_int_ptr(np.int32(0))
+        N = val_to_int_ptr(np.int32(n))
+        get_lauum()(val_to_int_ptr(np.int32(ord("U"))), N, work.ctypes, N, INFO)
         return int_ptr_to_val(INFO) == 0
 
     return potri_lower
