@@ -64,6 +64,7 @@ from bayes_gp.op_backends import cached_cfunc, numba_disk_cache
 from bayes_gp.solvers import _native_linalg
 from bayes_gp.solvers._native_linalg import (
     _cholesky_lower,
+    _copy,
     _inverse_from_factor,
     _lower_solve,
     _lower_t_solve,
@@ -189,7 +190,9 @@ def _factor(K, same_K, pi, buf, E, M):
     for c in range(C):
         d = _same_class(same_K, pi, c)
         if d >= 0:
-            E[c] = E[d]
+            for i in range(n):  # (loops, not slice assignments: _native_linalg._copy)
+                for j in range(n):
+                    E[c, i, j] = E[d, i, j]
             zc[c] = zc[d]
         else:
             for i in range(n):
@@ -330,8 +333,9 @@ def solve(K, Y, tol, max_iter, gK, info, a, E, M, gradient):
                 df = max(df, abs(f_try[c, i] - f[c, i]))
                 fmax = max(fmax, abs(f_try[c, i]))
         gain = psi_try - psi
-        a[:, :] = a_try
-        f[:, :] = f_try
+        for c in range(C):
+            _copy(a[c], a_try[c])
+            _copy(f[c], f_try[c])
         psi = psi_try
         if t == 1.0 and gain < tol and df < sqrt_tol * (1.0 + fmax):
             converged = True
@@ -375,7 +379,8 @@ def solve(K, Y, tol, max_iter, gK, info, a, E, M, gradient):
             for k in range(n):  # (rows of EK_c and G_d: contiguous)
                 for i in range(n):
                     acc[i] += EK[c, k, i] * G[d, k, i]
-            Sig[:, c, d] = acc
+            for i in range(n):
+                Sig[i, c, d] = acc[i]
     v = np.empty(C)
     s2 = np.empty((C, n))
     for i in range(n):

@@ -80,12 +80,15 @@ from bayes_gp.latent.likelihoods import Bernoulli, Binomial, LatentLikelihood, P
 from bayes_gp.op_backends import cached_cfunc, numba_disk_cache
 from bayes_gp.solvers import _native_linalg
 from bayes_gp.solvers._native_linalg import (
+    _axpy_into,
     _cholesky_lower,
+    _copy,
     _lower_mv,
     _lower_solve,
     _lower_t_mv,
     _lower_t_solve,
     _potri_lower,
+    _sub_into,
     _sym_mv,
 )
 
@@ -250,7 +253,7 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
 
     # f = m + L_K v, Psi = sum(logp) - v.v / 2
     if warm and np.all(np.isfinite(f0)):
-        v[:] = f0 - m
+        _sub_into(v, f0, m)
         _lower_solve(LK, v)  # v0 = L_K^-1 (f0 - m)
     _lower_mv(LK, v, f)
     f += m
@@ -271,7 +274,7 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
             return B_NOT_PD, -np.inf
         factored = True
         _lower_t_mv(LK, d1, Ld1)
-        g[:] = Ld1 - v
+        _sub_into(g, Ld1, v)
         # the Newton step A^-1 g = g - L_K^T W^1/2 B^-1 W^1/2 L_K g (Woodbury)
         _lower_mv(LK, g, t1)
         t1 *= sW
@@ -279,23 +282,25 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
         _lower_t_solve(buf, t1)
         t1 *= sW
         _lower_t_mv(LK, t1, dv)
-        dv[:] = g - dv
+        _sub_into(dv, g, dv)
         dec = np.dot(g, dv)
         scale = 1.0 + np.max(np.abs(v))
         gmax = np.max(np.abs(g))
         if dec < tol * tol and gmax < tol * scale:
             converged = True
             if np.max(np.abs(dv)) > 32.0 * _EPS * scale:  # the pending Newton step
-                v_t[:] = v + dv
+                _axpy_into(v_t, v, 1.0, dv)
                 _lower_mv(LK, v_t, f_t)
                 f_t += m
                 psi_t = _derivatives(code, f_t, y, a1, a2, d1_t, d2_t, d3_t) - 0.5 * np.dot(
                     v_t, v_t
                 )
                 if np.isfinite(psi_t):
-                    v[:] = v_t
-                    f[:] = f_t
-                    d1[:], d2[:], d3[:] = d1_t, d2_t, d3_t
+                    _copy(v, v_t)
+                    _copy(f, f_t)
+                    _copy(d1, d1_t)
+                    _copy(d2, d2_t)
+                    _copy(d3, d3_t)
                     psi = psi_t
                     factored = False
             break
@@ -308,7 +313,7 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
         t = 1.0  # backtracking line search with the Armijo condition
         accepted = False
         for _ls in range(60):
-            v_t[:] = v + t * dv
+            _axpy_into(v_t, v, t, dv)
             _lower_mv(LK, v_t, f_t)
             f_t += m
             psi_t = _derivatives(code, f_t, y, a1, a2, d1_t, d2_t, d3_t) - 0.5 * np.dot(v_t, v_t)
@@ -319,9 +324,11 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
         if not accepted:  # no increase representable: at the mode to machine precision
             converged = gmax < max(tol, 1e-6) * (1.0 + np.max(np.abs(Ld1)))
             break
-        v[:] = v_t
-        f[:] = f_t
-        d1[:], d2[:], d3[:] = d1_t, d2_t, d3_t
+        _copy(v, v_t)
+        _copy(f, f_t)
+        _copy(d1, d1_t)
+        _copy(d2, d2_t)
+        _copy(d3, d3_t)
         psi = psi_t
     info[0] = n_iter
     if not converged:
@@ -373,8 +380,8 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
             gK[i, j] = 0.5 * (a[i] * a[j] - R[i, j] + u[i] * d1[j] + d1[i] * u[j])
             gK[j, i] = gK[i, j]
         gm[i] = a[i] + u[i]
-    f_out[:] = f
-    dS_out[:] = dS
+    _copy(f_out, f)
+    _copy(dS_out, dS)
     return OK, logq
 
 

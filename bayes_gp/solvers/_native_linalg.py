@@ -35,6 +35,29 @@ _njit = numba.njit(cache=False, error_model="numpy", fastmath=False)
 _njit_dot = numba.njit(cache=False, error_model="numpy", fastmath={"reassoc"})
 
 
+@_njit
+def _copy(dst, src):
+    """``dst[:] = src`` for vectors, as a loop: numba compiles a slice assignment from an array
+    with the string formatting of its shape-mismatch error, seconds once per process
+    (:mod:`bayes_gp.solvers._numba_lapack`); these helpers keep that out of the solvers."""
+    for i in range(dst.shape[0]):
+        dst[i] = src[i]
+
+
+@_njit
+def _sub_into(out, x, y):
+    """``out[:] = x - y`` for vectors (``out`` may be ``x`` or ``y``), as a loop (:func:`_copy`)."""
+    for i in range(out.shape[0]):
+        out[i] = x[i] - y[i]
+
+
+@_njit
+def _axpy_into(out, x, a, y):
+    """``out[:] = x + a * y`` for vectors, as a loop (:func:`_copy`)."""
+    for i in range(out.shape[0]):
+        out[i] = x[i] + a * y[i]
+
+
 @_njit_dot
 def _lower_mv(L, x, out):
     """``out = L x`` for the lower triangle of ``L``."""

@@ -212,7 +212,9 @@ def _register_numba() -> None:
             logdet += 2.0 * half
             if not cholesky_inverse(work):
                 return False, 0.0, 0.0, Ainv, beta
-            Ainv[g] = work
+            for i in range(n):  # (a loop: _native_linalg._copy)
+                for j in range(n):
+                    Ainv[g, i, j] = work[i, j]
             for i in range(n):
                 s = 0.0
                 for j in range(n):

@@ -603,8 +603,10 @@ def _smooth(A, P0, h, s2, r, obs, want_gain):
                 for e in range(J):
                     acc += A[k, a, e] * m[e]
                 v[a] = acc
-            m[:] = v
-            E[:] = P - P0
+            for a in range(J):  # (loops, not slice assignments: _native_linalg._copy)
+                m[a] = v[a]
+                for e in range(J):
+                    E[a, e] = P[a, e] - P0[a, e]
             _mm(A[k], E, T, False)
             _mm(T, A[k], E, True)
             for a in range(J):
@@ -650,7 +652,9 @@ def _smooth(A, P0, h, s2, r, obs, want_gain):
                 for e in range(J):
                     acc += Gk[a, e] * v[e]
                 ms[a] = acc
-            E[:] = PS - Pp[k + 1]
+            for a in range(J):
+                for e in range(J):
+                    E[a, e] = PS[a, e] - Pp[k + 1, a, e]
             _mm(Gk, E, T, False)
             _mm(T, Gk, E, True)
             for a in range(J):
@@ -695,7 +699,8 @@ def _smoothed_cov(G, Ps, h, sp):
                     for e in range(J):
                         acc += G[k, i, e] * v[e]
                     w[i] = acc
-                v[:] = w
+                for i in range(J):
+                    v[i] = w[i]
             acc = 0.0
             for e in range(J):
                 acc += h[e] * v[e]
