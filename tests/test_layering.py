@@ -190,7 +190,10 @@ LAYERS = [
     ("bayes_gp._version", "bayes_gp._moved", "bayes_gp._validation", "bayes_gp._io", "bayes_gp._arguments",
      "bayes_gp.datasets", "bayes_gp.op_backends", "bayes_gp.linalg", "bayes_gp.banded", "bayes_gp.priors",
      "bayes_gp.protocol", "bayes_gp.predictive", "bayes_gp.kernels", "bayes_gp.eigen",
-     "bayes_gp.inference"),
+     "bayes_gp.inference",
+     # nopython LAPACK bindings and triangular kernels (no model code): predictive's LOO pass
+     # inverts factors with them
+     "bayes_gp.solvers._numba_lapack", "bayes_gp.solvers._native_linalg"),
     ("bayes_gp.solvers",),  # the marginal-likelihood strategies: below every model family
     ("bayes_gp.regression", "bayes_gp.latent", "bayes_gp.classification", "bayes_gp.deep",
      "bayes_gp.weight_space", "bayes_gp.multioutput", "bayes_gp.hierarchical"),

@@ -143,9 +143,13 @@ def _cfunc(template: str, name: str, inner, sig, keys, order, data, **fmt):
 def make_functions(model, mode: str) -> tuple:
     """nutpie's ``_make_functions(model, mode=mode, ...)`` as ``nutpie.compile_pymc_model`` calls
     it: the log density with PyTensor's gradient, the expand function (joined into one vector
-    for numba, separate for JAX) and the initial points (support points, jittered)."""
+    for numba, separate for JAX) and the initial points (support points, jittered). ``"NUMBA"``
+    compiles with :data:`bayes_gp.kernels.vector_exp.NUMBA_MODE` (the kernels' matrix
+    exponentials in a vectorised loop)."""
     from nutpie.compile_pymc import _make_functions, _wrap_with_lock
     from pymc.initial_point import make_initial_point_fn
+
+    from bayes_gp.kernels.vector_exp import NUMBA_MODE
 
     initial = _wrap_with_lock(
         make_initial_point_fn(
@@ -157,7 +161,7 @@ def make_functions(model, mode: str) -> tuple:
     )
     return _make_functions(
         model,
-        mode=mode,
+        mode=NUMBA_MODE if mode == "NUMBA" else mode,
         compute_grad=True,
         join_expanded=mode == "NUMBA",
         pymc_initial_point_fn=initial,

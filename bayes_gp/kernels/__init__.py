@@ -32,6 +32,8 @@ State-space forms of 1-D stationary kernels (``statespace``: ``MaternTerm``, ``C
 ``SHOTerm``, ``ConstantTerm``, their sums and products, ``StateSpaceKernel``), which the O(n)
 exact GP (:mod:`bayes_gp.solvers.quasisep`) factorises. The catalogue by name, with the data
 scales and default hyperpriors every model family uses: :mod:`bayes_gp.kernels.catalogue`.
+In the models' compiled log densities the kernels' matrix exponentials run in a vectorised
+loop (:mod:`bayes_gp.kernels.vector_exp`).
 
 Constructions (R&W §4.2.4): ``Normalized``, ``VerticalScale``, ``Warped``, ``Power``, ``Additive``;
 sums and products with ``+`` / ``*``; sigmoid switches between kernels along one input,
