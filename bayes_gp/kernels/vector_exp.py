@@ -152,7 +152,7 @@ def _register_numba() -> None:
 
         return types.float64(types.int64), codegen
 
-    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _C
+    top, rest = _C[13], _C[12::-1]  # Horner from the highest coefficient (as exp_scalar)
     log2e, ln2_hi, ln2_lo, x_min, x_max = _LOG2E, _LN2_HI, _LN2_LO, _X_MIN, _X_MAX
 
     @numba.njit(inline="always", error_model="numpy")
@@ -160,20 +160,9 @@ def _register_numba() -> None:
         xc = min(max(x, x_min), x_max)
         k = np.rint(xc * log2e)
         r = (xc - k * ln2_hi) - k * ln2_lo
-        p = c13
-        p = p * r + c12
-        p = p * r + c11
-        p = p * r + c10
-        p = p * r + c9
-        p = p * r + c8
-        p = p * r + c7
-        p = p * r + c6
-        p = p * r + c5
-        p = p * r + c4
-        p = p * r + c3
-        p = p * r + c2
-        p = p * r + c1
-        p = p * r + c0
+        p = top
+        for c in rest:  # a constant tuple: unrolled
+            p = p * r + c
         ki = np.int64(k)
         k1 = ki >> 1
         k2 = ki - k1
