@@ -3,7 +3,9 @@
 Cholesky factor in place, and LAPACK ``dpotrf`` with the inverse from a factor as
 :mod:`bayes_gp.solvers._numba_lapack` binds them for GPLogp (function pointers from SciPy's
 ``cython_lapack``, no GIL). Below the model families, so that neither solver reaches into the
-other's module; each solver's cache key hashes :data:`SOURCES` with its own module.
+other's module; each solver's cache key hashes :data:`SOURCES` with its own module. Also
+:func:`lower_inverse`, the blocked triangular inverse for NumPy code (the exact GPs'
+leave-one-out pass, :func:`bayes_gp.predictive.inverse_diagonal`).
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ _, _inverse_from_factor = factor_kernels()
 
 @_njit
 def _cholesky_lower(A):
-    """The lower Cholesky factor :math:`L` of the symmetric matrix whose **upper** triangle
+    r"""The lower Cholesky factor :math:`L` of the symmetric matrix whose **upper** triangle
     ``A`` (C order) holds, written over ``A``: :math:`L` in the lower triangle,
     :math:`L^\top` in the upper one; ``False`` if it is not positive definite.
 

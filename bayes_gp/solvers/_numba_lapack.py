@@ -228,16 +228,16 @@ def potri_kernel():
 
 @functools.lru_cache(maxsize=1)
 def factor_kernels():
-    """``(cholesky_lower, cholesky_inverse)``: nopython functions on a C-ordered square buffer,
+    r"""``(cholesky_lower, cholesky_inverse)``: nopython functions on a C-ordered square buffer,
     in place, each returning whether it succeeded (``None`` without :func:`bindings`).
 
     ``cholesky_lower(work)`` writes the lower factor :math:`L` of the symmetric ``work`` (its
     upper triangle is read) over it (zeros above the diagonal) and returns ``(ok, sum_i log
     L_ii)``, ``ok`` ``False`` when ``work`` is not positive definite or a diagonal entry of
     :math:`L` is not finite (the sum is accumulated in the loop that clears the upper
-    triangle, as GPLogp always did: its
-    rounding is part of the log density's value); ``cholesky_inverse(work)`` writes
-    :math:`(LL^\top)^{-1}`, both triangles, over the factor :math:`L`."""
+    triangle, as GPLogp always did: its rounding is part of the log density's value);
+    ``cholesky_inverse(work)`` writes :math:`(LL^\top)^{-1}`, both triangles, over the factor
+    :math:`L` (:func:`potri_kernel`)."""
     lapack = bindings()
     if lapack is None:  # pragma: no cover - depends on PyTensor's internals
         return None
