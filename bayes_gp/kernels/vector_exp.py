@@ -69,7 +69,7 @@ class VectorExp(Op):
     def perform(self, node, inputs, outputs):
         outputs[0][0] = np.exp(inputs[0])
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         return [shapes[0]]
 
     def grad(self, inputs, grads):
