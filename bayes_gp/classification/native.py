@@ -89,18 +89,8 @@ REASONS = {
 }
 
 
-def _source_key() -> str:
-    import pytensor
-
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    for path in _native_linalg.SOURCES:
-        h.update(path.read_bytes())
-    h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
-    return "bayes_gp.classification.native." + h.hexdigest()[:32]
-
-
 #: The solver's cache key: the sources of this module and of the LAPACK helpers, the versions.
-SOLVER_KEY = _source_key()
+SOLVER_KEY = _native_linalg.cfunc_key("bayes_gp.classification.native", Path(__file__))
 
 # ------------------------------------------------------------------------ nopython code
 _njit = numba.njit(cache=False, error_model="numpy", fastmath=False)
@@ -215,14 +205,8 @@ def _factor(K, same_K, pi, buf, E, M):
         for i in range(n):
             for j in range(n):
                 M[i, j] += E[c, i, j]
-    for i in range(n):
-        for j in range(i):
-            M[i, j] = M[j, i]  # exactly symmetric
-    if not _cholesky_lower(M):
+    if not _cholesky_lower(M):  # (its upper triangle read; zeros above the diagonal after)
         return False, 0.0
-    for i in range(n):
-        for j in range(i + 1, n):
-            M[i, j] = 0.0
     return True, z
 
 

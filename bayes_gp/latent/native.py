@@ -121,18 +121,8 @@ _W_DIRECT = 1e-150
 _EPS = float(np.finfo(float).eps)
 
 
-def _source_key() -> str:
-    import pytensor
-
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    for path in _native_linalg.SOURCES:
-        h.update(path.read_bytes())
-    h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
-    return "bayes_gp.latent.native." + h.hexdigest()[:32]
-
-
 #: The solver's cache key: this module's source, numba's and PyTensor's versions.
-SOLVER_KEY = _source_key()
+SOLVER_KEY = _native_linalg.cfunc_key("bayes_gp.latent.native", Path(__file__))
 
 
 def likelihood_code(lik: LatentLikelihood) -> tuple[int, np.ndarray, np.ndarray] | None:
@@ -237,11 +227,8 @@ def solve(K, m, y, a1, a2, code, tol, max_iter, f0, warm, gK, gm, f_out, dS_out,
     for i in range(n):  # the lower triangle of K (the NumPy solver's _chol_K reads it) in
         for j in range(i + 1):  # the upper one, which _cholesky_lower reads
             LK[j, i] = K[i, j]
-    if not _cholesky_lower(LK):
+    if not _cholesky_lower(LK):  # (zeros above the diagonal)
         return K_NOT_PD, -np.inf
-    for i in range(n):
-        for j in range(i + 1, n):
-            LK[i, j] = 0.0
     buf = np.empty((n, n))
     v = np.zeros(n)
     f = np.empty(n)

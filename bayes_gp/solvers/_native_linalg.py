@@ -1,9 +1,9 @@
 """The nopython linear algebra of the native Laplace solvers (:mod:`bayes_gp.latent.native`,
 :mod:`bayes_gp.classification.native`): triangular products and solves on small matrices, a
-Cholesky factor in place, and LAPACK ``dpotrf`` with the inverse from a factor as
-:mod:`bayes_gp.solvers._numba_lapack` binds them for GPLogp (function pointers from SciPy's
-``cython_lapack``, no GIL). Below the model families, so that neither solver reaches into the
-other's module; each solver's cache key hashes :data:`SOURCES` with its own module. Also
+Cholesky factor in place and the inverse from a factor as :mod:`bayes_gp.solvers._numba_lapack`
+builds them for GPLogp (function pointers from SciPy's ``cython_lapack``, no GIL). Below the
+model families, so that neither solver reaches into the other's module; each solver's cache key
+(:func:`cfunc_key`) hashes :data:`SOURCES` with its own module. Also
 :func:`lower_inverse`, the blocked triangular inverse for NumPy code (the exact GPs'
 leave-one-out pass, :func:`bayes_gp.predictive.inverse_diagonal`).
 """
@@ -14,20 +14,31 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from pytensor.link.numba.dispatch.linalg._LAPACK import (  # PyTensor's internals (not API)
-    int_ptr_to_val,
-    val_to_int_ptr,
-)
 
 from bayes_gp.solvers import _numba_lapack
-from bayes_gp.solvers._numba_lapack import bindings, factor_kernels, potri_kernel, trtri_kernel
+from bayes_gp.solvers._numba_lapack import factor_kernels, potri_kernel, trtri_kernel
 
-__all__ = ["SOURCES", "int_ptr_to_val", "lower_inverse", "val_to_int_ptr"]
+__all__ = ["SOURCES", "cfunc_key", "lower_inverse"]
 
 #: The files whose source the native solvers' compiled code depends on beyond their own: this
 #: module and the LAPACK bindings it takes from :mod:`bayes_gp.solvers._numba_lapack` (each
 #: solver's cache key hashes them with its own module).
 SOURCES = (Path(__file__), Path(_numba_lapack.__file__))
+
+
+def cfunc_key(name: str, *own: Path) -> str:
+    """The on-disk cache key of a ``cfunc`` built on this module: ``name`` and a hash of the
+    files ``own`` (the solver's module), of :data:`SOURCES` and of numba's and PyTensor's
+    versions, so that an edit of any of them compiles it afresh."""
+    import hashlib
+
+    import pytensor
+
+    h = hashlib.sha256()
+    for path in (*own, *SOURCES):
+        h.update(path.read_bytes())
+    h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
+    return f"{name}.{h.hexdigest()[:32]}"
 
 _njit = numba.njit(cache=False, error_model="numpy", fastmath=False)
 #: The dot-product loops below (row times vector) may be summed in any order, so that LLVM
@@ -116,38 +127,20 @@ def _sym_mv(S, x, out):
         out[i] = s
 
 
-# LAPACK dpotrf as bayes_gp's other nopython code binds it, dpotri's result in the lower
-# triangle (potri_kernel), and the inverse from a lower factor (both triangles) that GPLogp's
-# gradient uses
-_potrf = bindings()[0]
+# GPLogp's Cholesky factor and inverse from a lower factor (both triangles), dpotri's result
+# in the lower triangle (potri_kernel), and the blocked triangular inverse
+_cholesky_factor, _inverse_from_factor = factor_kernels()
 _potri_lower = potri_kernel()
 _trtri_lower = trtri_kernel()
-_, _inverse_from_factor = factor_kernels()
 
 
 @_njit
 def _cholesky_lower(A):
-    r"""The lower Cholesky factor :math:`L` of the symmetric matrix whose **upper** triangle
-    ``A`` (C order) holds, written over ``A``: :math:`L` in the lower triangle,
-    :math:`L^\top` in the upper one; ``False`` if it is not positive definite.
-
-    The C-ordered buffer read by LAPACK in Fortran order is :math:`A^\top`; ``'L'`` factorises
-    its lower triangle (the C-ordered upper one) as :math:`LL^\top` and leaves :math:`L` there,
-    :math:`L^\top` in the C-ordered view, which is then copied into the lower triangle.
-    OpenBLAS's ``dpotrf`` is quicker with ``'L'`` than with ``'U'`` (one thread, with the copy:
-    n = 100 69 -> 60 us, 200 348 -> 268, 300 688 -> 486)."""
-    n = A.shape[0]
-    N = val_to_int_ptr(np.int32(n))
-    INFO = val_to_int_ptr(np.int32(0))
-    _potrf(val_to_int_ptr(np.int32(ord("L"))), N, A.ctypes, N, INFO)
-    if int_ptr_to_val(INFO) != 0:
-        return False
-    for i in range(n):
-        if not np.isfinite(A[i, i]):
-            return False
-        for j in range(i):
-            A[i, j] = A[j, i]
-    return True
+    """The lower Cholesky factor :math:`L` of the symmetric matrix whose **upper** triangle
+    ``A`` (C order) holds, written over ``A`` with zeros above the diagonal; ``False`` if it
+    is not positive definite (GPLogp's factorisation:
+    :func:`~bayes_gp.solvers._numba_lapack.factor_kernels`, ``dpotrf`` with ``'L'``)."""
+    return _cholesky_factor(A)[0]
 
 
 def _trtri_c(n, ptr):
@@ -156,20 +149,8 @@ def _trtri_c(n, ptr):
     return 1 if _trtri_lower(numba.carray(ptr, (n, n))) else 0
 
 
-def _trtri_key() -> str:
-    import hashlib
-
-    import pytensor
-
-    h = hashlib.sha256()
-    for path in SOURCES:
-        h.update(path.read_bytes())
-    h.update(f"numba {numba.__version__} pytensor {pytensor.__version__}".encode())
-    return "bayes_gp.solvers._native_linalg.trtri." + h.hexdigest()[:32]
-
-
 _TRTRI_SIGNATURE = numba.types.int64(numba.types.int64, numba.types.CPointer(numba.types.float64))
-_TRTRI_KEY = _trtri_key()
+_TRTRI_KEY = cfunc_key("bayes_gp.solvers._native_linalg.trtri")
 
 
 def lower_inverse(L: np.ndarray) -> np.ndarray:

@@ -1,16 +1,17 @@
 """Native numba implementations of :class:`~bayes_gp.solvers.likelihood.GPLogp` and
-:class:`~bayes_gp.solvers.likelihood.CholeskyInverse` (LAPACK ``dpotrf``, ``dpotrs``,
-``dpotri`` called from compiled code).
+:class:`~bayes_gp.solvers.likelihood.CholeskyInverse` (LAPACK ``dpotrf``, ``dpotrs``, and
+``dpotri``'s result from ``dtrtri``, ``dtrmm`` and ``dlauum``, called from compiled code).
 
 Their first numba implementations called the NumPy versions through ``numba.objmode``, which
 takes the GIL: nutpie runs its chains in threads, so two chains' gradients ran one after the
 other, and each cost about twice its standalone time with two chains on two cores (issue 19,
 ``benchmarks/gradient.py --in-nutpie``). Here LAPACK is called from nopython code through
 SciPy's ``cython_lapack`` function pointers, as PyTensor's own numba linear algebra does
-(``potrf`` and ``potrs`` are PyTensor's bindings, ``potri`` is bound the same way), so no chain
-waits for another. The results and the in-place contract are those of the NumPy versions
-(``_logp_numpy``, ``_inverse_numpy``): ``L`` (C-ordered, lower, zero above the diagonal) written
-over ``C`` when ``overwrite``; a matrix that is not positive definite gives ``(-inf, NaN, NaN)``.
+(``potrf`` and ``potrs`` are PyTensor's bindings, the others are bound the same way by
+:func:`_bind`), so no chain waits for another. The results and the in-place contract are those
+of the NumPy versions (``_logp_numpy``, ``_inverse_numpy``): ``L`` (C-ordered, lower, zero above
+the diagonal) written over ``C`` when ``overwrite``; a matrix that is not positive definite gives
+``(-inf, NaN, NaN)``.
 
 :func:`factor_kernels` (a Cholesky factor and the inverse from it, in place) serves these Ops and
 the grouped Woodbury density (:mod:`bayes_gp.solvers.grouped`). :func:`build` returns ``None``
@@ -34,53 +35,29 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 @functools.lru_cache(maxsize=1)
 def bindings():
-    """``(potrf, potrs, potri, val_to_int_ptr, int_ptr_to_val)`` callable from nopython code
-    (float64; PyTensor's bindings of ``dpotrf`` / ``dpotrs``, ``dpotri`` bound the same way),
-    or ``None`` when PyTensor's internal LAPACK bindings are not importable."""
+    """``(potrf, potrs, val_to_int_ptr, int_ptr_to_val)`` callable from nopython code
+    (float64; PyTensor's bindings of ``dpotrf`` / ``dpotrs``), or ``None`` when PyTensor's
+    internal LAPACK bindings are not importable."""
     try:
-        import numba
         from numba.core import types
-        from pytensor.link.numba.cache import _call_cached_ptr
-        from pytensor.link.numba.dispatch.basic import numba_njit
+        from pytensor.link.numba.dispatch.linalg._BLAS import get_blas_ptr  # noqa: F401 (_bind)
         from pytensor.link.numba.dispatch.linalg._LAPACK import (
             _LAPACK,
-            get_lapack_ptr,
             int_ptr_to_val,
-            nb_f64p,
-            nb_i32p,
             val_to_int_ptr,
         )
     except ImportError:  # pragma: no cover - depends on PyTensor's internals
         return None
 
     f64 = types.float64
-    potrf = _LAPACK().numba_xpotrf(f64)
-    potrs = _LAPACK().numba_xpotrs(f64)
-
-    @numba_njit
-    def _potri_pointer():
-        with numba.objmode(ptr=types.intp):
-            ptr = get_lapack_ptr(f64, "potri")
-        return ptr
-
-    potri_type = types.FunctionType(types.void(nb_i32p, nb_i32p, nb_f64p, nb_i32p, nb_i32p))
-
-    @numba_njit
-    def potri(UPLO, N, A, LDA, INFO):
-        fn = _call_cached_ptr(
-            get_ptr_func=_potri_pointer,
-            func_type_ref=potri_type,
-            unique_func_name_lit="bayes_gp.dpotri",
-        )
-        fn(UPLO, N, A, LDA, INFO)
-
-    return potrf, potrs, potri, val_to_int_ptr, int_ptr_to_val
+    return _LAPACK().numba_xpotrf(f64), _LAPACK().numba_xpotrs(f64), val_to_int_ptr, int_ptr_to_val
 
 
 def _bind(kind: str, name: str, signature, unique: str):
     """A nopython caller of SciPy's ``cython_blas`` / ``cython_lapack`` function ``name``
-    (``kind`` ``"blas"`` or ``"lapack"``) through its address, as :func:`bindings` binds
-    ``dpotri`` (the address looked up once per process, so that the caller can be cached)."""
+    (``kind`` ``"blas"`` or ``"lapack"``) through its address, as PyTensor binds ``dpotrf``
+    (the address looked up once per process, so that the caller can be cached); only after
+    :func:`bindings` found PyTensor's internals."""
     import numba
     from numba.core import types
     from pytensor.link.numba.cache import _call_cached_ptr
@@ -140,7 +117,7 @@ def trtri_kernel():
     from pytensor.link.numba.dispatch.basic import numba_njit
     from pytensor.link.numba.dispatch.linalg._LAPACK import nb_f64p, nb_i32p
 
-    _, _, _, val_to_int_ptr, int_ptr_to_val = lapack
+    _, _, val_to_int_ptr, int_ptr_to_val = lapack
     i32p, f64p = nb_i32p, nb_f64p
     get_trmm = _bind(
         "blas", "trmm",
@@ -207,7 +184,7 @@ def potri_kernel():
     from pytensor.link.numba.dispatch.basic import numba_njit
     from pytensor.link.numba.dispatch.linalg._LAPACK import nb_f64p, nb_i32p
 
-    _, _, _, val_to_int_ptr, int_ptr_to_val = bindings()
+    _, _, val_to_int_ptr, int_ptr_to_val = bindings()
     get_lauum = _bind("lapack", "lauum", types.void(nb_i32p, nb_i32p, nb_f64p, nb_i32p, nb_i32p),
                       "bayes_gp.dlauum")  # fmt: skip
 
@@ -243,15 +220,16 @@ def factor_kernels():
         return None
     from pytensor.link.numba.dispatch.basic import numba_njit
 
-    potrf, _, _, val_to_int_ptr, int_ptr_to_val = lapack
+    potrf, _, val_to_int_ptr, int_ptr_to_val = lapack
     potri_lower = potri_kernel()
 
     @numba_njit
     def cholesky_lower(work):
         # A C-ordered buffer read by LAPACK as F-ordered is C^T = C; 'L' factorises its lower
         # triangle (the C-ordered upper one) as L L^T and leaves L there, L^T in the C-ordered
-        # view, moved below into the lower triangle (OpenBLAS's dpotrf is quicker with 'L'
-        # than with 'U': _native_linalg._cholesky_lower)
+        # view, moved below into the lower triangle: OpenBLAS's dpotrf is quicker with 'L'
+        # than with 'U' (one thread, with the move: n = 100 69 -> 60 us, 200 348 -> 268, 300
+        # 688 -> 486)
         n = work.shape[0]
         N = val_to_int_ptr(np.int32(n))
         INFO = val_to_int_ptr(np.int32(0))
@@ -291,7 +269,7 @@ def build():
         return None
     from pytensor.link.numba.dispatch.basic import numba_njit
 
-    _, potrs, _, val_to_int_ptr, _ = lapack
+    _, potrs, val_to_int_ptr, _ = lapack
     cholesky_lower, cholesky_inverse = factor_kernels()
 
     def gp_logp(overwrite: bool):
