@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.compile.mode import get_mode
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import node_rewriter
@@ -36,7 +37,7 @@ from pytensor.tensor.elemwise import Elemwise
 
 from bayes_gp.op_backends import ensure_available, op_backend
 
-__all__ = ["NUMBA_MODE", "TAG", "VectorExp", "exp_scalar", "local_vector_exp", "numba_mode"]
+__all__ = ["NUMBA_MODE", "TAG", "VectorExp", "exp_scalar", "local_vector_exp"]
 
 #: The rewrite's tag (:func:`local_vector_exp`).
 TAG = "bayes_gp_vector_exp"
@@ -72,11 +73,8 @@ class VectorExp(Op):
     def infer_shape(self, node, shapes):
         return [shapes[0]]
 
-    def grad(self, inputs, grads):
-        return [grads[0] * self(inputs[0])]
-
-    def L_op(self, inputs, outputs, grads):
-        return [grads[0] * outputs[0]]
+    def pullback(self, inputs, outputs, cotangents):
+        return [cotangents[0] * outputs[0]]
 
 
 @node_rewriter([Elemwise])
@@ -85,10 +83,7 @@ def local_vector_exp(fgraph, node):
     if not isinstance(node.op.scalar_op, ps.Exp):
         return None
     (x,) = node.inputs
-    out = node.outputs[0]
-    if out.dtype != "float64" or x.dtype != "float64" or out.type.ndim < 2:
-        return None
-    if out.type.broadcastable != x.type.broadcastable:
+    if x.dtype != "float64" or x.type.ndim < 2:
         return None
     return [VectorExp()(x)]
 
@@ -107,14 +102,8 @@ def _register_rewrite() -> None:
 _register_rewrite()
 
 
-def numba_mode():
-    """PyTensor's ``"NUMBA"`` mode with :func:`local_vector_exp`."""
-    from pytensor.compile.mode import get_mode
-
-    return get_mode("NUMBA").including(TAG)
-
-
-NUMBA_MODE = numba_mode()
+#: PyTensor's ``"NUMBA"`` mode with :func:`local_vector_exp`.
+NUMBA_MODE = get_mode("NUMBA").including(TAG)
 
 
 def exp_scalar(x):
