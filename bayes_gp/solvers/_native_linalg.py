@@ -5,7 +5,8 @@ builds them for GPLogp (function pointers from SciPy's ``cython_lapack``, no GIL
 model families, so that neither solver reaches into the other's module; each solver's cache key
 (:func:`cfunc_key`) hashes :data:`SOURCES` with its own module. Also
 :func:`lower_inverse`, the blocked triangular inverse for NumPy code (the exact GPs'
-leave-one-out pass, :func:`bayes_gp.predictive.inverse_diagonal`).
+leave-one-out pass, :func:`bayes_gp.predictive.inverse_diagonal`) and :func:`loo_terms`, that
+whole pass for a block of draws in one compiled call.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from bayes_gp.solvers import _numba_lapack
 from bayes_gp.solvers._numba_lapack import factor_kernels, potri_kernel, trtri_kernel
 
-__all__ = ["SOURCES", "cfunc_key", "lower_inverse"]
+__all__ = ["SOURCES", "cfunc_key", "loo_terms", "lower_inverse"]
 
 #: The files whose source the native solvers' compiled code depends on beyond their own: this
 #: module and the LAPACK bindings it takes from :mod:`bayes_gp.solvers._numba_lapack` (each
@@ -171,3 +172,99 @@ def lower_inverse(L: np.ndarray) -> np.ndarray:
     if not cf.ctypes(out.shape[0], out.ctypes.data_as(ctypes.POINTER(ctypes.c_double))):
         raise np.linalg.LinAlgError("the triangular factor has a zero on its diagonal")
     return out
+
+
+_HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
+
+
+def _loo_c(size, n, c_ptr, a_ptr, o_ptr, s_ptr):
+    """:func:`loo_terms` over raw pointers to ``size`` draws: ``C`` ``(size, n, n)``, ``alpha``
+    ``(size, n)`` (in: :math:`t`), ``out`` ``(size, n)`` and ``ok`` ``(size,)``."""
+    C = numba.carray(c_ptr, (size, n, n))
+    A = numba.carray(a_ptr, (size, n))
+    O = numba.carray(o_ptr, (size, n))
+    S = numba.carray(s_ptr, (size,))
+    Linv = np.empty((n, n))
+    d = np.empty(n)
+    for j in range(size):
+        S[j] = 0
+        L = C[j]
+        if not _cholesky_lower(L):
+            continue
+        a = A[j]
+        _lower_solve(L, a)
+        _lower_t_solve(L, a)
+        for i in range(n):
+            for k in range(n):
+                Linv[i, k] = L[i, k]
+        if not _trtri_lower(Linv):
+            continue
+        _column_norms(Linv, d)
+        ok = 1
+        for k in range(n):
+            v = 0.5 * np.log(d[k]) - 0.5 * a[k] * a[k] / d[k] - _HALF_LOG_2PI
+            O[j, k] = v
+            if not np.isfinite(v):
+                ok = 0
+        S[j] = ok
+    return 0
+
+
+@_njit_dot
+def _column_norms(Linv, d):
+    """``d[k] = sum_i Linv[i, k]^2`` for the lower-triangular ``Linv``, row by row (contiguous)."""
+    n = d.shape[0]
+    for k in range(n):
+        d[k] = 0.0
+    for i in range(n):
+        for k in range(i + 1):
+            d[k] += Linv[i, k] * Linv[i, k]
+
+
+_F64P = numba.types.CPointer(numba.types.float64)
+_I64 = numba.types.int64
+_LOO_SIGNATURE = _I64(_I64, _I64, _F64P, _F64P, _F64P, numba.types.CPointer(_I64))
+_LOO_KEY = cfunc_key("bayes_gp.solvers._native_linalg.loo")
+
+
+def loo_terms(C: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The exact leave-one-out log predictive densities of a block of draws (R&W eqs.
+    5.10-5.12, as :func:`bayes_gp.predictive.loo_log_density` computes them from one
+    factorisation) in one compiled call, without the GIL.
+
+    Parameters
+    ----------
+    C : ndarray, shape (draws, n, n), float64, C order
+        Each draw's observation covariance (symmetric; its upper triangle is read). Overwritten:
+        ``C[j]`` becomes the lower Cholesky factor :math:`L_j` (zeros above the diagonal).
+    alpha : ndarray, shape (draws, n), float64, C order
+        Each draw's residual :math:`t_j = y - m_j`, overwritten by
+        :math:`\alpha_j = C_j^{-1} t_j`.
+
+    Returns
+    -------
+    out : ndarray, shape (draws, n)
+        :math:`\tfrac12\log[C_j^{-1}]_{ii} - \tfrac12\alpha_{ji}^2/[C_j^{-1}]_{ii} -
+        \tfrac12\log 2\pi`.
+    ok : ndarray of bool, shape (draws,)
+        ``False`` for a draw whose :math:`C_j` is not numerically positive definite or whose
+        terms are not finite (its ``out`` row and ``C[j]`` are then meaningless: the caller
+        factorises it again with the jitter retry of :func:`bayes_gp.predictive.factorize`).
+    """
+    import ctypes
+
+    from bayes_gp.op_backends import cached_cfunc
+
+    size, n = alpha.shape
+    for name, a, shape in (("C", C, (size, n, n)), ("alpha", alpha, (size, n))):
+        flags = a.flags
+        if a.shape != shape or a.dtype != np.float64 or not (flags.c_contiguous and flags.writeable):
+            raise ValueError(f"{name} must be a writable C-ordered float64 array of shape {shape}")
+    out = np.empty((size, n))
+    ok = np.zeros(size, dtype=np.int64)
+    fn = cached_cfunc(_loo_c, _LOO_SIGNATURE, _LOO_KEY).ctypes
+    dp = ctypes.POINTER(ctypes.c_double)
+
+    fn(size, n, C.ctypes.data_as(dp), alpha.ctypes.data_as(dp), out.ctypes.data_as(dp),
+       ok.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))  # fmt: skip
+    return out, ok.astype(bool)
