@@ -26,9 +26,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["BACKENDS", "op_backend", "ensure", "ensure_available", "numba_cache_key",
-           "numba_disk_cache", "cached_cfunc"]
+           "numba_disk_cache", "cached_cfunc", "compile_elsewhere"]
 
 #: Backends with registrars.
 BACKENDS = ("numba", "jax")
@@ -132,6 +133,11 @@ def numba_cache_key(op, *modules: str, native: bool = True) -> str | None:
 
 _CFUNCS: dict[str, object] = {}
 _CFUNC_LOCK = threading.Lock()
+_CFUNC_KEY_LOCKS: dict[str, threading.Lock] = {}
+#: child processes compiling a ``cfunc`` into the disk cache (:func:`compile_elsewhere`), by key
+_CHILDREN: dict[str, Any] = {}
+#: seconds :func:`cached_cfunc` waits for such a child before it compiles the ``cfunc`` itself
+CHILD_TIMEOUT = 600.0
 
 
 def cached_cfunc(fn: Callable, signature, key: str):
@@ -139,16 +145,99 @@ def cached_cfunc(fn: Callable, signature, key: str):
     once per process and ``key``, and cached on disk under ``key`` in PyTensor's numba cache
     (unless ``BAYES_GP_NUMBA_CACHE=0``): the native Laplace solvers
     (:mod:`bayes_gp.latent.native`, :mod:`bayes_gp.classification.native`), which each model's
-    small compiled function calls through the returned object's ``address``."""
+    small compiled function calls through the returned object's ``address``, and the exact
+    GPs' compiled leave-one-out pass. A second thread asking for a ``key`` being compiled
+    waits for it (a compilation started during sampling, :class:`bayes_gp.inference.sampling.
+    NutsRun`'s ``during``, is not repeated)."""
     with _CFUNC_LOCK:
         if key in _CFUNCS:
             return _CFUNCS[key]
-    import numba
-    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+        key_lock = _CFUNC_KEY_LOCKS.setdefault(key, threading.Lock())
+    with key_lock:
+        with _CFUNC_LOCK:
+            if key in _CFUNCS:
+                return _CFUNCS[key]
+            child = _CHILDREN.pop(key, None)
+        if child is not None:  # it writes the cfunc to the disk cache, which numba loads below
+            import subprocess
 
-    cache = numba_disk_cache()
-    if cache:
-        CACHED_SRC_FUNCTIONS[fn] = key  # PyTensor's cache locator finds it under this key
-    cf = numba.cfunc(signature, cache=cache, error_model="numpy")(fn)
+            try:
+                child.wait(timeout=CHILD_TIMEOUT)
+            except subprocess.TimeoutExpired:  # then compiled here
+                child.kill()
+        import numba
+        from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+
+        cache = numba_disk_cache()
+        if cache:
+            CACHED_SRC_FUNCTIONS[fn] = key  # PyTensor's cache locator finds it under this key
+        cf = numba.cfunc(signature, cache=cache, error_model="numpy")(fn)
+        with _CFUNC_LOCK:
+            return _CFUNCS.setdefault(key, cf)
+
+
+
+def _on_disk(key: str) -> bool:
+    """Whether PyTensor's numba cache directory holds an index for the ``cfunc`` ``key``
+    (numba names it ``<function>-<key>.py<version>.nbi``)."""
+    import glob
+
+    from pytensor.link.numba.cache import NUMBA_CACHE_PATH
+
+    return any(NUMBA_CACHE_PATH.glob(f"*-{glob.escape(key)}.py*.nbi"))
+
+
+def compile_elsewhere(module: str, function: str, key: str) -> bool:
+    """Start compiling, in a child process, the ``cfunc`` that ``module.function()`` builds with
+    :func:`cached_cfunc` under ``key``, unless this process has it, the disk cache has it, a
+    child is already at it, or the disk cache is off (``BAYES_GP_NUMBA_CACHE=0``). Returns
+    whether a child is at it (started now or before).
+
+    Compiling is single-threaded (numba holds one lock for it in a process), so a new machine's
+    first fit that needs such a ``cfunc`` besides its model (the native Laplace solvers, seconds
+    each; the exact GPs' compiled leave-one-out pass) compiles it on the other core while this
+    process compiles the model, instead of one after the other. :func:`cached_cfunc` waits for
+    the child (at most :data:`CHILD_TIMEOUT` seconds) and loads the result from the disk cache;
+    where the child failed, it compiles the ``cfunc`` itself, as it would have without one. The
+    child imports ``module`` without running its parent packages' ``__init__`` (bayes_gp's
+    would import PyMC: 4-5 s against 1-2 s), and compiles into this process's PyTensor cache
+    directory (``base_compiledir``)."""
+    if not numba_disk_cache():
+        return False
+    import importlib.util
+    import subprocess
+
+    from pytensor import config
+
     with _CFUNC_LOCK:
-        return _CFUNCS.setdefault(key, cf)
+        if key in _CHILDREN:
+            return True
+        if key in _CFUNCS or _on_disk(key):
+            return False
+        parts = module.split(".")
+        packages = {}
+        for k in range(1, len(parts)):
+            name = ".".join(parts[:k])
+            spec = importlib.util.find_spec(name)
+            if spec is None or not spec.submodule_search_locations:
+                return False
+            packages[name] = list(spec.submodule_search_locations)
+        code = (
+            "import importlib, sys, types\n"
+            f"for name, path in {packages!r}.items():\n"
+            "    m = types.ModuleType(name)\n"
+            "    m.__path__ = path\n"
+            "    sys.modules[name] = m\n"
+            f"getattr(importlib.import_module({module!r}), {function!r})()\n"
+        )
+        flags = os.environ.get("PYTENSOR_FLAGS", "")
+        env = {**os.environ, "PYTENSOR_FLAGS": ",".join(
+            f for f in (flags, f"base_compiledir={config.base_compiledir}") if f)}  # fmt: skip
+        try:
+            _CHILDREN[key] = subprocess.Popen(
+                [sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError:  # no child: cached_cfunc compiles it here
+            return False
+    return True

@@ -145,3 +145,50 @@ def test_exact_gp_log_density_is_cached_on_disk(monkeypatch):
         gp = GPRegression(X, rng.standard_normal(12), kernel, ard=ard)
         logp_pt = make_functions(gp.model, "NUMBA")[2]
         assert CACHED_SRC_FUNCTIONS.get(logp_pt.vm.jit_fn.py_func) is not None, kernel
+
+
+_CHILD_SCRIPT = r"""
+import json, sys
+from bayes_gp import op_backends
+from bayes_gp.solvers import _native_linalg as nl
+key = nl.LOO_KEY
+out = {"before": op_backends._on_disk(key)}
+out["started"] = op_backends.compile_elsewhere(nl.__name__, "loo_cfunc", key)
+child = op_backends._CHILDREN[key]
+out["twice"] = op_backends.compile_elsewhere(nl.__name__, "loo_cfunc", key)  # a child at it
+out["one child"] = op_backends._CHILDREN[key] is child
+cf = nl.loo_cfunc()  # waits for the child, then loads what it wrote
+out["returncode"] = child.returncode
+out["on_disk"] = op_backends._on_disk(key)
+out["cache_hits"] = cf.cache_hits
+out["after"] = op_backends.compile_elsewhere(nl.__name__, "loo_cfunc", key)  # in this process
+print(json.dumps(out))
+"""
+
+
+def test_a_child_process_compiles_a_cfunc_into_the_disk_cache_for_this_one(tmp_path):
+    """compile_elsewhere starts a child that compiles the cfunc into this process's PyTensor
+    cache directory (an empty one here); cached_cfunc waits for it and loads the child's code
+    from the disk (a cache hit, no compilation here); no second child while one is at it (the
+    answer: one is at it), none once this process has the cfunc, none where the disk cache is
+    off."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTENSOR_FLAGS": f"base_compiledir={tmp_path}"}
+    res = subprocess.run([sys.executable, "-c", _CHILD_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out == {"before": False, "started": True, "twice": True, "one child": True,
+                   "returncode": 0, "on_disk": True, "cache_hits": 1, "after": False}  # fmt: skip
+
+
+def test_no_child_compiles_where_the_disk_cache_is_off(monkeypatch):
+    from bayes_gp.solvers import _native_linalg as nl
+
+    monkeypatch.setenv("BAYES_GP_NUMBA_CACHE", "0")
+    assert op_backends.compile_elsewhere(nl.__name__, "loo_cfunc", "bayes_gp.test.no-cache") is False
+    assert "bayes_gp.test.no-cache" not in op_backends._CHILDREN

@@ -102,6 +102,7 @@ from bayes_gp.inference.methods import (
     canonical_method,
     is_joint,
 )
+from bayes_gp.inference.nuts import resolve_sampler
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.kernels.catalogue import (
@@ -474,10 +475,16 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
     def _nuts_run(self, sampler, random_seed, *, method: str) -> NutsRun:
         """``method="nuts_joint"``: joint NUTS over the whitened latent values and the
         hyperparameters; ``"nuts"``: NUTS over the hyperparameters with the latent GPs
-        integrated out by Laplace. The jitter pre-flight first."""
+        integrated out by Laplace. The jitter pre-flight first (and, on a new machine, the
+        native solver's compilation started beside it:
+        :func:`bayes_gp.classification.native.start_compiling`)."""
         method = canonical_method("MulticlassGPClassifier.sample", method, LATENT_RENAMED)
         if method not in (NUTS_JOINT, NUTS):
             raise ValueError(f"`method` must be 'nuts' or 'nuts_joint', got {method!r}")
+        if method == NUTS and self._op.native and resolve_sampler(sampler) == "nutpie":
+            from bayes_gp.classification.native import start_compiling
+
+            start_compiling()  # on a new machine: compiled beside the model
         attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
         latent = method == NUTS_JOINT
         return NutsRun(self._latent_model() if latent else self.model, attrs=attrs,

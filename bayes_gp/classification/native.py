@@ -60,7 +60,7 @@ import numpy as np
 from numba.core import types
 from pytensor.link.numba.cache import _call_cached_ptr
 
-from bayes_gp.op_backends import cached_cfunc, numba_disk_cache
+from bayes_gp.op_backends import cached_cfunc, compile_elsewhere, numba_disk_cache
 from bayes_gp.solvers import _native_linalg
 from bayes_gp.solvers._native_linalg import (
     _cholesky_lower,
@@ -73,6 +73,7 @@ from bayes_gp.solvers._native_linalg import (
 
 __all__ = [
     "SOLVER_KEY", "NativeResult", "numba_function", "solve", "solve_arrays", "solver_address",
+    "start_compiling",
 ]  # fmt: skip
 
 #: Status codes of :func:`solve`: the evidence and gradient were computed, ``K`` holds NaN or
@@ -416,6 +417,14 @@ def softmax_laplace_c(C, n, K, Y, tol, max_iter, logq, gK, info, a, E, M, gradie
     return status
 
 
+def start_compiling() -> bool:
+    """Start compiling the solver in a child process where it is in neither this process nor
+    the disk cache (:func:`bayes_gp.op_backends.compile_elsewhere`; whether a child is at it):
+    called as a fit begins, so that the child compiles it while this process builds and compiles
+    the model (as :func:`bayes_gp.latent.native.start_compiling`)."""
+    return compile_elsewhere(__name__, "solver_address", SOLVER_KEY)
+
+
 def solver_address() -> int:
     """The address of the solver ``cfunc`` (:data:`SOLVER_SIGNATURE`), compiled once per
     process, or loaded from PyTensor's numba cache (:data:`SOLVER_KEY`;
@@ -464,13 +473,16 @@ def numba_function(op):
     """``(numba function, PyTensor cache key)`` for the Op ``op`` (a
     :class:`~bayes_gp.classification.multiclass.SoftmaxLaplaceLogp`). The function holds the
     labels as constants; the key is :data:`SOLVER_KEY` with a hash of the labels, ``tol`` and
-    ``max_iter`` (``None``, not cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is compiled
-    (or loaded from the cache) here, not at the first call."""
+    ``max_iter`` (``None``, not cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is loaded from the disk cache
+    here; where it is not there, a child process compiles it while this one compiles the
+    model (:func:`bayes_gp.op_backends.compile_elsewhere`), and the model's first call waits
+    for it (compiled here where the disk cache is off)."""
     from pytensor.link.numba.dispatch.basic import numba_njit
 
     Y = np.ascontiguousarray(op.Y, dtype=np.float64)
     tol, max_iter = float(op.tol), int(op.max_iter)
-    solver_address()
+    if not start_compiling():
+        solver_address()
     h = hashlib.sha256(f"{tol!r} {max_iter} {Y.shape}".encode())
     h.update(Y.tobytes())
 

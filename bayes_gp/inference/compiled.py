@@ -562,6 +562,33 @@ def _with_initial_point_func(compiled, func):
     return dataclasses.replace(compiled, **{field: func})
 
 
+@contextlib.contextmanager
+def run_in_background(during):
+    """Run ``during()`` (``None``: nothing) in a thread for the duration of the ``with`` block
+    and wait for it at its end. For work the model's result will need after sampling, such
+    as compiling the exact GPs' leave-one-out pass (:class:`~bayes_gp.inference.sampling.
+    NutsRun`'s ``during``): nutpie's chains run without the GIL, so a compilation overlaps
+    them instead of following them. A failure there is dropped: the call that needs the work
+    repeats it and reports its error."""
+    if during is None:
+        yield
+        return
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            during()
+        except Exception as err:  # repeated, and reported, by the call that needs the work
+            errors.append(err)
+
+    thread = threading.Thread(target=work, name="bayes_gp-during-sampling", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
 def sample_nutpie(
     model: pm.Model,
     *,
@@ -573,9 +600,12 @@ def sample_nutpie(
     nuts: dict,
     cores: int | None = None,
     discard_tuned_samples: bool = True,
+    during=None,
 ):
     """NUTS with nutpie on ``model`` through the cache of compiled models, as ``pm.sample(...,
     nuts_sampler="nutpie")`` runs it (the same seeds per chain, cores, tuning and ArviZ groups).
+    ``during``: a callable run in a background thread while the chains run (after the model is
+    compiled: :func:`run_in_background`).
 
     The model is compiled by numba, or by JAX when :func:`set_nutpie_backend` says so
     (:func:`choose_backend`); the posterior's attributes
@@ -594,17 +624,18 @@ def sample_nutpie(
     if cores is None:
         cores = min(4, os.cpu_count() or 1)
     t0 = time.time()
-    idata = nutpie.sample(
-        compiled,
-        draws=draws,
-        tune=max(tune, 1),  # nuts-rs needs a tuning step (as pm.sample)
-        chains=chains,
-        cores=min(cores, chains),
-        seed=seed,
-        save_warmup=not discard_tuned_samples,
-        progress_bar=bool(progressbar),
-        **nuts,
-    )
+    with run_in_background(during):
+        idata = nutpie.sample(
+            compiled,
+            draws=draws,
+            tune=max(tune, 1),  # nuts-rs needs a tuning step (as pm.sample)
+            chains=chains,
+            cores=min(cores, chains),
+            seed=seed,
+            save_warmup=not discard_tuned_samples,
+            progress_bar=bool(progressbar),
+            **nuts,
+        )
     patch_nutpie_idata(idata, model, sampling_time=time.time() - t0)
     idata["posterior"].attrs["bayes_gp_nutpie_backend"] = backend
     idata["posterior"].attrs["bayes_gp_nutpie_backend_reason"] = reason

@@ -173,10 +173,14 @@ def run_nuts(
     target_accept: float,
     progressbar: bool,
     latent: bool = False,
+    during=None,
     **kwargs,
 ):
     """Run NUTS on ``model`` and return ArviZ data (``xarray.DataTree``); ``latent``: a latent
-    GP under a Bernoulli likelihood (it picks the ``"auto"`` backend, :func:`resolve_sampler`)."""
+    GP under a Bernoulli likelihood (it picks the ``"auto"`` backend, :func:`resolve_sampler`);
+    ``during``: a callable run in a background thread while the chains run
+    (:func:`bayes_gp.inference.compiled.run_in_background`; with ``pm.sample``, from its start).
+    """
     draws, tune, chains = check_nuts_settings(draws, tune, chains)
     backend = resolve_sampler(sampler, latent)
     if not 0.5 <= target_accept < 1.0:
@@ -222,9 +226,11 @@ def run_nuts(
                 # Through the cache of compiled models (``bayes_gp.inference.compiled``): a
                 # model of a structure compiled before samples without compiling (by numba, or
                 # by JAX when ``compiled.set_nutpie_backend`` asks for it).
-                idata = compiled.sample_nutpie(model, **options)
+                idata = compiled.sample_nutpie(model, during=during, **options)
+                during = None  # done
             if idata is None:
-                idata = pm.sample(nuts_sampler=backend, **options)
+                with compiled.run_in_background(during):
+                    idata = pm.sample(nuts_sampler=backend, **options)
         except Exception as exc:
             raised = _callback_error(callbacks)
             if raised is None:

@@ -49,6 +49,9 @@ class NutsRun:
         The model-specific ``sample()`` options (``sample_options``) as given.
     extra : dict
         Whatever the model's ``_nuts_run`` hands to its ``_nuts_result``.
+    during : callable, optional
+        Work for ``_nuts_result`` to do while the chains run, in a background thread (e.g.
+        compiling its leave-one-out pass: :func:`bayes_gp.inference.compiled.run_in_background`).
     """
 
     model: pm.Model
@@ -59,6 +62,7 @@ class NutsRun:
     ignore: tuple[str, ...] = ()
     options: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    during: Any = None
 
 
 class NUTSSampling:
@@ -123,6 +127,7 @@ class NUTSSampling:
                 target_accept=self.default_target_accept if target_accept is None else target_accept,
                 progressbar=progressbar,
                 latent=run.latent,
+                during=run.during,
                 **{**run.kwargs, **kwargs},
             )
         idata["posterior"].attrs.update(run.attrs)

@@ -71,6 +71,7 @@ from bayes_gp.inference.methods import (
     canonical_method,
     is_joint,
 )
+from bayes_gp.inference.nuts import resolve_sampler
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.kernels.catalogue import (
@@ -896,10 +897,16 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     def _nuts_run(self, sampler, random_seed, *, method: str) -> NutsRun:
         """:meth:`sample` runs NUTS with ``method="nuts"`` over the hyperparameters, the
         latent GP integrated out by Laplace (module docstring), or with ``method="nuts_joint"``
-        jointly over the whitened latent values; the jitter pre-flight first."""
+        jointly over the whitened latent values; the jitter pre-flight first (and, on a new
+        machine, the native solver's compilation started beside it:
+        :func:`bayes_gp.latent.native.start_compiling`)."""
         method = canonical_method(f"{type(self).__name__}.sample", method, LATENT_RENAMED)
         if method not in (NUTS, NUTS_JOINT):
             raise ValueError(f"`method` must be 'nuts' or 'nuts_joint', got {method!r}")
+        if method == NUTS and self._op.uses_native and resolve_sampler(sampler) == "nutpie":
+            from bayes_gp.latent.native import start_compiling
+
+            start_compiling()  # on a new machine: compiled beside the model
         attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
         latent = method == NUTS_JOINT
         model = self._latent_model() if latent else self.model

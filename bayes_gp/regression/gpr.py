@@ -547,9 +547,13 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
     def _nuts_run(self, sampler, random_seed, *, log_likelihood: bool) -> NutsRun:
         """:meth:`sample` (NUTS over all hyperparameters with the marginal likelihood, f
         integrated out) starts with the jitter pre-flight (:meth:`check_jitter`), recorded in the
-        posterior's ``bayes_gp_jitter`` attribute."""
+        posterior's ``bayes_gp_jitter`` attribute; the leave-one-out pass that follows is
+        prepared beside the model's compilation and the chains (the marginal's
+        ``prepare_loo_draws``, where it has one)."""
         self._check_fittable()
-        return NutsRun(self.model, attrs=self.check_jitter(random_seed).attrs())
+        prepare = getattr(self.marginal, "prepare_loo_draws", None)
+        during = prepare() if prepare is not None and log_likelihood else None
+        return NutsRun(self.model, attrs=self.check_jitter(random_seed).attrs(), during=during)
 
     def _nuts_result(self, idata, run: NutsRun, random_seed):
         r"""The ``log_likelihood`` group holds, per draw, the exact leave-one-out log predictive

@@ -110,7 +110,7 @@ LOO_THREADS_MIN_N = 500
 #: observations below which the leave-one-out pass builds :math:`C` for a block of draws in one
 #: call (:meth:`ExactLikelihood.loo_draws`), and the bytes of one block's ``(draws, n, n)`` array
 LOO_BATCH_MAX_N = LOO_THREADS_MIN_N
-LOO_BATCH_BYTES = 8 * 2**20
+LOO_BATCH_BYTES = 4 * 2**20
 
 
 def dense_memory_bytes(n: int) -> int:
@@ -271,6 +271,27 @@ class ExactLikelihood:
         """Exact leave-one-out log predictive densities (R&W eqs. 5.10–5.12)."""
         return loo_log_density(self.factor(values)[1])
 
+    def _block_loo(self) -> bool:
+        """Whether :meth:`loo_draws` may take blocks of draws (its docstring)."""
+        own = type(self).train is ExactLikelihood.train and type(self).loo is ExactLikelihood.loo
+        return own and self.X.shape[0] < LOO_BATCH_MAX_N
+
+    def prepare_loo_draws(self):
+        """Prepare the compiled block pass that :meth:`loo_draws` will call, before sampling:
+        where it is in neither this process nor the disk cache, a child process starts compiling
+        it now, beside this process's compilation of the model
+        (:func:`bayes_gp.op_backends.compile_elsewhere`: about 4 s on a new machine). Returns
+        what loads it (from the disk cache, once the child is done), for
+        :class:`~bayes_gp.inference.sampling.NutsRun`'s ``during`` (run while the chains run),
+        or ``None`` where :meth:`loo_draws` goes draw by draw."""
+        if not self._block_loo():
+            return None
+        from bayes_gp.op_backends import compile_elsewhere
+        from bayes_gp.solvers import _native_linalg
+
+        compile_elsewhere(_native_linalg.__name__, "loo_cfunc", _native_linalg.LOO_KEY)
+        return _native_linalg.loo_cfunc
+
     def loo_draws(self, arrays: list[np.ndarray]) -> np.ndarray | None:
         """:meth:`loo` for many draws at once: ``arrays[k]`` holds the ``k``-th hyperparameter's
         values stacked along a leading draw axis; returns ``(draws, n)``, or ``None`` where
@@ -297,8 +318,7 @@ class ExactLikelihood:
         from bayes_gp.solvers._native_linalg import loo_terms
 
         n = self.X.shape[0]
-        own = type(self).train is ExactLikelihood.train and type(self).loo is ExactLikelihood.loo
-        if not own or n >= LOO_BATCH_MAX_N or not arrays:
+        if not self._block_loo() or not arrays:
             return None
         fn = self._batched("train", self._train_graph)
         if fn is None:
