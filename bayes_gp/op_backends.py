@@ -133,6 +133,7 @@ def numba_cache_key(op, *modules: str, native: bool = True) -> str | None:
 
 _CFUNCS: dict[str, object] = {}
 _CFUNC_LOCK = threading.Lock()
+#: one lock per key, held while its cfunc is compiled or loaded (:func:`cached_cfunc`)
 _CFUNC_KEY_LOCKS: dict[str, threading.Lock] = {}
 #: child processes compiling a ``cfunc`` into the disk cache (:func:`compile_elsewhere`), by key
 _CHILDREN: dict[str, Any] = {}
@@ -174,7 +175,6 @@ def cached_cfunc(fn: Callable, signature, key: str):
         cf = numba.cfunc(signature, cache=cache, error_model="numpy")(fn)
         with _CFUNC_LOCK:
             return _CFUNCS.setdefault(key, cf)
-
 
 
 def _on_disk(key: str) -> bool:

@@ -473,10 +473,10 @@ def numba_function(op):
     """``(numba function, PyTensor cache key)`` for the Op ``op`` (a
     :class:`~bayes_gp.classification.multiclass.SoftmaxLaplaceLogp`). The function holds the
     labels as constants; the key is :data:`SOLVER_KEY` with a hash of the labels, ``tol`` and
-    ``max_iter`` (``None``, not cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is loaded from the disk cache
-    here; where it is not there, a child process compiles it while this one compiles the
-    model (:func:`bayes_gp.op_backends.compile_elsewhere`), and the model's first call waits
-    for it (compiled here where the disk cache is off)."""
+    ``max_iter`` (``None``, not cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is loaded
+    from the disk cache here; where it is not there, a child process compiles it while this one
+    compiles the model (:func:`bayes_gp.op_backends.compile_elsewhere`), and the model's first
+    call waits for it (compiled here where the disk cache is off)."""
     from pytensor.link.numba.dispatch.basic import numba_njit
 
     Y = np.ascontiguousarray(op.Y, dtype=np.float64)

@@ -573,13 +573,12 @@ def run_in_background(during):
     if during is None:
         yield
         return
-    errors: list[BaseException] = []
 
     def work() -> None:
         try:
             during()
-        except Exception as err:  # repeated, and reported, by the call that needs the work
-            errors.append(err)
+        except Exception:  # repeated, and reported, by the call that needs the work
+            return
 
     thread = threading.Thread(target=work, name="bayes_gp-during-sampling", daemon=True)
     thread.start()

@@ -456,11 +456,10 @@ def numba_function(op):
     its likelihood. The function holds the data and the Op's fixed starting point
     ``start`` (:data:`WARM`; none: :math:`f = m`) as constants; the key is
     :data:`SOLVER_KEY` with a hash of the likelihood code, the data, the start, ``tol`` and
-    ``max_iter`` (``None``, not
-    cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is loaded from the disk cache
-    here; where it is not there, a child process compiles it while this one compiles the
-    model (:func:`bayes_gp.op_backends.compile_elsewhere`), and the model's first call waits
-    for it (compiled here where the disk cache is off)."""
+    ``max_iter`` (``None``, not cached, with ``BAYES_GP_NUMBA_CACHE=0``). The solver is loaded
+    from the disk cache here; where it is not there, a child process compiles it while this one
+    compiles the model (:func:`bayes_gp.op_backends.compile_elsewhere`), and the model's first
+    call waits for it (compiled here where the disk cache is off)."""
     spec = likelihood_code(op.likelihood)
     if spec is None:
         return None

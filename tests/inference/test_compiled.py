@@ -156,3 +156,29 @@ def test_the_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(compiled, "MAX_DATA_BYTES", 100)
     with pytest.raises(compiled.Unreusable, match="MiB of data"):
         compiled.lift(_gp(0).model)
+
+
+def test_work_during_sampling_runs_in_a_thread_and_is_waited_for():
+    """run_in_background runs ``during`` in another thread while the block runs, waits for it
+    at the block's end, and drops its error (the call that needs the work repeats it)."""
+    import threading
+
+    from bayes_gp.inference.compiled import run_in_background
+
+    seen, started = [], threading.Event()
+
+    def work():
+        started.wait(5)
+        seen.append(threading.current_thread().name)
+
+    with run_in_background(work):
+        started.set()  # the work waits for the block: it runs beside it
+    assert seen == ["bayes_gp-during-sampling"]
+
+    def fail():
+        raise RuntimeError("compiler missing")
+
+    with run_in_background(fail):
+        pass
+    with run_in_background(None):
+        pass
