@@ -60,6 +60,7 @@ t_import = time.perf_counter() - t0
 t_wrap = time.perf_counter()
 import nutpie
 import bayes_gp.inference.compiled as _compiled
+import bayes_gp.inference.native_gp as _native
 from bayes_gp.regression.gpr import GPRegression as _G
 phases = {}
 def _timed(owner, name, key):
@@ -72,6 +73,7 @@ def _timed(owner, name, key):
             phases[key] = phases.get(key, 0.0) + time.perf_counter() - t
     setattr(owner, name, wrapper)
 _timed(_compiled, "_compiled_for", "compile")
+_timed(_native, "compile_native", "compile")  # the C path: the library loaded or compiled
 _timed(nutpie, "sample", "sampling")
 _timed(_G, "_nuts_result", "loo")
 t_wrap = time.perf_counter() - t_wrap
@@ -206,6 +208,7 @@ def main() -> None:
                 ratios = f"{'-':>6} {'-':>9}"
             split = ""
             if "t_sampling" in r:
+                r.setdefault("t_loo", 0.0)
                 rest = r["fit"] - r["t_compile"] - r["t_sampling"] - r["t_loo"]
                 split = (f" | {r['t_compile']:7.1f} {r['t_sampling']:8.1f} {r['t_loo']:5.1f} "
                          f"{rest:5.1f}")  # fmt: skip

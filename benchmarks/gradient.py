@@ -112,11 +112,32 @@ def in_nutpie(n: int, standalone: float, iters: int) -> str:
     )
 
 
+def native_logp_dlogp(model, theta):
+    """The C log density and gradient of ``model`` (bayes_gp.inference.native_gp) at
+    ``theta`` (ls, eta, sigma), called through ctypes as nutpie calls it."""
+    import ctypes
+
+    from bayes_gp.inference import native_gp
+
+    cm, reason = native_gp.compile_native(model)
+    if cm is None:
+        raise RuntimeError(reason)
+    fn = cm.native_library.gp_logp
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_uint64] + [ctypes.c_void_p] * 4
+    x = np.log([theta["ls"], theta["eta"], theta["sigma"]])
+    grad, logp = np.zeros(3), np.zeros(1)
+    args = (3, x.ctypes.data, grad.ctypes.data, logp.ctypes.data, cm.user_data.ctypes.data)
+    return lambda: fn(*args)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 300, 1000, 2000])
     ap.add_argument("--modes", nargs="+", default=["NUMBA", "FAST_RUN"])
     ap.add_argument("--in-nutpie", action="store_true", help="also time it inside nutpie")
+    ap.add_argument("--native", action="store_true",
+                    help="also time the C log density (bayes_gp.inference.native_gp)")  # fmt: skip
     ap.add_argument("--nutpie-iters", type=int, default=300, help="tuning = kept draws per chain")
     args = ap.parse_args()
     threadpool_limits(limits=1, user_api="blas")
@@ -126,6 +147,7 @@ def main() -> None:
         f"jax {jax.__version__}, bayes_gp {bayes_gp.__version__}; BLAS threads 1\n"
     )
     cols = [f"bg {m}" for m in args.modes] + [f"pm {m}" for m in args.modes] + ["jax", "floor"]
+    cols += ["bg C"] if args.native else []
     print(
         f"{'N':>5} |"
         + "".join(f" {c:>12}" for c in cols)
@@ -162,6 +184,8 @@ def main() -> None:
             lapack.dpotri(L, lower=1)
 
         times["floor"] = best_time(floor, repeats)
+        if args.native:
+            times["bg C"] = best_time(native_logp_dlogp(ours.model, THETA), repeats)
         # the value variables are (ls, eta, sigma) in this order in both models
         gdiff = max(float(np.max(np.abs(g - grads[1]))) for g in grads)
         bg = times[f"bg {args.modes[0]}"]
@@ -176,7 +200,8 @@ def main() -> None:
     print(
         "\nms per log density + gradient (minimum over repeats); bg = bayes_gp.GPRegression's model,"
         "\npm = the same model through pm.gp.Marginal; ratios use the first mode; > 1 in pm/bg and"
-        "\njax/bg: bayes_gp faster. floor = dpotrf + dpotrs + dpotri alone (no kernel evaluation)."
+        "\njax/bg: bayes_gp faster. floor = dpotrf + dpotrs + dpotri alone (no kernel evaluation);"
+        "\nbg C = the same model's log density in C (--native, bayes_gp.inference.native_gp)."
     )
     if args.in_nutpie:
         print(f"\nIn nutpie (load average {os.getloadavg()[0]:.1f}):\n")

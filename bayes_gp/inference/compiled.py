@@ -588,6 +588,38 @@ def run_in_background(during):
         thread.join()
 
 
+def native_applies(model: pm.Model) -> bool:
+    """Whether :func:`sample_nutpie` samples ``model`` on the C path of
+    :mod:`bayes_gp.inference.native_gp` (covered, and the nutpie backend not set to JAX)."""
+    from bayes_gp.inference import native_gp
+
+    return _BACKEND != "jax" and native_gp.plan(model)[0] is not None
+
+
+def _duck_array_probes() -> None:
+    """The probes xarray makes when a process builds its first ``DataArray`` (nutpie's draws
+    into ArviZ): whether dask and other duck-array modules are importable, which imports
+    ``dask.array`` (0.5-0.7 s of a warm first fit, profiled). Made while the chains run
+    instead, where the result is cached for the conversion that follows."""
+    from xarray.namedarray.pycompat import array_type
+
+    for module in ("dask", "sparse", "cupy", "pint"):
+        array_type(module)
+
+
+def _in_turn(*tasks):
+    """One callable running ``tasks`` (``None`` skipped) one after another, each one's error
+    dropped as :func:`run_in_background` drops them."""
+    tasks = [t for t in tasks if t is not None]
+
+    def run() -> None:
+        for task in tasks:
+            with contextlib.suppress(Exception):
+                task()
+
+    return run
+
+
 def sample_nutpie(
     model: pm.Model,
     *,
@@ -606,15 +638,29 @@ def sample_nutpie(
     ``during``: a callable run in a background thread while the chains run (after the model is
     compiled: :func:`run_in_background`).
 
-    The model is compiled by numba, or by JAX when :func:`set_nutpie_backend` says so
-    (:func:`choose_backend`); the posterior's attributes
-    ``bayes_gp_nutpie_backend`` and ``bayes_gp_nutpie_backend_reason`` say which and why.
+    An exact GP regression that :mod:`bayes_gp.inference.native_gp` computes in C is sampled
+    with that log density (backend ``"native"``: nothing compiled per model) unless the
+    backend is set to JAX (:func:`native_applies`); any other model is compiled by numba, or
+    by JAX when :func:`set_nutpie_backend` says so (:func:`choose_backend`); the posterior's
+    attributes ``bayes_gp_nutpie_backend`` and ``bayes_gp_nutpie_backend_reason`` say which
+    and why.
     """
     import nutpie
     from pymc.backends.arviz import patch_nutpie_idata
     from pymc.util import get_random_generator
 
-    compiled, backend, reason = _compiled_for(model, chains * (max(tune, 1) + draws))
+    from bayes_gp.inference import native_gp
+
+    if _BACKEND == "jax":  # asked for by name: JAX it is
+        compiled, native_reason = None, "the nutpie backend is set to jax"
+    else:
+        compiled, native_reason = native_gp.compile_native(model)
+    if compiled is not None:
+        backend, reason = "native", native_reason
+    else:
+        compiled, backend, reason = _compiled_for(model, chains * (max(tune, 1) + draws))
+        if native_gp.describe(model) is not None:  # a GP the C path describes but did not take
+            reason = f"{reason}; {native_reason}"
     nuts = dict(nuts)
     if "max_treedepth" in nuts:
         nuts["maxdepth"] = nuts.pop("max_treedepth")
@@ -623,7 +669,7 @@ def sample_nutpie(
     if cores is None:
         cores = min(4, os.cpu_count() or 1)
     t0 = time.time()
-    with run_in_background(during):
+    with run_in_background(_in_turn(_duck_array_probes, during)):
         idata = nutpie.sample(
             compiled,
             draws=draws,

@@ -188,7 +188,9 @@ def run_nuts(
     if backend == "pymc":
         kwargs.setdefault("cores", 1)
     cores_note = ""
-    objmode = _objmode_ops(model) if backend == "nutpie" else []
+    # (a model on the C path of bayes_gp.inference.native_gp has no Ops in what nutpie calls)
+    on_c = backend == "nutpie" and set(kwargs) <= _REUSE_KWARGS and compiled.native_applies(model)
+    objmode = _objmode_ops(model) if backend == "nutpie" and not on_c else []
     if backend == "nutpie" and chains > 1 and "cores" not in kwargs:
         held = list(dict.fromkeys(type(op).__name__ for op in objmode))
         if held:
@@ -199,7 +201,9 @@ def run_nuts(
                 "other (pass cores= to override)"
             )
             _log.info("bayes_gp: nutpie runs the %d %s", chains, cores_note)
-        elif native := list(dict.fromkeys(type(op).__name__ for op in _native_ops(model))):
+        elif not on_c and (
+            native := list(dict.fromkeys(type(op).__name__ for op in _native_ops(model)))
+        ):
             # recorded too: the same Op holds the GIL for other likelihoods (op.holds_gil)
             cores_note = (
                 f"chains in parallel: {', '.join(native)} runs nopython code that does not "

@@ -37,6 +37,7 @@ from bayes_gp._validation import (
     positive_float,
     refuse_constant,
 )
+from bayes_gp.inference import native_gp
 from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     DEFAULT_JITTER,
@@ -55,6 +56,7 @@ from bayes_gp.inference.typeii import (
 )
 from bayes_gp.kernels import derivatives
 from bayes_gp.kernels.catalogue import (
+    KERNELS,
     DataScale,
     check_kernel_ard,
     default_prior,
@@ -440,7 +442,45 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
                     "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs", **known
                 )
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
+        self._hyper, self._sigma_value = hyper, sigma
+        native_gp.register(model, self._native_description)
         return model
+
+    def _native_description(self):
+        """The model as :mod:`bayes_gp.inference.native_gp`'s C log density computes it, or
+        ``None`` where it does not (nutpie compiles it with numba then): the dense exact
+        likelihood of a catalogue kernel with a fixed mean (the C code's own checks follow:
+        which kernel, which priors)."""
+        if (
+            type(self) is not GPRegression
+            or type(self.marginal) is not ExactLikelihood
+            or self.derivative_obs is not None
+            or self.approx is not None
+            or self.quasiseparable
+            or self.sparse
+            or self.known_noise_var is not None
+            or KERNELS.get(self.spec.name) is not self.spec
+            or set(self.spec.params) != {"ls", "eta"}
+        ):
+            return None
+        mean = self._mean_func
+        if type(mean) is pm.gp.mean.Zero:
+            offset = 0.0
+        elif type(mean) is pm.gp.mean.Constant and isinstance(mean.c, float | np.ndarray):
+            if np.ndim(mean.c) != 0:
+                return None
+            offset = float(mean.c)
+        else:
+            return None
+        return native_gp.NativeGP(
+            kernel=self.spec.name,
+            X=self.X,
+            y=self.y - offset,
+            jitter=float(self.jitter_tensor.get_value()),
+            ls=self._hyper["ls"],
+            eta=self._hyper["eta"],
+            sigma=self._sigma_value,
+        )
 
     def _mean_function(self, D: int):
         return mean_function(self.mean, self.scale, self._prior)
@@ -549,9 +589,14 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         integrated out) starts with the jitter pre-flight (:meth:`check_jitter`), recorded in the
         posterior's ``bayes_gp_jitter`` attribute; the leave-one-out pass that follows is
         prepared beside the model's compilation and the chains (the marginal's
-        ``prepare_loo_draws``, where it has one)."""
+        ``prepare_loo_draws``, where it has one). A model on the C path
+        (:mod:`bayes_gp.inference.native_gp`) starts the C compiler instead where this machine
+        lacks the library: its log density and leave-one-out pass are both there."""
         self._check_fittable()
-        prepare = getattr(self.marginal, "prepare_loo_draws", None)
+        native = native_gp.plan(self.model)[0] is not None
+        if native:  # the C log density and LOO pass, where this machine lacks them
+            native_gp.start_compiling()
+        prepare = None if native else getattr(self.marginal, "prepare_loo_draws", None)
         during = prepare() if prepare is not None and log_likelihood else None
         return NutsRun(self.model, attrs=self.check_jitter(random_seed).attrs(), during=during)
 
@@ -572,8 +617,21 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             return idata
         threads = getattr(self.marginal, "loo_threads", 1)
         batch = getattr(self.marginal, "loo_draws", None)
+        if native_gp.plan(self.model)[0] is not None:
+            batch = self._native_loo
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo,
                                   threads=threads, batch=batch)  # fmt: skip
+
+    def _native_loo(self, arrays: list[np.ndarray]) -> np.ndarray | None:
+        """The leave-one-out pass over the draws in C (:func:`bayes_gp.inference.native_gp.
+        loo_draws`; ``None``: the marginal's own pass), the draws it could not answer (C not
+        numerically positive definite) repeated by :meth:`_pointwise_loo` (its jitter retry)."""
+        out = native_gp.loo_draws(self.model, arrays)
+        if out is None:
+            return self.marginal.loo_draws(arrays)
+        for k in np.flatnonzero(~np.isfinite(out).all(axis=1)):
+            out[k] = self._pointwise_loo([a[k] for a in arrays])
+        return out
 
     def _check_fittable(self) -> None:
         """A constant ``y`` cannot be fitted with a learned noise (:func:`refuse_constant`)."""

@@ -12,15 +12,18 @@ import pytensor.tensor as pt
 import pytest
 
 from bayes_gp import GPRegression
-from bayes_gp.inference import compiled, nutpie_compile, nutpie_jax
+from bayes_gp.inference import compiled, native_gp, nutpie_compile, nutpie_jax
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
+    """An empty cache of compiled models, numba's backend, and the exact GP's C path
+    (bayes_gp.inference.native_gp) off: these tests are about the compiled models."""
     compiled.clear_cache()
     compiled.set_enabled(True)
     compiled.set_nutpie_backend("numba")
-    yield
+    with native_gp.native(False):
+        yield
     compiled.clear_cache()
     compiled.set_enabled(True)
     compiled.set_nutpie_backend("numba")

@@ -10,16 +10,19 @@ import numpy as np
 import pytest
 
 from bayes_gp import GPRegression, LatentGP
-from bayes_gp.inference import compiled, nutpie_jax
+from bayes_gp.inference import compiled, native_gp, nutpie_jax
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)
 def _auto():
+    """The "auto" backend with the exact GP's C path off (bayes_gp.inference.native_gp, which
+    "auto" takes first where it applies): these tests are about JAX against numba."""
     compiled.clear_cache()
     compiled.set_nutpie_backend("auto")
-    yield
+    with native_gp.native(False):
+        yield
     compiled.clear_cache()
     compiled.set_nutpie_backend("numba")
 

@@ -1,0 +1,444 @@
+/* The exact GP's log density and gradient for nuts-rs (nutpie), as C that a C compiler turns
+ * into a shared library in well under a second: no per-model compilation.
+ *
+ * bayes_gp.inference.native_gp describes the model (which kernel, which coordinate of the
+ * unconstrained vector holds which log-hyperparameter, the priors) in a gp_t and hands nutpie
+ * the addresses of gp_logp and gp_expand with a pointer to it. Both follow nutpie's C calling
+ * convention (the numba entry points of bayes_gp.inference.nutpie_compile): the return value is
+ * 0 on success, 3 for a non-finite gradient, 4 for a non-finite log density (C not positive
+ * definite included: nuts-rs treats positive codes as a divergence), -1 for a dimension
+ * mismatch, 1 when memory could not be allocated.
+ *
+ * The model (R&W eq. 2.30, PRML eq. 6.69, as bayes_gp.solvers.exact.ExactLikelihood declares
+ * it): y - m ~ N(0, C), C = eta^2 k(r^2) + (sigma^2 + jitter) I,
+ * r^2 = sum_d (x_d - x'_d)^2 / ls_d^2, with k one of
+ *   expquad   exp(-r^2/2)                              (R&W eq. 4.9)
+ *   matern52  (1 + s + s^2/3) exp(-s), s = sqrt(5 r^2)  (R&W eq. 4.17b)
+ *   matern32  (1 + s) exp(-s),          s = sqrt(3 r^2)  (R&W eq. 4.17a)
+ *   matern12  exp(-s),                  s = sqrt(r^2)    (R&W eq. 4.16)
+ * log p(y) = -y'C^-1 y / 2 - log|C| / 2 - n log(2 pi) / 2                     (R&W eq. 2.30)
+ * d log p / d theta = tr((alpha alpha' - C^-1) dC/dtheta) / 2, alpha = C^-1 y   (R&W eq. 5.9)
+ * with theta the logs of ls_d, eta and sigma (PyMC's log transform, whose log-Jacobian u is
+ * added), plus each coordinate's prior log density written in u = log(value).
+ *
+ * LAPACK (dpotrf, dtrtri, dlauum) and BLAS (dtrmm) are SciPy's, called through the addresses of
+ * scipy.linalg.cython_lapack and cython_blas, so nothing here links against a BLAS. Row-major n x n arrays are
+ * handed to LAPACK as they are: LAPACK's 'L' triangle of the column-major view is the row-major
+ * upper triangle, which is the one filled here.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*potrf_t)(char *, int *, double *, int *, int *);
+typedef void (*lauum_t)(char *, int *, double *, int *, int *);
+typedef void (*trtri_t)(char *, char *, int *, double *, int *, int *);
+typedef void (*trmm_t)(char *, char *, char *, char *, int *, int *, double *, double *, int *,
+                       double *, int *);
+
+enum { K_EXPQUAD = 0, K_MATERN52 = 1, K_MATERN32 = 2, K_MATERN12 = 3 };
+enum {
+    P_NONE = -1, /* a coordinate without a prior of its own */
+    P_LOGNORMAL = 0,
+    P_HALFNORMAL = 1,
+    P_GAMMA = 2,
+    P_INVGAMMA = 3,
+    P_EXPONENTIAL = 4,
+    P_HALFCAUCHY = 5
+};
+
+/* Every field 8 bytes: Python fills it as a flat array of 64-bit words (native_gp.py,
+ * _LAYOUT, in this order). */
+typedef struct {
+    int64_t n, d, kernel, n_ls, n_free, n_expanded;
+    int64_t off_ls, off_eta, off_sigma; /* coordinates of log ls[0], log eta, log sigma; -1: fixed */
+    double eta_fixed, sigma_fixed, jitter;
+    const double *XT;                   /* d x n, the inputs by dimension */
+    const double *y;                    /* n, y minus the (fixed) mean */
+    const int64_t *prior_kind;          /* n_free */
+    const double *prior_a, *prior_b, *prior_c; /* n_free: parameters and constant term */
+    const int64_t *expand_src, *expand_exp;    /* n_expanded: coordinate, and 1 for exp() */
+    potrf_t potrf;
+    lauum_t lauum;
+    trtri_t trtri;
+    trmm_t trmm;   /* BLAS */
+} gp_t;
+
+/* Order of the diagonal blocks inverted by dtrtri in inverse_from_factor (16 was the quickest
+ * of 16 / 32 / 64 at n = 100 to 500 for the same scheme in bayes_gp.solvers._numba_lapack). */
+#define TRI_LEAF 16
+
+/* C^-1 from its lower Cholesky factor L (column-major, leading dimension n), written over
+ * L's triangle: LAPACK dpotri's result without dpotri, whose dtrtri OpenBLAS runs at a fifth
+ * of its product rate at these sizes. L^-1 is built from the inverses of its TRI_LEAF
+ * diagonal blocks, adjacent inverted blocks joined pairwise by
+ *   [[L11, 0], [L21, L22]]^-1 = [[L11^-1, 0], [-L22^-1 L21 L11^-1, L22^-1]]
+ * (two dtrmm), then dlauum gives L^-T L^-1. Returns LAPACK's info (0: done). */
+static int inverse_from_factor(const gp_t *g, int n, double *L) {
+    char lo = 'L', no = 'N', left = 'L', right = 'R';
+    int info = 0, ld = n;
+    double one = 1.0, minus_one = -1.0;
+    for (int s = 0; s < n; s += TRI_LEAF) {
+        int m = n - s < TRI_LEAF ? n - s : TRI_LEAF;
+        g->trtri(&lo, &no, &m, L + s + (size_t)s * n, &ld, &info);
+        if (info != 0) return info;
+    }
+    for (int size = TRI_LEAF; size < n; size *= 2) {
+        for (int s = 0; s + size < n; s += 2 * size) {
+            int t = s + size, rows = n - t < size ? n - t : size, cols = size;
+            double *l21 = L + t + (size_t)s * n;
+            g->trmm(&left, &lo, &no, &no, &rows, &cols, &minus_one, L + t + (size_t)t * n, &ld,
+                    l21, &ld);
+            g->trmm(&right, &lo, &no, &no, &rows, &cols, &one, L + s + (size_t)s * n, &ld, l21,
+                    &ld);
+        }
+    }
+    g->lauum(&lo, &ld, L, &ld, &info);
+    return info;
+}
+
+/* Each thread's workspace, kept between calls (nutpie calls the log density from one thread
+ * per chain thousands of times: allocating 3 n^2 doubles per call costs an mmap and its page
+ * faults each time) and freed when the thread ends. */
+typedef struct {
+    double *p;
+    size_t size;
+} workspace_t;
+
+static pthread_key_t ws_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+
+static void ws_free(void *w) {
+    workspace_t *ws = (workspace_t *)w;
+    free(ws->p);
+    free(ws);
+}
+
+static void ws_init(void) { pthread_key_create(&ws_key, ws_free); }
+
+/* At least `size` doubles of this thread's workspace, or NULL. */
+static double *workspace(size_t size) {
+    pthread_once(&ws_once, ws_init);
+    workspace_t *ws = (workspace_t *)pthread_getspecific(ws_key);
+    if (!ws) {
+        ws = (workspace_t *)calloc(1, sizeof(workspace_t));
+        if (!ws) return NULL;
+        if (pthread_setspecific(ws_key, ws) != 0) {
+            free(ws);
+            return NULL;
+        }
+    }
+    if (ws->size < size) {
+        free(ws->p);
+        ws->p = (double *)malloc(sizeof(double) * size);
+        ws->size = ws->p ? size : 0;
+    }
+    return ws->p;
+}
+
+/* e^x without a call into libm, so that the loops over a row vectorise: range reduction
+ * x = k ln2 + r, |r| <= ln2/2, the degree-13 Taylor polynomial of e^r, and 2^k as two
+ * power-of-two factors built from their bits (bayes_gp.kernels.vector_exp: within 1 ulp of
+ * libm). k is rounded by the 1.5 * 2^52 shift, valid in the default rounding mode. Arguments
+ * here are <= 0 (kernel exponents). */
+static inline double exp_poly(double x) {
+    const double log2e = 1.4426950408889634, ln2_hi = 6.93147180369123816490e-01,
+                 ln2_lo = 1.90821492927058770002e-10, shift = 6755399441055744.0;
+    x = x < -745.2 ? -745.2 : (x > 709.8 ? 709.8 : x);
+    double t = x * log2e + shift;
+    double k = t - shift;
+    int64_t tb, sb;
+    memcpy(&tb, &t, 8);
+    memcpy(&sb, &shift, 8);
+    int64_t ki = tb - sb;                /* the integer k */
+    double r = (x - k * ln2_hi) - k * ln2_lo;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    /* 2^k = 2^k1 2^k2, k1 = floor(k/2) by a logical shift of the biased k (k >= -1075) */
+    uint64_t kb = (uint64_t)(ki + 2046);
+    uint64_t k1b = kb >> 1;             /* k1 + 1023 */
+    uint64_t k2b = (uint64_t)(ki + 2046) - k1b; /* k2 + 1023 */
+    uint64_t b1 = k1b << 52, b2 = k2b << 52;
+    double two1, two2;
+    memcpy(&two1, &b1, 8);
+    memcpy(&two2, &b2, 8);
+    return p * two1 * two2;
+}
+
+/* The kernel k(r^2) and its derivative dk/d(r^2) over one row segment (vectorised). */
+static void kernel_row(int64_t kind, int64_t m, const double *r2, double *k, double *kp) {
+    switch (kind) {
+    case K_EXPQUAD:
+        for (int64_t j = 0; j < m; j++) {
+            double e = exp_poly(-0.5 * r2[j]);
+            k[j] = e;
+            kp[j] = -0.5 * e;
+        }
+        break;
+    case K_MATERN52:
+        for (int64_t j = 0; j < m; j++) {
+            double s = sqrt(5.0 * r2[j]);
+            double e = exp_poly(-s);
+            k[j] = (1.0 + s + s * s / 3.0) * e;
+            kp[j] = -(5.0 / 6.0) * (1.0 + s) * e;
+        }
+        break;
+    case K_MATERN32:
+        for (int64_t j = 0; j < m; j++) {
+            double s = sqrt(3.0 * r2[j]);
+            double e = exp_poly(-s);
+            k[j] = (1.0 + s) * e;
+            kp[j] = -1.5 * e;
+        }
+        break;
+    default: /* K_MATERN12 */
+        for (int64_t j = 0; j < m; j++) {
+            double s = sqrt(r2[j]);
+            double e = exp_poly(-s);
+            k[j] = e;
+            /* dk/dr^2 = -e / (2 s); at s = 0 every difference is 0, so is the term */
+            kp[j] = s > 0.0 ? -0.5 * e / (s > 0.0 ? s : 1.0) : 0.0;
+        }
+        break;
+    }
+}
+
+/* Prior log density of v = e^u in u, without the log-Jacobian u, and its derivative in u. */
+static double prior_logp(int64_t kind, double u, double a, double b, double c, double *du) {
+    double v = exp(u);
+    switch (kind) {
+    case P_LOGNORMAL: { /* mu = a, sigma = b; c = -log(b) - log(2 pi)/2 */
+        double z = (u - a) / b;
+        *du = -z / b - 1.0;
+        return c - 0.5 * z * z - u;
+    }
+    case P_HALFNORMAL: { /* sigma = a; c = log(2/pi)/2 - log(a) */
+        double z = v / a;
+        *du = -z * z;
+        return c - 0.5 * z * z;
+    }
+    case P_GAMMA: /* shape a, rate b; c = a log b - lgamma(a) */
+        *du = (a - 1.0) - b * v;
+        return c + (a - 1.0) * u - b * v;
+    case P_INVGAMMA: /* shape a, scale b; c = a log b - lgamma(a) */
+        *du = -(a + 1.0) + b / v;
+        return c - (a + 1.0) * u - b / v;
+    case P_EXPONENTIAL: /* scale a; c = -log(a) */
+        *du = -v / a;
+        return c - v / a;
+    case P_HALFCAUCHY: { /* scale a; c = log(2/pi) - log(a) */
+        double z = v / a;
+        *du = -2.0 * z * z / (1.0 + z * z);
+        return c - log1p(z * z);
+    }
+    default:
+        *du = 0.0;
+        return 0.0;
+    }
+}
+
+/* This thread's workspace for one evaluation: A, K and K' (n x n each), alpha and a row of
+ * r^2 (n each), 1/ls^2 and the length-scales' gradient (n_ls each); NULL if out of memory. */
+typedef struct {
+    double *A, *Kb, *Kp, *alpha, *r2, *il2, *g_ls;
+} eval_t;
+
+static int eval_space(const gp_t *g, eval_t *e) {
+    size_t n = (size_t)g->n, nn = n * n, n_ls = (size_t)g->n_ls;
+    double *w = workspace(3 * nn + 2 * n + 2 * n_ls);
+    if (!w) return 0;
+    e->A = w;
+    e->Kb = w + nn;
+    e->Kp = e->Kb + nn;
+    e->alpha = e->Kp + nn;
+    e->r2 = e->alpha + n;
+    e->il2 = e->r2 + n;
+    e->g_ls = e->il2 + n_ls;
+    return 1;
+}
+
+/* C's row-major upper triangle (LAPACK's 'L' of the column-major view: OpenBLAS factors and
+ * inverts it faster than 'U'), K = eta^2 k and eta^2 dk/dr^2 beside it, at the
+ * log-hyperparameters x; row i holds the columns j > i from its diagonal on, each segment
+ * contiguous. Returns sigma. */
+static double assemble(const gp_t *g, const double *x, eval_t *e) {
+    const int64_t n = g->n, d = g->d, n_ls = g->n_ls;
+    for (int64_t k = 0; k < n_ls; k++) e->il2[k] = exp(-2.0 * x[g->off_ls + k]);
+    double eta = g->off_eta >= 0 ? exp(x[g->off_eta]) : g->eta_fixed;
+    double sigma = g->off_sigma >= 0 ? exp(x[g->off_sigma]) : g->sigma_fixed;
+    double eta2 = eta * eta, noise = sigma * sigma + g->jitter;
+    double *A = e->A, *Kb = e->Kb, *Kp = e->Kp, *r2 = e->r2;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = n - i - 1, o = i * n + i + 1;
+        for (int64_t j = 0; j < m; j++) r2[j] = 0.0;
+        for (int64_t dd = 0; dd < d; dd++) {
+            const double *col = g->XT + dd * n + i + 1;
+            double xi = col[-1], w = e->il2[n_ls == 1 ? 0 : dd];
+            for (int64_t j = 0; j < m; j++) {
+                double diff = col[j] - xi;
+                r2[j] += diff * diff * w;
+            }
+        }
+        double *krow = Kb + o, *kprow = Kp + o, *arow = A + o;
+        kernel_row(g->kernel, m, r2, krow, kprow);
+        for (int64_t j = 0; j < m; j++) {
+            krow[j] *= eta2;
+            kprow[j] *= eta2;
+            arow[j] = krow[j];
+        }
+        Kb[i * n + i] = eta2;
+        Kp[i * n + i] = 0.0;
+        A[i * n + i] = eta2 + noise;
+    }
+    return sigma;
+}
+
+/* C = LL' over A (dpotrf), alpha = C^-1 y by the two triangular solves, each a contiguous
+ * loop over a row of A (row i from the diagonal holds L's column i; OpenBLAS's dpotrs for
+ * one right-hand side took 3-5x longer), and log|C|. Returns LAPACK's info (0: done). */
+static int factor_solve(const gp_t *g, eval_t *e, double *logdet) {
+    const int64_t n = g->n;
+    int ni = (int)n, info = 0;
+    char lo = 'L';
+    double *A = e->A, *alpha = e->alpha;
+    g->potrf(&lo, &ni, A, &ni, &info);
+    if (info != 0) return info;
+    double ld = 0.0;
+    for (int64_t i = 0; i < n; i++) ld += log(A[i * n + i]);
+    *logdet = 2.0 * ld;
+    memcpy(alpha, g->y, sizeof(double) * n);
+    for (int64_t i = 0; i < n; i++) { /* L z = y, column by column */
+        const double *lcol = A + i * n;
+        double zi = alpha[i] / lcol[i];
+        alpha[i] = zi;
+        for (int64_t j = i + 1; j < n; j++) alpha[j] -= lcol[j] * zi;
+    }
+    for (int64_t i = n - 1; i >= 0; i--) { /* L' alpha = z */
+        const double *lcol = A + i * n;
+        double s = 0.0;
+        for (int64_t j = i + 1; j < n; j++) s += lcol[j] * alpha[j];
+        alpha[i] = (alpha[i] - s) / lcol[i];
+    }
+    return 0;
+}
+
+int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
+    const gp_t *g = (const gp_t *)data;
+    if ((int64_t)dim != g->n_free) return -1;
+    const int64_t n = g->n, d = g->d, n_ls = g->n_ls;
+    eval_t e;
+    if (!eval_space(g, &e)) return 1;
+
+    double lp = 0.0;
+    for (int64_t i = 0; i < g->n_free; i++) {
+        double du = 0.0;
+        lp += prior_logp(g->prior_kind[i], x[i], g->prior_a[i], g->prior_b[i], g->prior_c[i], &du);
+        lp += x[i]; /* log-Jacobian of the log transform */
+        grad[i] = du + 1.0;
+    }
+    double sigma = assemble(g, x, &e), logdet = 0.0;
+    if (factor_solve(g, &e, &logdet) != 0) {
+        *logp = -INFINITY;
+        return 4;
+    }
+    const double *A = e.A, *Kb = e.Kb, *alpha = e.alpha;
+    double quad = 0.0;
+    for (int64_t i = 0; i < n; i++) quad += g->y[i] * alpha[i];
+    lp += -0.5 * quad - 0.5 * logdet - 0.5 * (double)n * log(2.0 * M_PI);
+    if (inverse_from_factor(g, (int)n, e.A) != 0) { /* C^-1, upper triangle (row-major) */
+        *logp = -INFINITY;
+        return 4;
+    }
+
+    /* R&W eq. 5.9 over the upper triangle, W = (alpha alpha' - C^-1) / 2, off-diagonal terms
+     * twice: d/dlog eta = sum W 2K, d/dlog sigma = sum_i W_ii 2 sigma^2,
+     * d/dlog ls_d = sum W eta^2 k'(r^2) (-2 (x_d - x'_d)^2 / ls_d^2) */
+    double g_eta = 0.0, g_sigma = 0.0, *g_ls = e.g_ls;
+    for (int64_t k = 0; k < n_ls; k++) g_ls[k] = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = n - i - 1, o = i * n + i + 1;
+        const double *crow = A + o, *krow = Kb + o, *aj = alpha + i + 1;
+        double *wk = e.Kp + o; /* eta^2 k'(r^2), then 2 W_ij times it */
+        double ai = alpha[i], s_eta = 0.0;
+        for (int64_t j = 0; j < m; j++) {
+            double w = ai * aj[j] - crow[j]; /* 2 W_ij: the off-diagonal terms count twice */
+            s_eta += w * krow[j];
+            wk[j] *= w;
+        }
+        double wii = 0.5 * (ai * ai - A[i * n + i]);
+        g_eta += 2.0 * (s_eta + wii * Kb[i * n + i]);
+        g_sigma += wii * 2.0 * sigma * sigma;
+        for (int64_t dd = 0; dd < d; dd++) {
+            const double *col = g->XT + dd * n + i + 1;
+            double xi = col[-1], s = 0.0;
+            for (int64_t j = 0; j < m; j++) {
+                double diff = col[j] - xi;
+                s += wk[j] * diff * diff;
+            }
+            int64_t k = n_ls == 1 ? 0 : dd;
+            g_ls[k] += -2.0 * s * e.il2[k];
+        }
+    }
+    for (int64_t k = 0; k < n_ls; k++) grad[g->off_ls + k] += g_ls[k];
+    if (g->off_eta >= 0) grad[g->off_eta] += g_eta;
+    if (g->off_sigma >= 0) grad[g->off_sigma] += g_sigma;
+
+    *logp = lp;
+    for (int64_t i = 0; i < g->n_free; i++)
+        if (!isfinite(grad[i])) return 3;
+    if (!isfinite(lp)) return 4;
+    return 0;
+}
+
+/* The exact leave-one-out log predictive densities of `draws` draws (R&W eqs. 5.10-5.12):
+ * log p(y_i | y_-i) = -log(s_i^2)/2 - (alpha_i s_i^2)^2 / (2 s_i^2) - log(2 pi)/2 with
+ * s_i^2 = 1 / [C^-1]_ii, at the log-hyperparameters x (draws x n_free), into out (draws x n).
+ * A draw whose C is not positive definite, or whose terms are not finite, gets NaN in its
+ * row (the caller repeats it with its jitter retry). Returns the number of such draws, or -1
+ * when memory could not be allocated. */
+int64_t gp_loo(const gp_t *g, int64_t draws, const double *x, double *out) {
+    const int64_t n = g->n;
+    eval_t e;
+    if (!eval_space(g, &e)) return -1;
+    int64_t failed = 0;
+    for (int64_t k = 0; k < draws; k++) {
+        double *row = out + k * n, logdet = 0.0;
+        int ok = 1;
+        assemble(g, x + k * g->n_free, &e);
+        if (factor_solve(g, &e, &logdet) != 0 || inverse_from_factor(g, (int)n, e.A) != 0) ok = 0;
+        for (int64_t i = 0; ok && i < n; i++) {
+            double var = 1.0 / e.A[i * n + i], r = e.alpha[i] * var;
+            row[i] = -0.5 * log(var) - 0.5 * r * r / var - 0.5 * log(2.0 * M_PI);
+            if (!isfinite(row[i])) ok = 0;
+        }
+        if (!ok) {
+            for (int64_t i = 0; i < n; i++) row[i] = NAN;
+            failed++;
+        }
+    }
+    return failed;
+}
+
+int64_t gp_expand(uint64_t dim, uint64_t expanded, const double *x, double *out, void *data) {
+    const gp_t *g = (const gp_t *)data;
+    if ((int64_t)dim != g->n_free || (int64_t)expanded != g->n_expanded) return -1;
+    for (int64_t k = 0; k < g->n_expanded; k++) {
+        double u = x[g->expand_src[k]];
+        out[k] = g->expand_exp[k] ? exp(u) : u;
+    }
+    return 0;
+}
