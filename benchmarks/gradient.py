@@ -128,7 +128,11 @@ def native_logp_dlogp(model, theta):
     x = np.log([theta["ls"], theta["eta"], theta["sigma"]])
     grad, logp = np.zeros(3), np.zeros(1)
     args = (3, x.ctypes.data, grad.ctypes.data, logp.ctypes.data, cm.user_data.ctypes.data)
-    return lambda: fn(*args)
+
+    def call(_keep=(cm, x, grad, logp)):  # the arrays the addresses point into, kept alive
+        return fn(*args)
+
+    return call
 
 
 def main() -> None:
