@@ -63,7 +63,11 @@ __all__ = [
     "compile_native",
     "describe",
     "enabled",
+    "failure",
     "library",
+    "loo_draws",
+    "native",
+    "plan",
     "register",
     "set_enabled",
     "start_compiling",
@@ -90,7 +94,8 @@ PRIOR_IDS = {
 
 _ENABLED = os.environ.get("BAYES_GP_NATIVE", "1") not in ("0", "false", "no")
 _LOCK = threading.Lock()
-_CHILD: dict[str, subprocess.Popen] = {}
+#: the library's path -> the compiler's process and the file it writes
+_CHILD: dict[str, tuple[subprocess.Popen, Path]] = {}
 _LIBRARY: dict[str, Any] = {}
 _FAILED: dict[str, str] = {}
 _DESCRIBERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -197,21 +202,20 @@ def start_compiling() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.so")
         try:
-            _CHILD[str(path)] = subprocess.Popen(
+            child = subprocess.Popen(
                 [cc, *CFLAGS, "-o", str(tmp), str(SOURCE), "-lm"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )
-            _CHILD[str(path) + ".tmp"] = tmp  # type: ignore[assignment]
+            _CHILD[str(path)] = (child, tmp)
         except OSError as err:
             _FAILED["lib"] = f"the C compiler could not start ({err})"
 
 
 def _finish_child(path: Path) -> None:
-    child = _CHILD.pop(str(path), None)
-    tmp = _CHILD.pop(str(path) + ".tmp", None)
-    if child is None:
+    if str(path) not in _CHILD:
         return
+    child, tmp = _CHILD.pop(str(path))
     _, err = child.communicate()
     if child.returncode != 0:
         _FAILED["lib"] = "the C compiler failed: " + err.decode(errors="replace").strip()[-500:]
@@ -307,6 +311,12 @@ def _prior(rv, size: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.n
         raise NotNative(f"{rv.name}'s prior ({name or type(op).__name__}) is not one of "
                         f"{', '.join(sorted(PRIOR_IDS))}")  # fmt: skip
     params = [np.broadcast_to(_constant(p), (size,)) for p in op.dist_params(rv.owner)]
+    # every parameter but a location (LogNormal's mu, a half distribution's loc) is a scale or
+    # shape: positive. Invalid ones go to PyMC's model, whose checks name them.
+    located = name in ("lognormal", "halfnormal") or (name == "halfcauchy" and len(params) == 2)
+    scales = params[1:] if located else params
+    if not all(np.all(np.isfinite(p)) for p in params) or not all(np.all(p > 0) for p in scales):
+        raise NotNative(f"{rv.name}'s prior has parameters that are not finite and positive")
     if name == "lognormal":
         mu, sd = params
         return 0, mu, sd, -np.log(sd) - 0.5 * np.log(2 * np.pi), np.exp(mu + 0.5 * sd**2)

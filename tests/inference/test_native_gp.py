@@ -203,12 +203,14 @@ def test_models_it_does_not_cover_say_why():
         # the stacked values and derivatives (a subclass of the exact likelihood)
         "derivatives": GPRegression(X, y, "expquad", dX=X[:3], dy=np.zeros(3), d_noise=0.1),
         "known noise": GPRegression(X, y, "expquad", noise=np.full(len(y), 0.1)),
+        "negative scale": GPRegression(X, y, "expquad", priors={"eta": pm.HalfNormal.dist(F(-1))}),
     }
     reasons = {k: native_gp.plan(gp.model)[1] for k, gp in cases.items()}
     assert "describes" in reasons["periodic"]
     for case in ("learned mean", "approximation", "derivatives", "known noise"):
         assert "describes" in reasons[case], case
     assert "prior" in reasons["student prior"]
+    assert "not finite and positive" in reasons["negative scale"]
     with native_gp.native(False):
         assert "off" in native_gp.plan(GPRegression(X, y, "expquad").model)[1]
 

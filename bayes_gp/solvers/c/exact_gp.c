@@ -40,7 +40,6 @@ typedef void (*trmm_t)(char *, char *, char *, char *, int *, int *, double *, d
 
 enum { K_EXPQUAD = 0, K_MATERN52 = 1, K_MATERN32 = 2, K_MATERN12 = 3 };
 enum {
-    P_NONE = -1, /* a coordinate without a prior of its own */
     P_LOGNORMAL = 0,
     P_HALFNORMAL = 1,
     P_GAMMA = 2,
@@ -210,7 +209,8 @@ static void kernel_row(int64_t kind, int64_t m, const double *r2, double *k, dou
             double s = sqrt(r2[j]);
             double e = exp_poly(-s);
             k[j] = e;
-            /* dk/dr^2 = -e / (2 s); at s = 0 every difference is 0, so is the term */
+            /* dk/dr^2 = -e / (2 s); at s = 0 every difference is 0, so is the term (the inner
+             * test keeps the division finite in the vectorised loop, which computes both) */
             kp[j] = s > 0.0 ? -0.5 * e / (s > 0.0 ? s : 1.0) : 0.0;
         }
         break;
