@@ -593,7 +593,7 @@ def native_applies(model: pm.Model) -> bool:
     :mod:`bayes_gp.inference.native_gp` (covered, and the nutpie backend not set to JAX)."""
     from bayes_gp.inference import native_gp
 
-    return _BACKEND != "jax" and native_gp.plan(model)[0] is not None
+    return _BACKEND != "jax" and native_gp.covers(model)
 
 
 def _duck_array_probes() -> None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import hashlib
 import os
 import shutil
@@ -61,6 +62,7 @@ import numpy as np
 __all__ = [
     "NativeGP",
     "compile_native",
+    "covers",
     "describe",
     "enabled",
     "failure",
@@ -254,6 +256,7 @@ def failure() -> str | None:
     return _FAILED.get("lib")
 
 
+@functools.cache
 def _address(kind: str, name: str) -> int:
     """The address of SciPy's ``cython_blas`` or ``cython_lapack`` (``kind`` ``"blas"`` or
     ``"lapack"``) function ``name``."""
@@ -355,6 +358,7 @@ class _Layout:
     """The coordinates of the unconstrained vector and what the C code needs per coordinate."""
 
     n_free: int
+    n_ls: int  # length-scales: 1, or one per input dimension (ARD)
     offsets: dict[str, int]  # "ls", "eta", "sigma" -> first coordinate (absent: fixed)
     fixed: dict[str, float]
     prior: tuple[np.ndarray, ...]  # kind, a, b, c per coordinate
@@ -407,6 +411,8 @@ def _layout(model, gp: NativeGP) -> _Layout:
             raise NotNative(f"{rv.name} has {size} entries, not 1 or {D}")
         kind, pa, pb, pc, point = _prior(rv, size)
         offsets[role] = count
+        if role == "ls":
+            n_ls = size
         kinds += [kind] * size
         a += list(pa)
         b += list(pb)
@@ -419,15 +425,16 @@ def _layout(model, gp: NativeGP) -> _Layout:
         src += range(count, count + size)
         use_exp += [0] * size
         count += size
-    for rv in model.free_RVs:  # the constrained values after the unconstrained ones
-        sl = slices[names.index(model.rvs_to_values[rv].name)]
+    for k, rv in enumerate(model.free_RVs):  # the constrained values after the log-scale ones
+        sl = slices[k]
         names.append(rv.name)
         slices.append(slice(len(src), len(src) + sl.stop - sl.start))
-        shapes.append(shapes[names.index(model.rvs_to_values[rv].name)])
+        shapes.append(shapes[k])
         src += range(sl.start, sl.stop)
         use_exp += [1] * (sl.stop - sl.start)
     return _Layout(
         n_free=count,
+        n_ls=n_ls,
         offsets=offsets,
         fixed=fixed,
         prior=(np.array(kinds, np.int64), np.array(a), np.array(b), np.array(c)),
@@ -505,6 +512,11 @@ def _variables_key(model) -> tuple:
                           *model.potentials]))  # fmt: skip
 
 
+def covers(model) -> bool:
+    """Whether the C code computes ``model`` (:func:`plan`)."""
+    return plan(model)[0] is not None
+
+
 def compile_native(model) -> tuple[Any | None, str]:
     """nutpie's compiled model for ``model`` on the C path and the reason, or ``(None,
     reason)`` where the path is off, the model not described or not covered, or the library
@@ -521,7 +533,7 @@ def compile_native(model) -> tuple[Any | None, str]:
     )
 
 
-def _data(model, gp: NativeGP, layout: _Layout) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _data(gp: NativeGP, layout: _Layout) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The C struct ``gp_t`` (:func:`_struct`) and the arrays it points into (to be kept
     alive as long as it is used)."""
     X = np.asarray(gp.X, dtype=np.float64)
@@ -535,13 +547,11 @@ def _data(model, gp: NativeGP, layout: _Layout) -> tuple[np.ndarray, dict[str, n
         "expand_src": _frozen(layout.expand_src, np.int64),
         "expand_exp": _frozen(layout.expand_exp, np.int64),
     }
-    names, slices, _ = layout.shape_info
-    ls = slices[names.index(model.rvs_to_values[gp.ls].name)]
     values: dict[str, Any] = {
         "n": X.shape[0],
         "d": X.shape[1],
         "kernel": KERNEL_IDS[gp.kernel],
-        "n_ls": ls.stop - ls.start,
+        "n_ls": layout.n_ls,
         "n_free": layout.n_free,
         "n_expanded": len(layout.expand_src),
         "off_ls": layout.offsets["ls"],
@@ -584,7 +594,7 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
     x = np.ascontiguousarray(np.concatenate(logs, axis=1))
     if x.shape[1] != layout.n_free:
         raise ValueError(f"the draws have {x.shape[1]} coordinates, the model {layout.n_free}")
-    user_data, keep = _data(model, gp, layout)
+    user_data, keep = _data(gp, layout)
     n = gp.X.shape[0]
     out = np.empty((draws, n))
     fn = lib.gp_loo
@@ -608,7 +618,7 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
 def _compiled_model(model, gp: NativeGP, layout: _Layout, lib):
     from nutpie.compile_pymc import CompiledPyMCModel, _prepare_dims_and_coords
 
-    user_data, arrays = _data(model, gp, layout)
+    user_data, arrays = _data(gp, layout)
     reparam = [model.rvs_to_values[rv].name for rv in model.free_RVs]
     dims, coords = _prepare_dims_and_coords(model, layout.shape_info, reparam)
     start, sizes = layout.start, [sl.stop - sl.start for sl in layout.shape_info[1][:len(reparam)]]

@@ -442,7 +442,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
                     "y", self.X, self.y, cov, mean_func, sigma, self.jitter_tensor, "obs", **known
                 )
         self._cov, self._mean_func, self._sigma = cov, mean_func, pt.as_tensor_variable(sigma)
-        self._hyper, self._sigma_value = hyper, sigma
+        self._hyper = hyper
         native_gp.register(model, self._native_description)
         return model
 
@@ -479,7 +479,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             jitter=float(self.jitter_tensor.get_value()),
             ls=self._hyper["ls"],
             eta=self._hyper["eta"],
-            sigma=self._sigma_value,
+            sigma=self._sigma,
         )
 
     def _mean_function(self, D: int):
@@ -593,7 +593,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         (:mod:`bayes_gp.inference.native_gp`) starts the C compiler instead where this machine
         lacks the library: its log density and leave-one-out pass are both there."""
         self._check_fittable()
-        native = native_gp.plan(self.model)[0] is not None
+        native = native_gp.covers(self.model)
         if native:  # the C log density and LOO pass, where this machine lacks them
             native_gp.start_compiling()
         prepare = None if native else getattr(self.marginal, "prepare_loo_draws", None)
@@ -617,7 +617,7 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             return idata
         threads = getattr(self.marginal, "loo_threads", 1)
         batch = getattr(self.marginal, "loo_draws", None)
-        if native_gp.plan(self.model)[0] is not None:
+        if native_gp.covers(self.model):
             batch = self._native_loo
         return add_log_likelihood(idata, self.hyperparameters, self._pointwise_loo,
                                   threads=threads, batch=batch)  # fmt: skip
