@@ -145,6 +145,31 @@ def test_jax_backend_runs_in_a_worker_and_reports_its_platform(client):
     assert res.idata["posterior"]["ls"].shape == (1, 2, 20)
 
 
+def test_nutpie_groups_take_the_exact_gps_c_path(client):
+    """fit_many passes ``quiet=True`` to ``sample``: its nutpie fits still go through bayes_gp's
+    own nutpie path (no per-group compilation; here the exact GP's C log density), with the
+    draws of a direct fit of the group with its seed."""
+    df = _data()
+    kw = {"kernel": "matern52", "draws": 30, "tune": 40, "chains": 2, "sampler": "nutpie"}
+    res = bayes_gp.fit_many(
+        df[df["site"] != "c"], x="t", y="y", group="site", random_seed=4, client=client, **kw
+    )
+    assert not res.errors
+    for g in ("a", "b"):
+        attrs = res.fits[g]["posterior"].attrs
+        assert attrs["bayes_gp_sampler"] == "nutpie"
+        assert attrs["bayes_gp_nutpie_backend"] == "native", attrs["bayes_gp_nutpie_backend_reason"]
+    X, y = _group(df, "b")
+    direct = GPRegression(X, y, kernel="matern52").sample(
+        draws=30, tune=40, chains=2, sampler="nutpie", random_seed=res.seeds["b"], quiet=True,
+    )  # fmt: skip
+    for name in ("ls", "eta", "sigma"):
+        np.testing.assert_allclose(
+            res.idata["posterior"][name].sel(group="b").values, direct["posterior"][name].values,
+            rtol=1e-12,
+        )
+
+
 def test_group_seeds_depend_on_seed_and_label_only():
     assert group_seed(3, "a") == group_seed(3, "a")
     assert group_seed(3, "a") != group_seed(3, "b") != group_seed(4, "b")

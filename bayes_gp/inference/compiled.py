@@ -631,12 +631,14 @@ def sample_nutpie(
     nuts: dict,
     cores: int | None = None,
     discard_tuned_samples: bool = True,
+    quiet: bool = False,
     during=None,
 ):
     """NUTS with nutpie on ``model`` through the cache of compiled models, as ``pm.sample(...,
     nuts_sampler="nutpie")`` runs it (the same seeds per chain, cores, tuning and ArviZ groups).
     ``during``: a callable run in a background thread while the chains run (after the model is
-    compiled: :func:`run_in_background`).
+    compiled: :func:`run_in_background`); ``quiet``: no progress bar (as ``pm.sample``'s, which
+    for nutpie also drops one log line).
 
     An exact GP regression that :mod:`bayes_gp.inference.native_gp` computes in C is sampled
     with that log density (backend ``"native"``: nothing compiled per model) unless the
@@ -678,7 +680,7 @@ def sample_nutpie(
             cores=min(cores, chains),
             seed=seed,
             save_warmup=not discard_tuned_samples,
-            progress_bar=bool(progressbar),
+            progress_bar=bool(progressbar) and not quiet,
             **nuts,
         )
     patch_nutpie_idata(idata, model, sampling_time=time.time() - t0)

@@ -75,7 +75,7 @@ SAMPLERS = ("pymc", "nutpie", "numpyro")
 #: ``sampler="auto"``: the backends tried in order, by model kind (module docstring)
 AUTO = {"marginal": ("nutpie", "pymc"), "latent": ("pymc",)}
 #: ``pm.sample`` arguments the cached nutpie path (:func:`compiled.sample_nutpie`) takes too
-_REUSE_KWARGS = {"cores", "discard_tuned_samples"}
+_REUSE_KWARGS = {"cores", "discard_tuned_samples", "quiet"}
 
 
 def resolve_sampler(sampler: str, latent: bool = False) -> str:
