@@ -13,6 +13,7 @@ from scipy import stats
 from bayes_gp import GPRegression, LatentGP
 from bayes_gp.formula import Model
 from bayes_gp.formula.terms import COEF_SCALE
+from tests.helpers import PY_MODE
 
 RNG = np.random.default_rng(11)
 N = 36
@@ -49,9 +50,9 @@ DATA["grade"] = pd.Categorical(
 
 def _logp_and_grad(model: pm.Model, point: dict[str, float]):
     """The model's log density and gradient at ``point`` (by variable name, on the
-    variables' own scale), in the order of ``point``: one compiled function for both (on a
-    fresh HOME, compiling the log density and the gradient separately cost a second numba
-    compilation of the same forward graph)."""
+    variables' own scale), in the order of ``point``: one function for both, on PyTensor's
+    Python linker (``PY_MODE``: a value check needs no numba compilation, which cost 10-120 s
+    per model on a fresh HOME)."""
     ip = model.initial_point()
     values = {}
     for rv in model.free_RVs:
@@ -60,7 +61,7 @@ def _logp_and_grad(model: pm.Model, point: dict[str, float]):
         x = np.asarray(point[rv.name], float)
         values[vv.name] = tr.forward(x).eval() if tr is not None else x
     assert set(values) == set(ip)
-    logp, dlogp = model.compile_fn([model.logp(), model.dlogp()])(values)
+    logp, dlogp = model.compile_fn([model.logp(), model.dlogp()], mode=PY_MODE)(values)
     return logp, dlogp
 
 
