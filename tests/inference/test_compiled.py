@@ -129,7 +129,8 @@ def test_the_initial_point_follows_the_new_priors():
 
 def test_unreusable_models_still_sample(monkeypatch):
     """A model the cache cannot key (here: more data than it keeps) is compiled as it is. The
-    model is test_reuse_can_be_turned_off's, whose graph numba then finds in its disk cache."""
+    model is test_reuse_can_be_turned_off's: one of the two compiles its graph, the other finds
+    it in numba's disk cache."""
     monkeypatch.setattr(compiled, "MAX_DATA_BYTES", 0)
     idata = _gp(0).sample(draws=10, tune=10, chains=1, random_seed=1)
     assert compiled.cache_info()["unreusable"] == 1
