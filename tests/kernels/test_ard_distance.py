@@ -142,6 +142,31 @@ def test_blocks_of_rows_give_the_same_values(monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
 
 
+def test_constant_inputs_keep_their_squared_differences(monkeypatch):
+    X, Xs, ls, _ = _data()
+    lsv = pt.dvector("ls")
+    f = pytensor.function([lsv], ARDSquareDist()(X, Xs, lsv), mode=PY_MODE)
+    (node,) = [n for n in f.maker.fgraph.toposort() if isinstance(n.op, ARDSquareDist)]
+    calls = []
+    monkeypatch.setattr(ad, "square_terms", lambda *a: calls.append(1) or ad.np.stack(
+        [np.square(X[:, d, None] - Xs[None, :, d]) for d in range(X.shape[1])]))
+    for scale in (1.0, 0.3, 2.5):  # computed once, then weighted: the same numbers, bit for bit
+        np.testing.assert_array_equal(f(ls * scale), ad.square_dist_numpy(X, Xs, ls * scale))
+    assert len(calls) == 1 and node.tag.square_terms.shape == (4, 23, 17)
+    np.testing.assert_array_equal(ad.weighted_terms(node.tag.square_terms, ls),
+                                  ad.square_dist_numpy(X, Xs, ls))  # fmt: skip
+    with pytest.raises(ValueError, match=r"`ls` \(3,\)"):  # a wrong ls is still refused
+        f(ls[:3])
+    # an input that can change, or more than TERMS_BYTES of differences: computed each call
+    xv = pt.dmatrix("x")
+    g = pytensor.function([xv, lsv], ard_square_dist(xv, Xs, lsv), mode=PY_MODE)
+    np.testing.assert_array_equal(g(X, ls), ad.square_dist_numpy(X, Xs, ls))
+    monkeypatch.setattr(ad, "TERMS_BYTES", 8 * 23 * 17 * 4 - 1)
+    h = pytensor.function([lsv], ard_square_dist(X, Xs, lsv), mode=PY_MODE)
+    np.testing.assert_array_equal(h(ls), ad.square_dist_numpy(X, Xs, ls))
+    assert len(calls) == 1
+
+
 def test_mismatched_shapes_raise():
     X, Xs, ls, W = _data()
     with pytest.raises(ValueError, match=r"`ls` \(3,\)"):
