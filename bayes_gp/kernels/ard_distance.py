@@ -27,7 +27,9 @@ only when ``X`` or ``Xs`` is not a constant (deep kernels, inducing points).
 Backends, registered in :mod:`bayes_gp.op_backends` like the likelihood's Ops: numba (what nutpie
 runs) as compiled loops with no temporary beyond the outputs; PyTensor's C/Python backends
 through ``perform`` in NumPy, over blocks of at most :data:`BLOCK_ELEMENTS` pairs so that the
-temporaries stay a few MB; JAX (numpyro) as a loop over dimensions that XLA fuses.
+temporaries stay a few MB (where both inputs are constants, their squared differences are kept
+on the node and only weighted per call: :data:`TERMS_BYTES`); JAX (numpyro) as a loop over
+dimensions that XLA fuses.
 """
 
 from __future__ import annotations
