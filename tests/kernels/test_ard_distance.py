@@ -12,6 +12,7 @@ from pytensor.graph.traversal import io_toposort
 
 import bayes_gp
 import bayes_gp.kernels as K
+from bayes_gp import op_backends
 from bayes_gp.kernels import ExpQuad, metrics
 from bayes_gp.kernels import ard_distance as ad
 from bayes_gp.kernels.ard_distance import ARDSquareDist, ARDSquareDistGrad, ard_square_dist
@@ -178,6 +179,8 @@ def test_mismatched_shapes_raise():
 
 @pytest.mark.parametrize("symmetric", [False, True], ids=["cross", "symmetric"])
 def test_numba_c_and_jax_backends_agree(symmetric):
+    op_backends.ensure("jax")  # registered at graph building only where JAX is already imported:
+    # alone in a process (not after another test imported it), this test builds before it is
     X, Xs, ls, W = _data()
     W = _weights(X, Xs, W, symmetric)
     inputs, (op, ref) = _graphs(symmetric)
