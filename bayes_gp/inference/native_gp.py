@@ -37,6 +37,9 @@ goes to numba as before, and so does every model while the nutpie backend is set
 attributes. The C log density equals the model's to rounding (``tests/inference/
 test_native_gp.py`` compares it and its gradient with a SciPy transcription and with PyMC's).
 
+The same library holds the heteroscedastic GP's log density (:mod:`bayes_gp.inference.
+native_hetero`): a model's description (:func:`register`) says which of the two it is.
+
 ``BAYES_GP_NATIVE=0`` (or :func:`set_enabled`) turns the path off.
 """
 
@@ -55,7 +58,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,6 +95,7 @@ PRIOR_IDS = {
     "invgamma": 3,
     "exponential": 4,
     "halfcauchy": 5,
+    "normal": 6,  # of a coordinate without a transform (the heteroscedastic model's)
 }
 
 _ENABLED = os.environ.get("BAYES_GP_NATIVE", "1") not in ("0", "false", "no")
@@ -139,6 +143,22 @@ class NativeGP:
     ls: Any
     eta: Any
     sigma: Any
+
+    #: the C functions of the log density with its gradient, and of nutpie's stored values
+    symbols: ClassVar[tuple[str, str]] = ("gp_logp", "gp_expand")
+    what: ClassVar[str] = "the exact GP's log density in C (bayes_gp.inference.native_gp)"
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return (self.kernel,)
+
+    def layout(self, model) -> _Layout:
+        """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""
+        return _layout(model, self)
+
+    def struct(self, layout: _Layout) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The C struct and the arrays it points into (:func:`_data`)."""
+        return _data(self, layout)
 
 
 def register(model, describer: Callable[[], NativeGP | None]) -> None:
@@ -316,7 +336,7 @@ def _prior(rv, size: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.n
     params = [np.broadcast_to(_constant(p), (size,)) for p in op.dist_params(rv.owner)]
     # every parameter but a location (LogNormal's mu, a half distribution's loc) is a scale or
     # shape: positive. Invalid ones go to PyMC's model, whose checks name them.
-    located = name in ("lognormal", "halfnormal") or (name == "halfcauchy" and len(params) == 2)
+    located = name in ("lognormal", "halfnormal", "normal") or (name == "halfcauchy" and len(params) == 2)
     scales = params[1:] if located else params
     if not all(np.all(np.isfinite(p)) for p in params) or not all(np.all(p > 0) for p in scales):
         raise NotNative(f"{rv.name}'s prior has parameters that are not finite and positive")
@@ -339,6 +359,9 @@ def _prior(rv, size: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.n
     if name == "exponential":
         (scale,) = params
         return 4, scale, scale, -np.log(scale), scale
+    if name == "normal":  # on the value itself: its support point is not on the log scale
+        mu, sd = params
+        return 6, mu, sd, -np.log(sd) - 0.5 * np.log(2 * np.pi), mu
     # halfcauchy
     loc, beta = params if len(params) == 2 else (np.zeros(size), params[0])
     if np.any(loc != 0):
@@ -366,6 +389,10 @@ class _Layout:
     shape_info: tuple[list[str], list[slice], list[tuple[int, ...]]]
     expand_src: np.ndarray
     expand_exp: np.ndarray
+
+    @property
+    def n_expanded(self) -> int:
+        return len(self.expand_src)
 
 
 def _layout(model, gp: NativeGP) -> _Layout:
@@ -410,6 +437,8 @@ def _layout(model, gp: NativeGP) -> _Layout:
         if role == "ls" and size not in (1, D):
             raise NotNative(f"{rv.name} has {size} entries, not 1 or {D}")
         kind, pa, pb, pc, point = _prior(rv, size)
+        if kind == PRIOR_IDS["normal"]:  # (a log-transformed Normal is not a PyMC prior)
+            raise NotNative(f"{rv.name} has a Normal prior")
         offsets[role] = count
         if role == "ls":
             n_ls = size
@@ -464,10 +493,11 @@ class _Address:
         self.address = address
 
 
-def _struct(values: dict[str, Any]) -> np.ndarray:
-    """``gp_t`` as a flat array of 64-bit words (:data:`_LAYOUT`)."""
-    words = np.zeros(len(_LAYOUT), dtype=np.uint64)
-    for k, (name, kind) in enumerate(_LAYOUT):
+def _struct(values: dict[str, Any], fields: tuple = _LAYOUT) -> np.ndarray:
+    """``gp_t`` (or the struct of ``fields``, as :data:`_LAYOUT`) as a flat array of 64-bit
+    words."""
+    words = np.zeros(len(fields), dtype=np.uint64)
+    for k, (name, kind) in enumerate(fields):
         value = values[name]
         if kind == "f":
             words[k : k + 1] = np.array([value], dtype=np.float64).view(np.uint64)
@@ -492,14 +522,15 @@ def plan(model) -> tuple[tuple[NativeGP, _Layout] | None, str]:
     gp = describe(model)
     if gp is None:
         return None, "the model is not an exact GP regression the C path describes"
-    if gp.kernel not in KERNEL_IDS:
-        return None, f"the C path has no {gp.kernel!r} kernel"
+    missing = [k for k in gp.kernels if k not in KERNEL_IDS]
+    if missing:
+        return None, f"the C path has no {missing[0]!r} kernel"
     # the layout depends on the model's variables only (the description's data and jitter are
     # read anew each time): kept per model, with the reason where there is none
     cached = _LAYOUTS.get(model)
     if cached is None or cached[0] != _variables_key(model):
         try:
-            cached = (_variables_key(model), _layout(model, gp), "")
+            cached = (_variables_key(model), gp.layout(model), "")
         except NotNative as err:
             cached = (_variables_key(model), None, f"not on the C path: {err}")
         _LAYOUTS[model] = cached
@@ -528,8 +559,7 @@ def compile_native(model) -> tuple[Any | None, str]:
     if lib is None:
         return None, f"not on the C path: {failure()}"
     return _compiled_model(model, *planned, lib), (
-        "the exact GP's log density in C (bayes_gp.inference.native_gp): nothing compiled "
-        "for this model"
+        f"{planned[0].what}: nothing compiled for this model"
     )
 
 
@@ -583,7 +613,7 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
     from threadpoolctl import threadpool_limits
 
     planned, _ = plan(model)
-    if planned is None or not arrays:
+    if planned is None or not arrays or not isinstance(planned[0], NativeGP):
         return None
     lib = library()
     if lib is None:
@@ -618,10 +648,12 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
 def _compiled_model(model, gp: NativeGP, layout: _Layout, lib):
     from nutpie.compile_pymc import CompiledPyMCModel, _prepare_dims_and_coords
 
-    user_data, arrays = _data(gp, layout)
-    reparam = [model.rvs_to_values[rv].name for rv in model.free_RVs]
+    user_data, arrays = gp.struct(layout)
+    reparam = [model.rvs_to_values[rv].name for rv in model.free_RVs
+               if model.rvs_to_transforms.get(rv) is not None]  # fmt: skip
     dims, coords = _prepare_dims_and_coords(model, layout.shape_info, reparam)
-    start, sizes = layout.start, [sl.stop - sl.start for sl in layout.shape_info[1][:len(reparam)]]
+    n_rvs = len(model.free_RVs)
+    start, sizes = layout.start, [sl.stop - sl.start for sl in layout.shape_info[1][:n_rvs]]
 
     def initial_point(seed) -> np.ndarray:
         # PyMC's support points on the log scale with its U(-1, 1) jitter, drawn as
@@ -635,18 +667,19 @@ def _compiled_model(model, gp: NativeGP, layout: _Layout, lib):
 
     cls = _native_class(CompiledPyMCModel)
     names, _, shapes = layout.shape_info
+    logp, expand = gp.symbols
     return cls(
         _n_dim=layout.n_free,
         dims=dims,
         _coords=coords,
         _shapes={name: tuple(shape) for name, shape in zip(names, shapes, strict=True)},
-        compiled_logp_func=_Address(ctypes.cast(lib.gp_logp, ctypes.c_void_p).value),
-        compiled_expand_func=_Address(ctypes.cast(lib.gp_expand, ctypes.c_void_p).value),
+        compiled_logp_func=_Address(ctypes.cast(getattr(lib, logp), ctypes.c_void_p).value),
+        compiled_expand_func=_Address(ctypes.cast(getattr(lib, expand), ctypes.c_void_p).value),
         initial_point_func=initial_point,
         shared_data={},
         shared_var_keys={},
         user_data=user_data,
-        n_expanded=len(layout.expand_src),
+        n_expanded=layout.n_expanded,
         shape_info=layout.shape_info,
         logp_func=None,
         expand_func=None,

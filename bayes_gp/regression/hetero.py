@@ -25,7 +25,9 @@ chains × 200 draws after 300 tuning steps: bulk ESS 21 and 17 for ``ls`` and ``
 1.11 and 1.09, against 426 and 405, R-hat 1.00, with :math:`f` integrated out). After
 sampling, each draw gets an exact draw of :math:`f` from the Gaussian :math:`p(f \mid y, g,
 \theta)` (R&W eqs. 2.23–2.24 with noise covariance :math:`\operatorname{diag}(e^{2g})`), so the
-posterior holds both latent processes.
+posterior holds both latent processes. nutpie samples it on a log density and gradient in C
+(:mod:`bayes_gp.inference.native_hetero`: nothing compiled per model) where the kernels and
+priors are ones that code knows, and on numba's compilation of this PyMC model otherwise.
 
 The pointwise ``log_likelihood`` terms are :math:`\log p(y_i \mid y_{-i}, g, \theta)` (R&W eqs.
 5.10–5.12 with covariance :math:`K_f + \operatorname{diag}(e^{2g})`), the PSIS-LOO terms of a
@@ -65,10 +67,13 @@ from bayes_gp._validation import (
     f64,
     new_inputs,
 )
+from bayes_gp.inference import native_gp
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, Jitter, JitterChoice, PreflightJitter
+from bayes_gp.inference.native_hetero import NativeHetero
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.kernels.catalogue import (
+    KERNELS,
     DataScale,
     check_kernel_ard,
     default_prior,
@@ -238,11 +243,36 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
             C = plus_diagonal(gram(cov_f, self.X), self.jitter_f + pt.exp(2.0 * g))
             marginal_normal("y", mean_f(X), C, observed=self.y, dims="obs")  # R&W eq. 5.9 gradient
         self._cov_f, self._cov_g = cov_f, cov_g
+        self._native_hyper = {**hyper_f, **{f"noise_{p}": v for p, v in hyper_g.items()},
+                              "noise_mean": noise_mean}  # fmt: skip
+        native_gp.register(model, self._native_description)
         self._mean_f, self._mean_g = mean_f, mean_g
         names = [*self.spec.params, *self._noise_names, "noise_mean"]
         # a hyperparameter fixed by a number in `priors` is a constant, not a variable
         self._hyper_rvs = [model[name] for name in names if name in model.named_vars]
         return model
+
+    def _native_description(self) -> NativeHetero | None:
+        """The model as the C log density of :mod:`bayes_gp.inference.native_hetero` computes
+        it, or ``None`` where it does not (nutpie compiles it with numba then): catalogue
+        kernels of a length-scale and an amplitude (the C code's own checks follow: which
+        kernels, which priors, nothing added to the model)."""
+        specs = (self.spec, self.noise_spec)
+        if type(self) is not HeteroscedasticGPRegression or any(
+            KERNELS.get(s.name) is not s or set(s.params) != {"ls", "eta"} for s in specs
+        ):
+            return None
+        return NativeHetero(
+            kernel=self.spec.name,
+            noise_kernel=self.noise_spec.name,
+            X=self.X,
+            y=self.y - self.scale.y_mean,
+            jitter_f=float(self.jitter_f),
+            jitter_g=float(self.jitter_tensor.get_value()),
+            hyper=self._native_hyper,
+            z=self.model["g_rotated_"],
+            g=self.model["g"],
+        )
 
     @property
     def hyperparameters(self) -> list[str]:

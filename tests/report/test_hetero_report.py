@@ -3,7 +3,8 @@ description with its noise GP, the summary of the hyperparameters with the laten
 ``g`` aggregated, every figure (the bands with the noise-sd panel), replicated data drawn with
 the model's noise, and the PSIS-LOO comparison with a homoscedastic GP.
 
-One real short NUTS run per model (PyMC's sampler, 2 x 100 draws after 100 tuning steps, 30
+One real short NUTS run per model (nutpie, the heteroscedastic model on its C log density
+(bayes_gp.inference.native_hetero); 2 x 100 draws after 100 tuning steps, 30
 points with a noise sd growing from 0.05 to 1.05), shared by the module.
 """
 
@@ -41,7 +42,7 @@ def hetero():
 
 @pytest.fixture(scope="module")
 def idata_h(hetero):
-    return hetero.sample(draws=100, tune=100, chains=2, sampler="pymc", random_seed=1)
+    return hetero.sample(draws=100, tune=100, chains=2, sampler="nutpie", random_seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_report_describes_the_noise_gp(rep_h):
     ):
         assert text in html, text
     assert "K + σ²I" not in html
-    assert rep_h.title == "bayes_gp report: expquad, noise GP expquad NUTS (pymc)"
+    assert rep_h.title == "bayes_gp report: expquad, noise GP expquad NUTS (nutpie)"
 
 
 @pytest.mark.slow

@@ -45,7 +45,8 @@ enum {
     P_GAMMA = 2,
     P_INVGAMMA = 3,
     P_EXPONENTIAL = 4,
-    P_HALFCAUCHY = 5
+    P_HALFCAUCHY = 5,
+    P_NORMAL = 6 /* of an untransformed coordinate: u is the value itself */
 };
 
 /* Every field 8 bytes: Python fills it as a flat array of 64-bit words (native_gp.py,
@@ -69,13 +70,13 @@ typedef struct {
  * of 16 / 32 / 64 at n = 100 to 500 for the same scheme in bayes_gp.solvers._numba_lapack). */
 #define TRI_LEAF 16
 
-/* C^-1 from its lower Cholesky factor L (column-major, leading dimension n), written over
- * L's triangle: LAPACK dpotri's result without dpotri, whose dtrtri OpenBLAS runs at a fifth
- * of its product rate at these sizes. L^-1 is built from the inverses of its TRI_LEAF
- * diagonal blocks, adjacent inverted blocks joined pairwise by
+/* L^-1 from the lower triangular L (column-major, leading dimension n), written over L's
+ * triangle, without dtrtri over the whole matrix, which OpenBLAS runs at a fifth of its
+ * product rate at these sizes: the inverses of its TRI_LEAF diagonal blocks, adjacent
+ * inverted blocks joined pairwise by
  *   [[L11, 0], [L21, L22]]^-1 = [[L11^-1, 0], [-L22^-1 L21 L11^-1, L22^-1]]
- * (two dtrmm), then dlauum gives L^-T L^-1. Returns LAPACK's info (0: done). */
-static int inverse_from_factor(const gp_t *g, int n, double *L) {
+ * (two dtrmm). Returns LAPACK's info (0: done). */
+static int invert_factor(const gp_t *g, int n, double *L) {
     char lo = 'L', no = 'N', left = 'L', right = 'R';
     int info = 0, ld = n;
     double one = 1.0, minus_one = -1.0;
@@ -94,6 +95,16 @@ static int inverse_from_factor(const gp_t *g, int n, double *L) {
                     &ld);
         }
     }
+    return 0;
+}
+
+/* C^-1 from its lower Cholesky factor L (column-major, leading dimension n), written over
+ * L's triangle: LAPACK dpotri's result without dpotri, L^-1 (invert_factor), then dlauum
+ * gives L^-T L^-1. Returns LAPACK's info (0: done). */
+static int inverse_from_factor(const gp_t *g, int n, double *L) {
+    char lo = 'L';
+    int info = invert_factor(g, n, L), ld = n;
+    if (info != 0) return info;
     g->lauum(&lo, &ld, L, &ld, &info);
     return info;
 }
@@ -217,7 +228,8 @@ static void kernel_row(int64_t kind, int64_t m, const double *r2, double *k, dou
     }
 }
 
-/* Prior log density of v = e^u in u, without the log-Jacobian u, and its derivative in u. */
+/* Prior log density of v = e^u in u, without the log-Jacobian u, and its derivative in u;
+ * for P_NORMAL the density of u itself (a coordinate without a transform). */
 static double prior_logp(int64_t kind, double u, double a, double b, double c, double *du) {
     double v = exp(u);
     switch (kind) {
@@ -245,6 +257,11 @@ static double prior_logp(int64_t kind, double u, double a, double b, double c, d
         *du = -2.0 * z * z / (1.0 + z * z);
         return c - log1p(z * z);
     }
+    case P_NORMAL: { /* mu = a, sigma = b; c = -log(b) - log(2 pi)/2 */
+        double z = (u - a) / b;
+        *du = -z / b;
+        return c - 0.5 * z * z;
+    }
     default:
         *du = 0.0;
         return 0.0;
@@ -257,10 +274,15 @@ typedef struct {
     double *A, *Kb, *Kp, *alpha, *r2, *il2, *g_ls;
 } eval_t;
 
-static int eval_space(const gp_t *g, eval_t *e) {
+/* The doubles one evaluation of g takes (eval_t). */
+static size_t eval_size(const gp_t *g) {
+    size_t n = (size_t)g->n;
+    return 3 * n * n + 2 * n + 2 * (size_t)g->n_ls;
+}
+
+/* e's arrays laid out from w (eval_size(g) doubles); returns the first double after them. */
+static double *eval_carve(const gp_t *g, double *w, eval_t *e) {
     size_t n = (size_t)g->n, nn = n * n, n_ls = (size_t)g->n_ls;
-    double *w = workspace(3 * nn + 2 * n + 2 * n_ls);
-    if (!w) return 0;
     e->A = w;
     e->Kb = w + nn;
     e->Kp = e->Kb + nn;
@@ -268,6 +290,13 @@ static int eval_space(const gp_t *g, eval_t *e) {
     e->r2 = e->alpha + n;
     e->il2 = e->r2 + n;
     e->g_ls = e->il2 + n_ls;
+    return e->g_ls + n_ls;
+}
+
+static int eval_space(const gp_t *g, eval_t *e) {
+    double *w = workspace(eval_size(g));
+    if (!w) return 0;
+    eval_carve(g, w, e);
     return 1;
 }
 
@@ -336,43 +365,49 @@ static int factor_solve(const gp_t *g, eval_t *e, double *logdet) {
     return 0;
 }
 
-int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
-    const gp_t *g = (const gp_t *)data;
-    if ((int64_t)dim != g->n_free) return -1;
-    const int64_t n = g->n, d = g->d, n_ls = g->n_ls;
-    eval_t e;
-    if (!eval_space(g, &e)) return 1;
-
+/* The priors of the n_free coordinates of x and the log transform's log-Jacobian (none for
+ * P_NORMAL, the one untransformed kind): their sum, and their gradient written into grad. */
+static double priors(int64_t n_free, const int64_t *kind, const double *a, const double *b,
+                     const double *c, const double *x, double *grad) {
     double lp = 0.0;
-    for (int64_t i = 0; i < g->n_free; i++) {
+    for (int64_t i = 0; i < n_free; i++) {
         double du = 0.0;
-        lp += prior_logp(g->prior_kind[i], x[i], g->prior_a[i], g->prior_b[i], g->prior_c[i], &du);
-        lp += x[i]; /* log-Jacobian of the log transform */
-        grad[i] = du + 1.0;
+        lp += prior_logp(kind[i], x[i], a[i], b[i], c[i], &du);
+        if (kind[i] != P_NORMAL) { /* log-Jacobian of the log transform */
+            lp += x[i];
+            du += 1.0;
+        }
+        grad[i] = du;
     }
-    double sigma = assemble(g, x, &e), logdet = 0.0;
-    if (factor_solve(g, &e, &logdet) != 0) {
-        *logp = -INFINITY;
-        return 4;
-    }
-    const double *A = e.A, *Kb = e.Kb, *alpha = e.alpha;
+    return lp;
+}
+
+/* log N(y | 0, C) (R&W eq. 2.30) added to *lp and its gradient in the log-hyperparameters of
+ * g added to grad (R&W eq. 5.9), C assembled at x with extra_diag (n, or NULL) added to its
+ * diagonal; where wdiag is not NULL, wdiag[i] = alpha_i^2 - [C^-1]_ii, twice the derivative
+ * of the log density in C_ii. Returns 0, or 4 where C is not positive definite. */
+static int exact_logp(const gp_t *g, const double *x, eval_t *e, const double *extra_diag,
+                      double *lp, double *grad, double *wdiag) {
+    const int64_t n = g->n, d = g->d, n_ls = g->n_ls;
+    double sigma = assemble(g, x, e), logdet = 0.0;
+    if (extra_diag)
+        for (int64_t i = 0; i < n; i++) e->A[i * n + i] += extra_diag[i];
+    if (factor_solve(g, e, &logdet) != 0) return 4;
+    const double *A = e->A, *Kb = e->Kb, *alpha = e->alpha;
     double quad = 0.0;
     for (int64_t i = 0; i < n; i++) quad += g->y[i] * alpha[i];
-    lp += -0.5 * quad - 0.5 * logdet - 0.5 * (double)n * log(2.0 * M_PI);
-    if (inverse_from_factor(g, (int)n, e.A) != 0) { /* C^-1, upper triangle (row-major) */
-        *logp = -INFINITY;
-        return 4;
-    }
+    *lp += -0.5 * quad - 0.5 * logdet - 0.5 * (double)n * log(2.0 * M_PI);
+    if (inverse_from_factor(g, (int)n, e->A) != 0) return 4; /* C^-1, upper (row-major) */
 
     /* R&W eq. 5.9 over the upper triangle, W = (alpha alpha' - C^-1) / 2, off-diagonal terms
      * twice: d/dlog eta = sum W 2K, d/dlog sigma = sum_i W_ii 2 sigma^2,
      * d/dlog ls_d = sum W eta^2 k'(r^2) (-2 (x_d - x'_d)^2 / ls_d^2) */
-    double g_eta = 0.0, g_sigma = 0.0, *g_ls = e.g_ls;
+    double g_eta = 0.0, g_sigma = 0.0, *g_ls = e->g_ls;
     for (int64_t k = 0; k < n_ls; k++) g_ls[k] = 0.0;
     for (int64_t i = 0; i < n; i++) {
         const int64_t m = n - i - 1, o = i * n + i + 1;
         const double *crow = A + o, *krow = Kb + o, *aj = alpha + i + 1;
-        double *wk = e.Kp + o; /* eta^2 k'(r^2), then 2 W_ij times it */
+        double *wk = e->Kp + o; /* eta^2 k'(r^2), then 2 W_ij times it */
         double ai = alpha[i], s_eta = 0.0;
         for (int64_t j = 0; j < m; j++) {
             double w = ai * aj[j] - crow[j]; /* 2 W_ij: the off-diagonal terms count twice */
@@ -380,6 +415,7 @@ int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void 
             wk[j] *= w;
         }
         double wii = 0.5 * (ai * ai - A[i * n + i]);
+        if (wdiag) wdiag[i] = 2.0 * wii;
         g_eta += 2.0 * (s_eta + wii * Kb[i * n + i]);
         g_sigma += wii * 2.0 * sigma * sigma;
         for (int64_t dd = 0; dd < d; dd++) {
@@ -390,13 +426,25 @@ int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void 
                 s += wk[j] * diff * diff;
             }
             int64_t k = n_ls == 1 ? 0 : dd;
-            g_ls[k] += -2.0 * s * e.il2[k];
+            g_ls[k] += -2.0 * s * e->il2[k];
         }
     }
     for (int64_t k = 0; k < n_ls; k++) grad[g->off_ls + k] += g_ls[k];
     if (g->off_eta >= 0) grad[g->off_eta] += g_eta;
     if (g->off_sigma >= 0) grad[g->off_sigma] += g_sigma;
+    return 0;
+}
 
+int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
+    const gp_t *g = (const gp_t *)data;
+    if ((int64_t)dim != g->n_free) return -1;
+    eval_t e;
+    if (!eval_space(g, &e)) return 1;
+    double lp = priors(g->n_free, g->prior_kind, g->prior_a, g->prior_b, g->prior_c, x, grad);
+    if (exact_logp(g, x, &e, NULL, &lp, grad, NULL) != 0) {
+        *logp = -INFINITY;
+        return 4;
+    }
     *logp = lp;
     for (int64_t i = 0; i < g->n_free; i++)
         if (!isfinite(grad[i])) return 3;
@@ -440,5 +488,175 @@ int64_t gp_expand(uint64_t dim, uint64_t expanded, const double *x, double *out,
         double u = x[g->expand_src[k]];
         out[k] = g->expand_exp[k] ? exp(u) : u;
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The heteroscedastic GP (bayes_gp.HeteroscedasticGPRegression; Goldberg, Williams & Bishop
+ * 1998) as bayes_gp.inference.native_gp describes it in a het_t: f integrated out,
+ *   y - m ~ N(0, C),  C = K_f + diag(e^{2 g}) + jitter_f I                   (R&W eq. 2.30)
+ * and the log noise sd g whitened (pm.gp.Latent(reparameterize=True)):
+ *   g = mu_g + L_g z,  L_g L_g' = K_g + jitter_g I,  z ~ N(0, I).
+ * With W2_ii = alpha_i^2 - [C^-1]_ii (exact_logp's wdiag), the log density's derivative in g is
+ *   gbar_i = W2_ii e^{2 g_i}
+ * so d/dmu_g = sum_i gbar_i and d/dz = L_g' gbar. Through the Cholesky factor (reverse mode,
+ * Murray 2016, "Differentiation of the Cholesky decomposition", arXiv:1602.07527): with
+ * Lbar = tril(gbar z') and Phi the lower triangle with its diagonal halved,
+ *   Kbar_g = L_g^-T sym(Phi(L_g' Lbar)) L_g^-1,  sym(S) = (S + S') / 2,
+ * and Phi(L_g' Lbar) = Phi(v z') with v = L_g' gbar (L_g' Lbar is v z' on and below the
+ * diagonal). Then d/dtheta_g = sum_ij Kbar_ij dK_g,ij/dtheta_g. */
+typedef struct {
+    int64_t n, n_free, n_expanded, off_mean, off_z; /* off_mean -1: mu_g fixed */
+    double mean_fixed;
+    const int64_t *prior_kind;                      /* n_free */
+    const double *prior_a, *prior_b, *prior_c;      /* n_free */
+    const int64_t *expand_src, *expand_exp; /* n_expanded - n: the last n values are g */
+    const gp_t *f, *g; /* K_f (its y: y - m; no sigma) and K_g (its y unused) */
+} het_t;
+
+/* The workspace of one evaluation: f's and g's eval_t, then g, gbar, v and Kbar (n x n). */
+typedef struct {
+    eval_t ef, eg;
+    double *gv, *gbar, *v, *B;
+} het_eval_t;
+
+static int het_space(const het_t *h, het_eval_t *e) {
+    size_t n = (size_t)h->n;
+    double *w = workspace(eval_size(h->f) + eval_size(h->g) + 3 * n + n * n);
+    if (!w) return 0;
+    w = eval_carve(h->g, eval_carve(h->f, w, &e->ef), &e->eg);
+    e->gv = w;
+    e->gbar = w + n;
+    e->v = w + 2 * n;
+    e->B = w + 3 * n;
+    return 1;
+}
+
+/* g = mu_g + L_g z at x, L_g over e->eg.A (column-major lower). Returns 0, or 4 where
+ * K_g + jitter_g I is not positive definite. */
+static int het_latent(const het_t *h, const double *x, het_eval_t *e) {
+    const int64_t n = h->n;
+    int ni = (int)n, info = 0;
+    char lo = 'L';
+    assemble(h->g, x, &e->eg);
+    h->g->potrf(&lo, &ni, e->eg.A, &ni, &info);
+    if (info != 0) return 4;
+    const double mu = h->off_mean >= 0 ? x[h->off_mean] : h->mean_fixed, *z = x + h->off_z;
+    for (int64_t i = 0; i < n; i++) e->gv[i] = mu;
+    for (int64_t j = 0; j < n; j++) { /* column j of L_g: contiguous from its diagonal on */
+        const double *lcol = e->eg.A + j * n, zj = z[j];
+        for (int64_t i = j; i < n; i++) e->gv[i] += lcol[i] * zj;
+    }
+    return 0;
+}
+
+int64_t het_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
+    const het_t *h = (const het_t *)data;
+    if ((int64_t)dim != h->n_free) return -1;
+    const int64_t n = h->n;
+    het_eval_t e;
+    if (!het_space(h, &e)) return 1;
+    double lp = priors(h->n_free, h->prior_kind, h->prior_a, h->prior_b, h->prior_c, x, grad);
+    if (het_latent(h, x, &e) != 0) {
+        *logp = -INFINITY;
+        return 4;
+    }
+    double *gv = e.gv, *gbar = e.gbar, *v = e.v, *B = e.B, *L = e.eg.A;
+    for (int64_t i = 0; i < n; i++) v[i] = exp(2.0 * gv[i]); /* the noise variances */
+    if (exact_logp(h->f, x, &e.ef, v, &lp, grad, gbar) != 0) {
+        *logp = -INFINITY;
+        return 4;
+    }
+    double g_mean = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        gbar[i] *= v[i];
+        g_mean += gbar[i];
+    }
+    if (h->off_mean >= 0) grad[h->off_mean] += g_mean;
+    const double *z = x + h->off_z;
+    for (int64_t j = 0; j < n; j++) { /* v = L_g' gbar: column j of L_g against gbar */
+        const double *lcol = L + j * n;
+        double s = 0.0;
+        for (int64_t i = j; i < n; i++) s += lcol[i] * gbar[i];
+        v[j] = s;
+        grad[h->off_z + j] += s;
+    }
+
+    /* M = L_g^-1 over L (column-major lower), B = (Phi(v z') + Phi(v z')') M column by column:
+     * B_ik = v_i P_ik + z_i (Q_k - R_ik) for i >= k, z_i Q_k for i < k, with
+     * P_ik = sum_{k<=j<=i} z_j M_jk, R_ik = sum_{k<=j<=i} v_j M_jk, Q_k = sum_{j>=k} v_j M_jk;
+     * then Kbar = M' B / 2 (dtrmm). */
+    if (invert_factor(h->g, (int)n, L) != 0) {
+        *logp = -INFINITY;
+        return 4;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        const double *mcol = L + k * n;
+        double *bcol = B + k * n, q = 0.0, p = 0.0, r = 0.0;
+        for (int64_t j = k; j < n; j++) q += v[j] * mcol[j];
+        for (int64_t i = 0; i < k; i++) bcol[i] = z[i] * q;
+        for (int64_t i = k; i < n; i++) {
+            p += z[i] * mcol[i];
+            r += v[i] * mcol[i];
+            bcol[i] = v[i] * p + z[i] * (q - r);
+        }
+    }
+    {
+        char left = 'L', lo = 'L', tr = 'T', no = 'N';
+        int ni = (int)n;
+        double half = 0.5;
+        h->g->trmm(&left, &lo, &tr, &no, &ni, &ni, &half, L, &ni, B, &ni);
+    }
+    /* d/dlog eta_g = sum_ij Kbar_ij 2 K_ij; d/dlog ls_d = sum_ij Kbar_ij eta^2 k'(r^2)
+     * (-2 (x_d - x'_d)^2 / ls_d^2), over the upper triangle (row-major) with the two halves
+     * of Kbar averaged and the off-diagonal terms counted twice */
+    const gp_t *gg = h->g;
+    const int64_t d = gg->d, n_ls = gg->n_ls;
+    double g_eta = 0.0, *g_ls = e.eg.g_ls, *Kb = e.eg.Kb;
+    for (int64_t k = 0; k < n_ls; k++) g_ls[k] = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = n - i - 1, o = i * n + i + 1;
+        const double *krow = Kb + o;
+        double *wk = e.eg.Kp + o, s_eta = 0.0;
+        for (int64_t j = 0; j < m; j++) {
+            double w = B[o + j] + B[(i + 1 + j) * n + i]; /* 2 Kbar_ij */
+            s_eta += w * krow[j];
+            wk[j] *= w;
+        }
+        g_eta += 2.0 * (s_eta + B[i * n + i] * Kb[i * n + i]);
+        for (int64_t dd = 0; dd < d; dd++) {
+            const double *col = gg->XT + dd * n + i + 1;
+            double xi = col[-1], s = 0.0;
+            for (int64_t j = 0; j < m; j++) {
+                double diff = col[j] - xi;
+                s += wk[j] * diff * diff;
+            }
+            int64_t k = n_ls == 1 ? 0 : dd;
+            g_ls[k] += -2.0 * s * e.eg.il2[k];
+        }
+    }
+    for (int64_t k = 0; k < n_ls; k++) grad[gg->off_ls + k] += g_ls[k];
+    if (gg->off_eta >= 0) grad[gg->off_eta] += g_eta;
+
+    *logp = lp;
+    for (int64_t i = 0; i < h->n_free; i++)
+        if (!isfinite(grad[i])) return 3;
+    if (!isfinite(lp)) return 4;
+    return 0;
+}
+
+/* nutpie's stored values: the coordinates (expand_src, exp() where expand_exp), then g. */
+int64_t het_expand(uint64_t dim, uint64_t expanded, const double *x, double *out, void *data) {
+    const het_t *h = (const het_t *)data;
+    if ((int64_t)dim != h->n_free || (int64_t)expanded != h->n_expanded) return -1;
+    const int64_t n = h->n, head = h->n_expanded - n;
+    het_eval_t e;
+    if (!het_space(h, &e)) return 1;
+    for (int64_t k = 0; k < head; k++) {
+        double u = x[h->expand_src[k]];
+        out[k] = h->expand_exp[k] ? exp(u) : u;
+    }
+    if (het_latent(h, x, &e) != 0) return 4;
+    memcpy(out + head, e.gv, sizeof(double) * n);
     return 0;
 }
