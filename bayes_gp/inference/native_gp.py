@@ -65,6 +65,7 @@ import numpy as np
 __all__ = [
     "NativeGP",
     "compile_native",
+    "compile_native_data",
     "covers",
     "describe",
     "enabled",
@@ -74,6 +75,7 @@ __all__ = [
     "native",
     "plan",
     "register",
+    "register_like",
     "set_enabled",
     "start_compiling",
 ]
@@ -166,6 +168,32 @@ def register(model, describer: Callable[[], NativeGP | None]) -> None:
     is sampled (after the jitter pre-flight), and returns ``None`` where the model is not one
     the C code computes."""
     _DESCRIBERS[model] = describer
+
+
+def register_like(model, template) -> None:
+    """Describe ``model``, a copy of ``template`` (``pm.observe`` of it, say: the same
+    variables by name, perhaps in another order), as ``template`` is described, with its own
+    variables in the description."""
+    from pytensor.graph.basic import Variable
+
+    def own(value):
+        name = getattr(value, "name", None)
+        if isinstance(value, Variable) and name is not None and name in model.named_vars:
+            return model[name]
+        return value
+
+    def describer():
+        gp = describe(template)
+        if gp is None:
+            return None
+        changes = {}
+        for field in dataclasses.fields(gp):
+            value = getattr(gp, field.name)
+            changes[field.name] = ({k: own(v) for k, v in value.items()}
+                                   if isinstance(value, dict) else own(value))  # fmt: skip
+        return dataclasses.replace(gp, **changes)
+
+    register(model, describer)
 
 
 def describe(model) -> NativeGP | None:
@@ -561,6 +589,26 @@ def compile_native(model) -> tuple[Any | None, str]:
     return _compiled_model(model, *planned, lib), (
         f"{planned[0].what}: nothing compiled for this model"
     )
+
+
+def compile_native_data(model, y) -> tuple[Any | None, str]:
+    """:func:`compile_native` of ``model`` with its observed data replaced by ``y``: the same
+    description (kernels, priors, jitter) and the same fixed mean, nothing rebuilt or compiled;
+    what simulation-based calibration fits to each simulated data set
+    (:func:`bayes_gp.validate.sbc`)."""
+    planned, reason = plan(model)
+    if planned is None:
+        return None, reason
+    lib = library()
+    if lib is None:
+        return None, f"not on the C path: {failure()}"
+    gp, layout = planned
+    observed = _constant(model.rvs_to_values[model.observed_RVs[0]]).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if y.shape != observed.shape:
+        raise ValueError(f"`y` has {y.size} values, the model {observed.size}")
+    gp = dataclasses.replace(gp, y=y - (observed - gp.y))  # y minus the same fixed mean
+    return _compiled_model(model, gp, layout, lib), f"{gp.what}: nothing compiled"
 
 
 def _data(gp: NativeGP, layout: _Layout) -> tuple[np.ndarray, dict[str, np.ndarray]]:

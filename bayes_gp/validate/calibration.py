@@ -362,10 +362,25 @@ def _make_spec(
         max_draws,
         dict(sample_kwargs or {}),
         # nutpie's backend for fit="compiled" (worker processes take the caller's): JAX when
-        # bayes_gp.inference.compiled's setting asks for it, else numba (also under "auto":
-        # one compilation serves every simulation, and numba's gradient is the cheaper one)
-        "jax" if nutpie_backend_setting() == "jax" else "numba",
+        # bayes_gp.inference.compiled's setting asks for it, else bayes_gp's C log density
+        # where it computes the model (nothing compiled), else numba (also under "auto": one
+        # compilation serves every simulation, and numba's gradient is the cheaper one)
+        _compiled_backend(make_model, y, fit, nutpie_backend_setting()),
     )
+
+
+def _compiled_backend(make_model: Callable, y: np.ndarray, fit, setting: str) -> str:
+    """``"jax"``, ``"native"`` or ``"numba"``: how ``fit="compiled"`` compiles the model."""
+    if setting == "jax":
+        return "jax"
+    if fit != "compiled":
+        return "numba"
+    import pymc as pm
+
+    from bayes_gp.inference import native_gp
+
+    model = getattr(make_model(np.array(y, copy=True)), "model", None)
+    return "native" if isinstance(model, pm.Model) and native_gp.covers(model) else "numba"
 
 
 def sbc(
@@ -412,9 +427,12 @@ def sbc(
     fit : {"compiled", "sample"} or callable
         ``"compiled"``: nutpie's compiled model of ``make_model(y)``, compiled once, with each
         simulated data set swapped in (fast; the sampler is nutpie with
-        ``target_accept=0.9`` as in ``GPRegression.sample``, compiled by numba, or by JAX
-        under ``bayes_gp.inference.compiled.nutpie_backend("jax")``, recorded in
-        ``settings["nutpie_backend"]``; the two round differently, so long runs may differ).
+        ``target_accept=0.9`` as in ``GPRegression.sample``, on bayes_gp's C log density
+        where :mod:`bayes_gp.inference.native_gp` computes the model (nothing compiled),
+        else compiled by numba, or by JAX under
+        ``bayes_gp.inference.compiled.nutpie_backend("jax")``; recorded in
+        ``settings["nutpie_backend"]``: ``"native"``, ``"numba"`` or ``"jax"``; they round
+        differently, so long runs may differ).
         ``"sample"``: ``make_model(y_sim).sample(draws=, tune=, chains=, random_seed=, **sample_kwargs)``
         for each simulation (compiles every time, uses the model's own sampler choice and
         jitter check). A callable ``fit(model, *, draws, tune, chains, random_seed,

@@ -137,7 +137,7 @@ class _Spec:
     thin_to: int
     max_draws: int
     sample_kwargs: Mapping[str, Any]
-    nutpie_backend: str = "numba"  # of fit="compiled": "numba" or "jax"
+    nutpie_backend: str = "numba"  # of fit="compiled": "numba", "jax" or "native" (C)
 
 
 # ------------------------------------------------------------------------------ the runner
@@ -257,7 +257,15 @@ class _Runner:
             self._dtype = obs.type.dtype
             shared = pytensor.shared(np.asarray(self.spec.y).astype(self._dtype), name=SHARED_NAME)
             model = pm.observe(gp.model, {obs.name: shared})
-            if self.spec.nutpie_backend == "jax":
+            if self.spec.nutpie_backend == "native":
+                # bayes_gp's C log density (bayes_gp.inference.native_gp): nothing to compile,
+                # each data set goes into a description of this model (fit()), whose variables
+                # are in the order of the compiled backends' (pm.observe may reorder them)
+                from bayes_gp.inference import native_gp
+
+                native_gp.register_like(model, gp.model)
+                self._compiled = model
+            elif self.spec.nutpie_backend == "jax":
                 # (an Op without a JAX version is named by choose_backend's error)
                 _, _, entry = choose_backend(model, 0, setting="jax")
                 self._compiled = entry.compiled
@@ -274,7 +282,14 @@ class _Runner:
             import nutpie
 
             compiled = self._compiled_model()
-            compiled = compiled.with_data(**{SHARED_NAME: np.asarray(y).astype(self._dtype)})
+            if spec.nutpie_backend == "native":
+                from bayes_gp.inference import native_gp
+
+                compiled, reason = native_gp.compile_native_data(compiled, y)
+                if compiled is None:
+                    raise RuntimeError(f"the C log density is not available: {reason}")
+            else:
+                compiled = compiled.with_data(**{SHARED_NAME: np.asarray(y).astype(self._dtype)})
             kwargs = {"target_accept": 0.9, **spec.sample_kwargs}
             return nutpie.sample(
                 compiled,

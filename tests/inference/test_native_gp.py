@@ -317,3 +317,36 @@ def test_compiled_once_and_loaded(fresh_library):
     lib = native_gp.library()
     assert lib is not None and (fresh_library / "exact_gp-test.so").exists()
     assert native_gp.library() is lib
+
+
+def test_compile_native_data_swaps_the_observed_data():
+    """A description of the same model with other data (SBC's per-simulation fit): its log
+    density equals PyMC's for the model with that data observed, the fixed mean (here the
+    example data's sample mean) kept; a copy made by ``pm.observe`` (``register_like``) with its
+    variables in its own order gives the same; data of another length are refused."""
+    X, y = _data(n=20, d=1)
+    gp = GPRegression(X, y, "matern32")  # default mean: the constant mean(y), fixed
+    y_new = np.cos(X[:, 0])
+    obs = gp.model.observed_RVs[0]
+    swapped = pm.observe(gp.model, {obs.name: y_new})
+    logp = swapped.compile_logp(mode="FAST_COMPILE")
+    cm, reason = native_gp.compile_native_data(gp.model, y_new)
+    assert cm is not None, reason
+    copy = pm.observe(gp.model, {obs.name: y})
+    native_gp.register_like(copy, gp.model)
+    cm_copy, _ = native_gp.compile_native_data(copy, y_new)
+    names = [v.name for v in copy.value_vars]
+    for seed in range(2):
+        x = cm.initial_point_func(seed)
+        point = _point_of(cm, x)
+        np.testing.assert_allclose(_call(cm, x)[1], logp(point), rtol=1e-12)
+        x_copy = np.concatenate([np.atleast_1d(point[name]) for name in names])
+        np.testing.assert_allclose(_call(cm_copy, x_copy)[1], logp(point), rtol=1e-12)
+    with pytest.raises(ValueError, match="19 values, the model 20"):
+        native_gp.compile_native_data(gp.model, y_new[:-1])
+
+
+def _point_of(cm, x):
+    names, slices, shapes = cm.shape_info
+    return {nm: x[sl].reshape(sh) for nm, sl, sh in zip(names, slices, shapes, strict=True)
+            if nm.endswith("_log__")}  # fmt: skip
