@@ -38,7 +38,7 @@ attributes. The C log density equals the model's to rounding (``tests/inference/
 test_native_gp.py`` compares it and its gradient with a SciPy transcription and with PyMC's).
 
 The same library holds the heteroscedastic GP's log density (:mod:`bayes_gp.inference.
-native_hetero`): a model's description (:func:`register`) says which of the two it is.
+native_latent`): a model's description (:func:`register`) says which of the two it is.
 
 ``BAYES_GP_NATIVE=0`` (or :func:`set_enabled`) turns the path off.
 """

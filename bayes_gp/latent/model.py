@@ -43,7 +43,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from scipy.linalg import cho_solve
-from scipy.special import logit
+from scipy.special import gammaln, logit
 
 from bayes_gp._arguments import renamed_argument
 from bayes_gp._validation import (
@@ -55,6 +55,7 @@ from bayes_gp._validation import (
     hyperparameter_values,
     new_inputs,
 )
+from bayes_gp.inference import native_gp
 from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     DEFAULT_LATENT_JITTER,
@@ -75,6 +76,7 @@ from bayes_gp.inference.nuts import resolve_sampler
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.kernels.catalogue import (
+    KERNELS,
     DataScale,
     check_kernel_ard,
     default_prior,
@@ -606,7 +608,52 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             else:
                 pm.Normal("y", mu=f, sigma=phi[0], observed=lik.y, dims="obs")
         self._latent_pm = model
+        self._joint_mean = mean_func
+        native_gp.register(model, self._joint_description)
         return model
+
+    def _joint_description(self):
+        """The joint model as the C log density of :mod:`bayes_gp.inference.native_latent`
+        computes it, or ``None`` where it does not (nutpie compiles it with numba then): a
+        catalogue kernel of a length-scale and an amplitude at the training inputs, a zero or
+        constant mean, and the Bernoulli or binomial likelihood with the logit link or the
+        Poisson likelihood (the C code's own checks follow: which kernel, which priors,
+        nothing added to the model)."""
+        from bayes_gp.classification.gpc import GPClassifier
+        from bayes_gp.inference.native_latent import NativeJointLatent
+
+        lik, model, spec = self.likelihood, self._latent_pm, self.spec
+        if (
+            type(self) not in (LatentGP, GPClassifier)
+            or KERNELS.get(spec.name) is not spec
+            or set(spec.params) != {"ls", "eta"}
+        ):
+            return None
+        y = np.asarray(lik.y, dtype=np.float64)
+        if type(lik) is Bernoulli and self.link == "logit":
+            link, m, c = "logit", np.ones_like(y), np.zeros_like(y)
+        elif type(lik) is Binomial:  # log C(m, y)
+            m = np.asarray(lik.trials, dtype=np.float64)
+            c = gammaln(m + 1) - gammaln(y + 1) - gammaln(m - y + 1)
+            link = "logit"
+        elif type(lik) is Poisson:  # y log E - log y!
+            m = np.asarray(lik.exposure, dtype=np.float64)
+            link, c = "log", y * np.log(m) - gammaln(y + 1)
+        else:
+            return None
+        mean = self._joint_mean
+        if type(mean) is pm.gp.mean.Zero:
+            centre = 0.0
+        elif type(mean) is pm.gp.mean.Constant and getattr(mean.c, "ndim", np.ndim(mean.c)) == 0:
+            centre = mean.c
+        else:
+            return None
+        hyper = {p: model[p] if p in model.named_vars else self.priors.get(p) for p in spec.params}
+        return NativeJointLatent(
+            kernel=spec.name, X=self.X, link=link, y=y, m=m, c=c,
+            jitter=float(self.jitter_tensor.get_value()), hyper={**hyper, "mean": centre},
+            z=model["f_rotated_"], f=model["f"],
+        )  # fmt: skip
 
     @property
     def _kernel_inputs(self) -> np.ndarray:

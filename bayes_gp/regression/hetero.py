@@ -26,7 +26,7 @@ chains × 200 draws after 300 tuning steps: bulk ESS 21 and 17 for ``ls`` and ``
 sampling, each draw gets an exact draw of :math:`f` from the Gaussian :math:`p(f \mid y, g,
 \theta)` (R&W eqs. 2.23–2.24 with noise covariance :math:`\operatorname{diag}(e^{2g})`), so the
 posterior holds both latent processes. nutpie samples it on a log density and gradient in C
-(:mod:`bayes_gp.inference.native_hetero`: nothing compiled per model) where the kernels and
+(:mod:`bayes_gp.inference.native_latent`: nothing compiled per model) where the kernels and
 priors are ones that code knows, and on numba's compilation of this PyMC model otherwise.
 
 The pointwise ``log_likelihood`` terms are :math:`\log p(y_i \mid y_{-i}, g, \theta)` (R&W eqs.
@@ -69,7 +69,7 @@ from bayes_gp._validation import (
 )
 from bayes_gp.inference import native_gp
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, Jitter, JitterChoice, PreflightJitter
-from bayes_gp.inference.native_hetero import NativeHetero
+from bayes_gp.inference.native_latent import NativeHetero
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.kernels.catalogue import (
@@ -253,7 +253,7 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         return model
 
     def _native_description(self) -> NativeHetero | None:
-        """The model as the C log density of :mod:`bayes_gp.inference.native_hetero` computes
+        """The model as the C log density of :mod:`bayes_gp.inference.native_latent` computes
         it, or ``None`` where it does not (nutpie compiles it with numba then): catalogue
         kernels of a length-scale and an amplitude (the C code's own checks follow: which
         kernels, which priors, nothing added to the model)."""

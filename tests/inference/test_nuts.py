@@ -23,9 +23,16 @@ def test_auto_sampler_depends_on_the_model_kind():
 def test_models_record_the_auto_backend():
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 5, 25)
-    gpc = GPClassifier(X, (np.sin(X) > 0).astype(int), "expquad")
-    idata = gpc.sample(draws=5, tune=5, chains=1, random_seed=1, method="nuts_joint")
-    assert idata["posterior"].attrs["bayes_gp_sampler"] == "pymc"  # a joint latent model
+    labels = (np.sin(X) > 0).astype(int)
+    # a joint latent model: nutpie where bayes_gp's C code computes it, else PyMC's NUTS
+    idata = GPClassifier(X, labels, "expquad").sample(draws=5, tune=5, chains=1, random_seed=1,
+                                                      method="nuts_joint")  # fmt: skip
+    assert idata["posterior"].attrs["bayes_gp_sampler"] == "nutpie"
+    assert idata["posterior"].attrs["bayes_gp_nutpie_backend"] == "native"
+    idata = GPClassifier(X, labels, "expquad", link="probit").sample(
+        draws=5, tune=5, chains=1, random_seed=1, method="nuts_joint"
+    )
+    assert idata["posterior"].attrs["bayes_gp_sampler"] == "pymc"
     gpr = GPRegression(X, np.sin(X) + 0.1 * rng.normal(size=25), "expquad")
     idata = gpr.sample(draws=5, tune=5, chains=1, random_seed=1)
     assert idata["posterior"].attrs["bayes_gp_sampler"] == "nutpie"

@@ -4,7 +4,7 @@ description with its noise GP, the summary of the hyperparameters with the laten
 the model's noise, and the PSIS-LOO comparison with a homoscedastic GP.
 
 One real short NUTS run per model (nutpie, the heteroscedastic model on its C log density
-(bayes_gp.inference.native_hetero); 2 x 100 draws after 100 tuning steps, 30
+(bayes_gp.inference.native_latent); 2 x 100 draws after 100 tuning steps, 30
 points with a noise sd growing from 0.05 to 1.05), shared by the module.
 """
 

@@ -532,64 +532,55 @@ static int het_space(const het_t *h, het_eval_t *e) {
     return 1;
 }
 
-/* g = mu_g + L_g z at x, L_g over e->eg.A (column-major lower). Returns 0, or 4 where
- * K_g + jitter_g I is not positive definite. */
-static int het_latent(const het_t *h, const double *x, het_eval_t *e) {
-    const int64_t n = h->n;
+/* g = mu + L z at x (mu: x[off_mean], or mean_fixed where off_mean < 0; z: x from off_z),
+ * L = chol(K + jitter I) of gg over e->A (column-major lower), into gv. Returns 0, or 4 where
+ * K + jitter I is not positive definite. */
+static int whitened_latent(const gp_t *gg, int64_t off_mean, double mean_fixed, int64_t off_z,
+                           const double *x, eval_t *e, double *gv) {
+    const int64_t n = gg->n;
     int ni = (int)n, info = 0;
     char lo = 'L';
-    assemble(h->g, x, &e->eg);
-    h->g->potrf(&lo, &ni, e->eg.A, &ni, &info);
+    assemble(gg, x, e);
+    gg->potrf(&lo, &ni, e->A, &ni, &info);
     if (info != 0) return 4;
-    const double mu = h->off_mean >= 0 ? x[h->off_mean] : h->mean_fixed, *z = x + h->off_z;
-    for (int64_t i = 0; i < n; i++) e->gv[i] = mu;
-    for (int64_t j = 0; j < n; j++) { /* column j of L_g: contiguous from its diagonal on */
-        const double *lcol = e->eg.A + j * n, zj = z[j];
-        for (int64_t i = j; i < n; i++) e->gv[i] += lcol[i] * zj;
+    const double mu = off_mean >= 0 ? x[off_mean] : mean_fixed, *z = x + off_z;
+    for (int64_t i = 0; i < n; i++) gv[i] = mu;
+    for (int64_t j = 0; j < n; j++) { /* column j of L: contiguous from its diagonal on */
+        const double *lcol = e->A + j * n, zj = z[j];
+        for (int64_t i = j; i < n; i++) gv[i] += lcol[i] * zj;
     }
     return 0;
 }
 
-int64_t het_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
-    const het_t *h = (const het_t *)data;
-    if ((int64_t)dim != h->n_free) return -1;
-    const int64_t n = h->n;
-    het_eval_t e;
-    if (!het_space(h, &e)) return 1;
-    double lp = priors(h->n_free, h->prior_kind, h->prior_a, h->prior_b, h->prior_c, x, grad);
-    if (het_latent(h, x, &e) != 0) {
-        *logp = -INFINITY;
-        return 4;
+/* The gradient of a log density through g = mu + L z (whitened_latent, L still over e->A),
+ * given gbar = its derivative in g: added to grad at off_mean (sum gbar), at off_z (L' gbar)
+ * and at the log-hyperparameters of gg, through the Cholesky factor's reverse mode (the
+ * comment above het_t). v (n) and B (n x n) are workspace; L is overwritten by L^-1.
+ * Returns 0, or 4 where L cannot be inverted. */
+static int whitened_backward(const gp_t *gg, int64_t off_mean, int64_t off_z, const double *x,
+                             const double *gbar, eval_t *e, double *v, double *B,
+                             double *grad) {
+    const int64_t n = gg->n;
+    double *L = e->A;
+    const double *z = x + off_z;
+    if (off_mean >= 0) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++) s += gbar[i];
+        grad[off_mean] += s;
     }
-    double *gv = e.gv, *gbar = e.gbar, *v = e.v, *B = e.B, *L = e.eg.A;
-    for (int64_t i = 0; i < n; i++) v[i] = exp(2.0 * gv[i]); /* the noise variances */
-    if (exact_logp(h->f, x, &e.ef, v, &lp, grad, gbar) != 0) {
-        *logp = -INFINITY;
-        return 4;
-    }
-    double g_mean = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        gbar[i] *= v[i];
-        g_mean += gbar[i];
-    }
-    if (h->off_mean >= 0) grad[h->off_mean] += g_mean;
-    const double *z = x + h->off_z;
-    for (int64_t j = 0; j < n; j++) { /* v = L_g' gbar: column j of L_g against gbar */
+    for (int64_t j = 0; j < n; j++) { /* v = L' gbar: column j of L against gbar */
         const double *lcol = L + j * n;
         double s = 0.0;
         for (int64_t i = j; i < n; i++) s += lcol[i] * gbar[i];
         v[j] = s;
-        grad[h->off_z + j] += s;
+        grad[off_z + j] += s;
     }
 
-    /* M = L_g^-1 over L (column-major lower), B = (Phi(v z') + Phi(v z')') M column by column:
+    /* M = L^-1 over L (column-major lower), B = (Phi(v z') + Phi(v z')') M column by column:
      * B_ik = v_i P_ik + z_i (Q_k - R_ik) for i >= k, z_i Q_k for i < k, with
      * P_ik = sum_{k<=j<=i} z_j M_jk, R_ik = sum_{k<=j<=i} v_j M_jk, Q_k = sum_{j>=k} v_j M_jk;
      * then Kbar = M' B / 2 (dtrmm). */
-    if (invert_factor(h->g, (int)n, L) != 0) {
-        *logp = -INFINITY;
-        return 4;
-    }
+    if (invert_factor(gg, (int)n, L) != 0) return 4;
     for (int64_t k = 0; k < n; k++) {
         const double *mcol = L + k * n;
         double *bcol = B + k * n, q = 0.0, p = 0.0, r = 0.0;
@@ -605,19 +596,18 @@ int64_t het_logp(uint64_t dim, const double *x, double *grad, double *logp, void
         char left = 'L', lo = 'L', tr = 'T', no = 'N';
         int ni = (int)n;
         double half = 0.5;
-        h->g->trmm(&left, &lo, &tr, &no, &ni, &ni, &half, L, &ni, B, &ni);
+        gg->trmm(&left, &lo, &tr, &no, &ni, &ni, &half, L, &ni, B, &ni);
     }
-    /* d/dlog eta_g = sum_ij Kbar_ij 2 K_ij; d/dlog ls_d = sum_ij Kbar_ij eta^2 k'(r^2)
+    /* d/dlog eta = sum_ij Kbar_ij 2 K_ij; d/dlog ls_d = sum_ij Kbar_ij eta^2 k'(r^2)
      * (-2 (x_d - x'_d)^2 / ls_d^2), over the upper triangle (row-major) with the two halves
      * of Kbar averaged and the off-diagonal terms counted twice */
-    const gp_t *gg = h->g;
     const int64_t d = gg->d, n_ls = gg->n_ls;
-    double g_eta = 0.0, *g_ls = e.eg.g_ls, *Kb = e.eg.Kb;
+    double g_eta = 0.0, *g_ls = e->g_ls, *Kb = e->Kb;
     for (int64_t k = 0; k < n_ls; k++) g_ls[k] = 0.0;
     for (int64_t i = 0; i < n; i++) {
         const int64_t m = n - i - 1, o = i * n + i + 1;
         const double *krow = Kb + o;
-        double *wk = e.eg.Kp + o, s_eta = 0.0;
+        double *wk = e->Kp + o, s_eta = 0.0;
         for (int64_t j = 0; j < m; j++) {
             double w = B[o + j] + B[(i + 1 + j) * n + i]; /* 2 Kbar_ij */
             s_eta += w * krow[j];
@@ -632,17 +622,43 @@ int64_t het_logp(uint64_t dim, const double *x, double *grad, double *logp, void
                 s += wk[j] * diff * diff;
             }
             int64_t k = n_ls == 1 ? 0 : dd;
-            g_ls[k] += -2.0 * s * e.eg.il2[k];
+            g_ls[k] += -2.0 * s * e->il2[k];
         }
     }
     for (int64_t k = 0; k < n_ls; k++) grad[gg->off_ls + k] += g_ls[k];
     if (gg->off_eta >= 0) grad[gg->off_eta] += g_eta;
-
-    *logp = lp;
-    for (int64_t i = 0; i < h->n_free; i++)
-        if (!isfinite(grad[i])) return 3;
-    if (!isfinite(lp)) return 4;
     return 0;
+}
+
+/* logp and the finiteness checks that end every log density: 3 for a non-finite gradient,
+ * 4 for a non-finite log density, else 0. */
+static int64_t finish(int64_t n_free, const double *grad, double lp, double *logp) {
+    *logp = lp;
+    for (int64_t i = 0; i < n_free; i++)
+        if (!isfinite(grad[i])) return 3;
+    return isfinite(lp) ? 0 : 4;
+}
+
+static int het_latent(const het_t *h, const double *x, het_eval_t *e) {
+    return whitened_latent(h->g, h->off_mean, h->mean_fixed, h->off_z, x, &e->eg, e->gv);
+}
+
+int64_t het_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
+    const het_t *h = (const het_t *)data;
+    if ((int64_t)dim != h->n_free) return -1;
+    const int64_t n = h->n;
+    het_eval_t e;
+    if (!het_space(h, &e)) return 1;
+    double lp = priors(h->n_free, h->prior_kind, h->prior_a, h->prior_b, h->prior_c, x, grad);
+    *logp = -INFINITY;
+    if (het_latent(h, x, &e) != 0) return 4;
+    double *gbar = e.gbar, *v = e.v;
+    for (int64_t i = 0; i < n; i++) v[i] = exp(2.0 * e.gv[i]); /* the noise variances */
+    if (exact_logp(h->f, x, &e.ef, v, &lp, grad, gbar) != 0) return 4;
+    for (int64_t i = 0; i < n; i++) gbar[i] *= v[i];
+    if (whitened_backward(h->g, h->off_mean, h->off_z, x, gbar, &e.eg, v, e.B, grad) != 0)
+        return 4;
+    return finish(h->n_free, grad, lp, logp);
 }
 
 /* nutpie's stored values: the coordinates (expand_src, exp() where expand_exp), then g. */
@@ -658,5 +674,88 @@ int64_t het_expand(uint64_t dim, uint64_t expanded, const double *x, double *out
     }
     if (het_latent(h, x, &e) != 0) return 4;
     memcpy(out + head, e.gv, sizeof(double) * n);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * A latent GP under a Bernoulli, binomial or Poisson likelihood, sampled jointly with its
+ * hyperparameters (bayes_gp.LatentGP / GPClassifier with method="nuts_joint"), the latent
+ * values whitened as above: f = mu + L z, L L' = K + jitter I, z ~ N(0, I), and
+ *   logit link (Bernoulli, binomial of m_i trials):  log p(y_i | f_i) = y_i f_i
+ *       - m_i log(1 + e^{f_i}) + c_i,  d/df_i = y_i - m_i sigmoid(f_i);
+ *   log link (Poisson of exposure m_i):             log p(y_i | f_i) = y_i f_i
+ *       - m_i e^{f_i} + c_i,          d/df_i = y_i - m_i e^{f_i};
+ * c_i the terms without f (log binomial coefficients; y_i log m_i - log y_i!). */
+enum { LINK_LOGIT = 0, LINK_LOG = 1 };
+
+typedef struct {
+    int64_t n, n_free, n_expanded, off_mean, off_z, link; /* off_mean -1: mu fixed */
+    double mean_fixed;
+    const int64_t *prior_kind;                 /* n_free */
+    const double *prior_a, *prior_b, *prior_c; /* n_free */
+    const int64_t *expand_src, *expand_exp;    /* n_expanded - n: the last n values are f */
+    const double *y, *m, *c;                   /* n each */
+    const gp_t *g;                             /* the kernel of f (its y unused) */
+} lat_t;
+
+typedef struct {
+    eval_t e;
+    double *f, *fbar, *v, *B;
+} lat_eval_t;
+
+static int lat_space(const lat_t *l, lat_eval_t *e) {
+    size_t n = (size_t)l->n;
+    double *w = workspace(eval_size(l->g) + 3 * n + n * n);
+    if (!w) return 0;
+    w = eval_carve(l->g, w, &e->e);
+    e->f = w;
+    e->fbar = w + n;
+    e->v = w + 2 * n;
+    e->B = w + 3 * n;
+    return 1;
+}
+
+int64_t lat_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
+    const lat_t *l = (const lat_t *)data;
+    if ((int64_t)dim != l->n_free) return -1;
+    const int64_t n = l->n;
+    lat_eval_t e;
+    if (!lat_space(l, &e)) return 1;
+    double lp = priors(l->n_free, l->prior_kind, l->prior_a, l->prior_b, l->prior_c, x, grad);
+    *logp = -INFINITY;
+    if (whitened_latent(l->g, l->off_mean, l->mean_fixed, l->off_z, x, &e.e, e.f) != 0) return 4;
+    const double *y = l->y, *m = l->m;
+    for (int64_t i = 0; i < n; i++) {
+        double f = e.f[i];
+        if (l->link == LINK_LOGIT) {
+            double t = exp(-fabs(f)); /* softplus(f) = max(f, 0) + log(1 + e^{-|f|}) */
+            double sig = f >= 0.0 ? 1.0 / (1.0 + t) : t / (1.0 + t);
+            lp += y[i] * f - m[i] * ((f > 0.0 ? f : 0.0) + log1p(t)) + l->c[i];
+            e.fbar[i] = y[i] - m[i] * sig;
+        } else {
+            double mu = m[i] * exp(f);
+            lp += y[i] * f - mu + l->c[i];
+            e.fbar[i] = y[i] - mu;
+        }
+    }
+    if (whitened_backward(l->g, l->off_mean, l->off_z, x, e.fbar, &e.e, e.v, e.B, grad) != 0)
+        return 4;
+    return finish(l->n_free, grad, lp, logp);
+}
+
+/* nutpie's stored values: the coordinates (expand_src, exp() where expand_exp), then f. */
+int64_t lat_expand(uint64_t dim, uint64_t expanded, const double *x, double *out, void *data) {
+    const lat_t *l = (const lat_t *)data;
+    if ((int64_t)dim != l->n_free || (int64_t)expanded != l->n_expanded) return -1;
+    const int64_t n = l->n, head = l->n_expanded - n;
+    lat_eval_t e;
+    if (!lat_space(l, &e)) return 1;
+    for (int64_t k = 0; k < head; k++) {
+        double u = x[l->expand_src[k]];
+        out[k] = l->expand_exp[k] ? exp(u) : u;
+    }
+    if (whitened_latent(l->g, l->off_mean, l->mean_fixed, l->off_z, x, &e.e, e.f) != 0)
+        return 4;
+    memcpy(out + head, e.f, sizeof(double) * n);
     return 0;
 }

@@ -1,18 +1,20 @@
-"""The heteroscedastic GP's log density in C (bayes_gp.inference.native_hetero): its value and
-gradient against the PyMC model's own, nutpie's stored values against the model's
-deterministic ``g``, the initial points against PyMC's, and the models it does not cover."""
+"""Whitened latent GPs in C (bayes_gp.inference.native_latent), the heteroscedastic GP and the
+joint latent GP: their values and gradients against the PyMC models' own, nutpie's stored
+values against the models' deterministics, the initial points against PyMC's, NUTS on them,
+and the models they do not cover."""
 
 from __future__ import annotations
 
 import ctypes
 
+import arviz as az
 import numpy as np
 import pymc as pm
 import pytest
 
-from bayes_gp import HeteroscedasticGPRegression
+from bayes_gp import GPClassifier, HeteroscedasticGPRegression, LatentGP
 from bayes_gp.inference import native_gp
-from bayes_gp.inference.native_hetero import NativeHetero
+from bayes_gp.inference.native_latent import NativeHetero, NativeJointLatent
 
 pytestmark = pytest.mark.skipif(
     native_gp.library() is None, reason=f"no C library: {native_gp.failure()}"
@@ -36,11 +38,11 @@ def _fn(cm, symbol: str):
     return fn
 
 
-def _logp(cm, x):
+def _logp(cm, x, symbol="het_logp"):
     x = np.ascontiguousarray(x, dtype=float)
     grad, lp = np.zeros_like(x), np.zeros(1)
-    rc = _fn(cm, "het_logp")(len(x), x.ctypes.data, grad.ctypes.data, lp.ctypes.data,
-                             cm.user_data.ctypes.data)  # fmt: skip
+    rc = _fn(cm, symbol)(len(x), x.ctypes.data, grad.ctypes.data, lp.ctypes.data,
+                         cm.user_data.ctypes.data)  # fmt: skip
     return rc, float(lp[0]), grad
 
 
@@ -173,3 +175,88 @@ def test_nuts_runs_on_the_c_path():
     assert post["g"].shape == post["f"].shape == (2, 100, 40)
     assert idata["log_likelihood"]["y"].shape == (2, 100, 40)
     assert np.all(np.isfinite(post["g"])) and int(idata["sample_stats"]["diverging"].sum()) < 5
+
+
+# ------------------------------------------------------------------ the joint latent GP
+def _joint_cases():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 2))
+    return {
+        "poisson": LatentGP(X[:, :1], rng.poisson(3, 30), "matern32", "poisson",
+                            exposure=rng.uniform(0.5, 2.0, 30)),
+        "classifier ARD": GPClassifier(X, (X[:, 0] + 0.3 * rng.normal(size=30) > 0).astype(int),
+                                       "matern52", ard=True),
+        "binomial, learned mean": LatentGP(X[:, :1], rng.binomial(5, 0.4, 30), "expquad",
+                                           "binomial", trials=5, mean="constant"),
+        "poisson, fixed eta": LatentGP(X, rng.poisson(3, 30), "matern12", "poisson",
+                                       priors={"eta": 1.3}),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(_joint_cases()))
+def test_joint_latent_logp_gradient_and_expansion_equal_the_pymc_models(case):
+    """``lat_logp`` against PyMC's joint model (Python linker) at three points around the
+    initial ones, to 1e-9 relative; ``lat_expand`` against the deterministic ``f``."""
+    gp = _joint_cases()[case]
+    model = gp._latent_model()
+    cm, reason = native_gp.compile_native(model)
+    assert cm is not None, reason
+    assert isinstance(native_gp.describe(model), NativeJointLatent)
+    logp = model.compile_logp(mode="FAST_COMPILE")
+    dlogp = model.compile_dlogp(mode="FAST_COMPILE")
+    f = model.compile_fn(model.replace_rvs_by_values([model["f"]])[0], inputs=model.value_vars,
+                         on_unused_input="ignore", mode="FAST_COMPILE")  # fmt: skip
+    names, slices, _ = cm.shape_info
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        x = cm.initial_point_func(seed) + rng.normal(0.0, 0.5, cm.n_dim)
+        point = _point(cm, model, x)
+        rc, lp, grad = _logp(cm, x, "lat_logp")
+        assert rc == 0
+        np.testing.assert_allclose(lp, logp(point), rtol=1e-9)
+        ref = dlogp(point)
+        np.testing.assert_allclose(grad, ref, rtol=1e-7, atol=1e-9 * np.abs(ref).max())
+        out = np.zeros(cm.n_expanded)
+        assert _fn(cm, "lat_expand")(len(x), len(out), x.ctypes.data, out.ctypes.data,
+                                     cm.user_data.ctypes.data) == 0  # fmt: skip
+        # (the squared-exponential K's Cholesky factor rounds differently: 1e-10 relative)
+        np.testing.assert_allclose(out[slices[names.index("f")]], f(point), rtol=1e-8,
+                                   atol=1e-10)  # fmt: skip
+
+
+def test_joint_latent_models_it_does_not_cover():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20, 1))
+    labels = (X[:, 0] > 0).astype(int)
+    cases = {
+        "probit": GPClassifier(X, labels, link="probit"),
+        "negative binomial": LatentGP(X, rng.poisson(3, 20), "expquad", "negative_binomial"),
+        "linear mean": LatentGP(X, rng.poisson(3, 20), "expquad", "poisson", mean="linear"),
+        "periodic": LatentGP(X, rng.poisson(3, 20), "periodic", "poisson"),
+    }
+    for name, gp in cases.items():
+        assert "describes" in native_gp.plan(gp._latent_model())[1], name
+    # the Laplace model (method="nuts") is not the joint one
+    assert native_gp.describe(GPClassifier(X, labels).model) is None
+
+
+def test_auto_samples_the_joint_latent_gp_with_nutpie_on_the_c_path():
+    """``sampler="auto"`` of a joint latent GP the C code computes: nutpie on it (nothing
+    compiled), chains in parallel, ``f`` and the pointwise log-likelihood stored, and the
+    posterior mean of ``f`` near the true log rate 1 + sin(x): root-mean-square error below
+    0.3 (the constant log mean count misses it by 0.7)."""
+    rng = np.random.default_rng(5)
+    x = np.sort(rng.uniform(0, 10, 40))
+    log_rate = 1.0 + np.sin(x)
+    gp = LatentGP(x[:, None], rng.poisson(np.exp(log_rate)), "expquad", "poisson")
+    idata = gp.sample(method="nuts_joint", draws=300, tune=300, chains=2, random_seed=1)
+    post = idata["posterior"]
+    assert post.attrs["bayes_gp_sampler"] == "nutpie"
+    assert post.attrs["bayes_gp_nutpie_backend"] == "native"
+    assert "joint latent" in post.attrs["bayes_gp_nutpie_backend_reason"]
+    assert post["f"].shape == (2, 300, 40)
+    assert idata["log_likelihood"]["y"].shape == (2, 300, 40)
+    assert float(az.rhat(idata, var_names=["ls"])["ls"]) < 1.1
+    rmse = np.sqrt(np.mean((post["f"].mean(("chain", "draw")).values - log_rate) ** 2))
+    assert rmse < 0.3, rmse
+    assert np.sqrt(np.mean((np.log(gp.y.mean()) - log_rate) ** 2)) > 0.6
