@@ -37,8 +37,9 @@ goes to numba as before, and so does every model while the nutpie backend is set
 attributes. The C log density equals the model's to rounding (``tests/inference/
 test_native_gp.py`` compares it and its gradient with a SciPy transcription and with PyMC's).
 
-The same library holds the heteroscedastic GP's log density (:mod:`bayes_gp.inference.
-native_latent`): a model's description (:func:`register`) says which of the two it is.
+The same library holds the log densities of the whitened latent GPs (:mod:`bayes_gp.inference.
+native_latent`: the heteroscedastic GP, and the joint latent GP under a Bernoulli, binomial or
+Poisson likelihood): a model's description (:func:`register`) says which it is.
 
 ``BAYES_GP_NATIVE=0`` (or :func:`set_enabled`) turns the path off.
 """
@@ -97,7 +98,7 @@ PRIOR_IDS = {
     "invgamma": 3,
     "exponential": 4,
     "halfcauchy": 5,
-    "normal": 6,  # of a coordinate without a transform (the heteroscedastic model's)
+    "normal": 6,  # of a coordinate without a transform (native_latent's means and z)
 }
 
 _ENABLED = os.environ.get("BAYES_GP_NATIVE", "1") not in ("0", "false", "no")
@@ -149,6 +150,8 @@ class NativeGP:
     #: the C functions of the log density with its gradient, and of nutpie's stored values
     symbols: ClassVar[tuple[str, str]] = ("gp_logp", "gp_expand")
     what: ClassVar[str] = "the exact GP's log density in C (bayes_gp.inference.native_gp)"
+    #: whether ``y`` is the observed data less a fixed mean (:func:`compile_native_data`)
+    swaps_y: ClassVar[bool] = True
 
     @property
     def kernels(self) -> tuple[str, ...]:
@@ -364,7 +367,9 @@ def _prior(rv, size: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.n
     params = [np.broadcast_to(_constant(p), (size,)) for p in op.dist_params(rv.owner)]
     # every parameter but a location (LogNormal's mu, a half distribution's loc) is a scale or
     # shape: positive. Invalid ones go to PyMC's model, whose checks name them.
-    located = name in ("lognormal", "halfnormal", "normal") or (name == "halfcauchy" and len(params) == 2)
+    located = name in ("lognormal", "halfnormal", "normal") or (
+        name == "halfcauchy" and len(params) == 2
+    )
     scales = params[1:] if located else params
     if not all(np.all(np.isfinite(p)) for p in params) or not all(np.all(p > 0) for p in scales):
         raise NotNative(f"{rv.name}'s prior has parameters that are not finite and positive")
@@ -549,7 +554,7 @@ def plan(model) -> tuple[tuple[NativeGP, _Layout] | None, str]:
         return None, "the C path is off (bayes_gp.inference.native_gp.set_enabled)"
     gp = describe(model)
     if gp is None:
-        return None, "the model is not an exact GP regression the C path describes"
+        return None, "the model is not one the C path describes"
     missing = [k for k in gp.kernels if k not in KERNEL_IDS]
     if missing:
         return None, f"the C path has no {missing[0]!r} kernel"
@@ -603,6 +608,8 @@ def compile_native_data(model, y) -> tuple[Any | None, str]:
     if lib is None:
         return None, f"not on the C path: {failure()}"
     gp, layout = planned
+    if not gp.swaps_y:
+        return None, "not on the C path: its description does not take other data"
     observed = _constant(model.rvs_to_values[model.observed_RVs[0]]).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if y.shape != observed.shape:

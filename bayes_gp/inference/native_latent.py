@@ -89,6 +89,7 @@ class NativeHetero:
     what: ClassVar[str] = (
         "the heteroscedastic GP's log density in C (bayes_gp.inference.native_latent)"
     )
+    swaps_y: ClassVar[bool] = True
 
     @property
     def kernels(self) -> tuple[str, ...]:
@@ -306,6 +307,7 @@ class NativeJointLatent:
     what: ClassVar[str] = (
         "the joint latent GP's log density in C (bayes_gp.inference.native_latent)"
     )
+    swaps_y: ClassVar[bool] = False  # c depends on y
 
     @property
     def kernels(self) -> tuple[str, ...]:

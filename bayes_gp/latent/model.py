@@ -619,12 +619,11 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         constant mean, and the Bernoulli or binomial likelihood with the logit link or the
         Poisson likelihood (the C code's own checks follow: which kernel, which priors,
         nothing added to the model)."""
-        from bayes_gp.classification.gpc import GPClassifier
         from bayes_gp.inference.native_latent import NativeJointLatent
 
         lik, model, spec = self.likelihood, self._latent_pm, self.spec
         if (
-            type(self) not in (LatentGP, GPClassifier)
+            not type(self).__dict__.get("_joint_in_c", False)  # the class's own say: not inherited
             or KERNELS.get(spec.name) is not spec
             or set(spec.params) != {"ls", "eta"}
         ):
@@ -940,6 +939,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         return ModeFactor(K, f, self.likelihood, phi)
 
     sample_options: ClassVar[dict[str, Any]] = {"method": NUTS}
+    #: whether the joint model (``method="nuts_joint"``) is the one
+    #: :mod:`bayes_gp.inference.native_latent` computes: declared by each class for itself, as
+    #: a subclass may build another model (:meth:`_joint_description`)
+    _joint_in_c: ClassVar[bool] = True
 
     def _nuts_run(self, sampler, random_seed, *, method: str) -> NutsRun:
         """:meth:`sample` runs NUTS with ``method="nuts"`` over the hyperparameters, the

@@ -239,6 +239,12 @@ def test_joint_latent_models_it_does_not_cover():
     # the Laplace model (method="nuts") is not the joint one
     assert native_gp.describe(GPClassifier(X, labels).model) is None
 
+    class Subclass(LatentGP):  # a subclass may build another joint model: it says so itself
+        pass
+
+    joint = Subclass(X, rng.poisson(3, 20), "expquad", "poisson")._latent_model()
+    assert native_gp.describe(joint) is None
+
 
 def test_auto_samples_the_joint_latent_gp_with_nutpie_on_the_c_path():
     """``sampler="auto"`` of a joint latent GP the C code computes: nutpie on it (nothing
@@ -260,3 +266,21 @@ def test_auto_samples_the_joint_latent_gp_with_nutpie_on_the_c_path():
     rmse = np.sqrt(np.mean((post["f"].mean(("chain", "draw")).values - log_rate) ** 2))
     assert rmse < 0.3, rmse
     assert np.sqrt(np.mean((np.log(gp.y.mean()) - log_rate) ** 2)) > 0.6
+
+
+def test_compile_native_data_swaps_the_heteroscedastic_data_but_not_the_joint_latent():
+    """Other data into the heteroscedastic GP's description (SBC): PyMC's log density of the
+    model with those data observed; the joint latent GP's description, whose constant terms
+    depend on the data, is refused."""
+    X, y = _data(n=20)
+    gp = HeteroscedasticGPRegression(X, y)
+    y_new = y[::-1].copy()
+    obs = gp.model.observed_RVs[0]
+    logp = pm.observe(gp.model, {obs.name: y_new}).compile_logp(mode="FAST_COMPILE")
+    cm, reason = native_gp.compile_native_data(gp.model, y_new)
+    assert cm is not None, reason
+    x = cm.initial_point_func(0)
+    np.testing.assert_allclose(_logp(cm, x)[1], logp(_point(cm, gp.model, x)), rtol=1e-11)
+    joint = LatentGP(X, np.arange(20) % 4, "expquad", "poisson")._latent_model()
+    cm, reason = native_gp.compile_native_data(joint, np.zeros(20))
+    assert cm is None and "does not take other data" in reason
