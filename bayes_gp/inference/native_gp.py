@@ -585,15 +585,24 @@ def compile_native(model) -> tuple[Any | None, str]:
     """nutpie's compiled model for ``model`` on the C path and the reason, or ``(None,
     reason)`` where the path is off, the model not described or not covered, or the library
     not available (the reason says which)."""
-    planned, reason = plan(model)
+    planned, lib, reason = _planned(model)
     if planned is None:
         return None, reason
-    lib = library()
-    if lib is None:
-        return None, f"not on the C path: {failure()}"
     return _compiled_model(model, *planned, lib), (
         f"{planned[0].what}: nothing compiled for this model"
     )
+
+
+def _planned(model) -> tuple[tuple | None, Any, str]:
+    """``(plan, library, "")``, or ``(None, None, reason)`` where :func:`plan` has none or the
+    library is not available."""
+    planned, reason = plan(model)
+    if planned is None:
+        return None, None, reason
+    lib = library()
+    if lib is None:
+        return None, None, f"not on the C path: {failure()}"
+    return planned, lib, ""
 
 
 def compile_native_data(model, y) -> tuple[Any | None, str]:
@@ -601,12 +610,9 @@ def compile_native_data(model, y) -> tuple[Any | None, str]:
     description (kernels, priors, jitter) and the same fixed mean, nothing rebuilt or compiled;
     what simulation-based calibration fits to each simulated data set
     (:func:`bayes_gp.validate.sbc`)."""
-    planned, reason = plan(model)
+    planned, lib, reason = _planned(model)
     if planned is None:
         return None, reason
-    lib = library()
-    if lib is None:
-        return None, f"not on the C path: {failure()}"
     gp, layout = planned
     if not gp.swaps_y:
         return None, "not on the C path: its description does not take other data"

@@ -382,13 +382,31 @@ static double priors(int64_t n_free, const int64_t *kind, const double *a, const
     return lp;
 }
 
+/* Row i's share of the length-scales' gradient: g_ls[d] += sum_{j > i} wk_j (-2 (x_id -
+ * x_jd)^2 / ls_d^2), wk_j = 2 W_ij eta^2 k'(r_ij^2) over the row's columns j > i (R&W eq. 5.9;
+ * W the log density's derivative in the kernel matrix, off-diagonal terms counted twice). */
+static inline void ls_row(const gp_t *g, const eval_t *e, int64_t i, const double *wk,
+                          double *g_ls) {
+    const int64_t n = g->n, m = n - i - 1, n_ls = g->n_ls;
+    for (int64_t dd = 0; dd < g->d; dd++) {
+        const double *col = g->XT + dd * n + i + 1;
+        double xi = col[-1], s = 0.0;
+        for (int64_t j = 0; j < m; j++) {
+            double diff = col[j] - xi;
+            s += wk[j] * diff * diff;
+        }
+        int64_t k = n_ls == 1 ? 0 : dd;
+        g_ls[k] += -2.0 * s * e->il2[k];
+    }
+}
+
 /* log N(y | 0, C) (R&W eq. 2.30) added to *lp and its gradient in the log-hyperparameters of
  * g added to grad (R&W eq. 5.9), C assembled at x with extra_diag (n, or NULL) added to its
  * diagonal; where wdiag is not NULL, wdiag[i] = alpha_i^2 - [C^-1]_ii, twice the derivative
  * of the log density in C_ii. Returns 0, or 4 where C is not positive definite. */
 static int exact_logp(const gp_t *g, const double *x, eval_t *e, const double *extra_diag,
                       double *lp, double *grad, double *wdiag) {
-    const int64_t n = g->n, d = g->d, n_ls = g->n_ls;
+    const int64_t n = g->n, n_ls = g->n_ls;
     double sigma = assemble(g, x, e), logdet = 0.0;
     if (extra_diag)
         for (int64_t i = 0; i < n; i++) e->A[i * n + i] += extra_diag[i];
@@ -418,16 +436,7 @@ static int exact_logp(const gp_t *g, const double *x, eval_t *e, const double *e
         if (wdiag) wdiag[i] = 2.0 * wii;
         g_eta += 2.0 * (s_eta + wii * Kb[i * n + i]);
         g_sigma += wii * 2.0 * sigma * sigma;
-        for (int64_t dd = 0; dd < d; dd++) {
-            const double *col = g->XT + dd * n + i + 1;
-            double xi = col[-1], s = 0.0;
-            for (int64_t j = 0; j < m; j++) {
-                double diff = col[j] - xi;
-                s += wk[j] * diff * diff;
-            }
-            int64_t k = n_ls == 1 ? 0 : dd;
-            g_ls[k] += -2.0 * s * e->il2[k];
-        }
+        ls_row(g, e, i, wk, g_ls);
     }
     for (int64_t k = 0; k < n_ls; k++) grad[g->off_ls + k] += g_ls[k];
     if (g->off_eta >= 0) grad[g->off_eta] += g_eta;
@@ -481,13 +490,20 @@ int64_t gp_loo(const gp_t *g, int64_t draws, const double *x, double *out) {
     return failed;
 }
 
+/* nutpie's stored values that are coordinates: out[k] = x[src[k]], exp() of it where
+ * use_exp[k] (a log-transformed variable's value), for k < count. */
+static void expand_head(int64_t count, const int64_t *src, const int64_t *use_exp,
+                        const double *x, double *out) {
+    for (int64_t k = 0; k < count; k++) {
+        double u = x[src[k]];
+        out[k] = use_exp[k] ? exp(u) : u;
+    }
+}
+
 int64_t gp_expand(uint64_t dim, uint64_t expanded, const double *x, double *out, void *data) {
     const gp_t *g = (const gp_t *)data;
     if ((int64_t)dim != g->n_free || (int64_t)expanded != g->n_expanded) return -1;
-    for (int64_t k = 0; k < g->n_expanded; k++) {
-        double u = x[g->expand_src[k]];
-        out[k] = g->expand_exp[k] ? exp(u) : u;
-    }
+    expand_head(g->n_expanded, g->expand_src, g->expand_exp, x, out);
     return 0;
 }
 
@@ -601,7 +617,7 @@ static int whitened_backward(const gp_t *gg, int64_t off_mean, int64_t off_z, co
     /* d/dlog eta = sum_ij Kbar_ij 2 K_ij; d/dlog ls_d = sum_ij Kbar_ij eta^2 k'(r^2)
      * (-2 (x_d - x'_d)^2 / ls_d^2), over the upper triangle (row-major) with the two halves
      * of Kbar averaged and the off-diagonal terms counted twice */
-    const int64_t d = gg->d, n_ls = gg->n_ls;
+    const int64_t n_ls = gg->n_ls;
     double g_eta = 0.0, *g_ls = e->g_ls, *Kb = e->Kb;
     for (int64_t k = 0; k < n_ls; k++) g_ls[k] = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -614,16 +630,7 @@ static int whitened_backward(const gp_t *gg, int64_t off_mean, int64_t off_z, co
             wk[j] *= w;
         }
         g_eta += 2.0 * (s_eta + B[i * n + i] * Kb[i * n + i]);
-        for (int64_t dd = 0; dd < d; dd++) {
-            const double *col = gg->XT + dd * n + i + 1;
-            double xi = col[-1], s = 0.0;
-            for (int64_t j = 0; j < m; j++) {
-                double diff = col[j] - xi;
-                s += wk[j] * diff * diff;
-            }
-            int64_t k = n_ls == 1 ? 0 : dd;
-            g_ls[k] += -2.0 * s * e->il2[k];
-        }
+        ls_row(gg, e, i, wk, g_ls);
     }
     for (int64_t k = 0; k < n_ls; k++) grad[gg->off_ls + k] += g_ls[k];
     if (gg->off_eta >= 0) grad[gg->off_eta] += g_eta;
@@ -668,10 +675,7 @@ int64_t het_expand(uint64_t dim, uint64_t expanded, const double *x, double *out
     const int64_t n = h->n, head = h->n_expanded - n;
     het_eval_t e;
     if (!het_space(h, &e)) return 1;
-    for (int64_t k = 0; k < head; k++) {
-        double u = x[h->expand_src[k]];
-        out[k] = h->expand_exp[k] ? exp(u) : u;
-    }
+    expand_head(head, h->expand_src, h->expand_exp, x, out);
     if (het_latent(h, x, &e) != 0) return 4;
     memcpy(out + head, e.gv, sizeof(double) * n);
     return 0;
@@ -750,10 +754,7 @@ int64_t lat_expand(uint64_t dim, uint64_t expanded, const double *x, double *out
     const int64_t n = l->n, head = l->n_expanded - n;
     lat_eval_t e;
     if (!lat_space(l, &e)) return 1;
-    for (int64_t k = 0; k < head; k++) {
-        double u = x[l->expand_src[k]];
-        out[k] = l->expand_exp[k] ? exp(u) : u;
-    }
+    expand_head(head, l->expand_src, l->expand_exp, x, out);
     if (whitened_latent(l->g, l->off_mean, l->mean_fixed, l->off_z, x, &e.e, e.f) != 0)
         return 4;
     memcpy(out + head, e.f, sizeof(double) * n);
