@@ -5,7 +5,9 @@ For each data set, the same ``LatentGP`` (same kernel, likelihood, priors and ji
 * ``laplace``: ``sample(method="nuts")`` — NUTS over the hyperparameters only, the Laplace
   evidence and its exact gradient as one Op (nutpie, numba backend);
 * ``latent``: ``sample(method="nuts_joint")`` — joint NUTS over the whitened latent values and the
-  hyperparameters (PyMC's sampler, as bayes_gp's ``"auto"`` picks for latent models);
+  hyperparameters (what bayes_gp's ``"auto"`` picks: nutpie on the C log density of
+  :mod:`bayes_gp.inference.native_latent` for these three data sets since 2026-12-01, PyMC's
+  sampler before);
 
 with the same draws, tuning steps and chains, the chains run one after another on both sides
 (``cores=1``), BLAS pinned to one thread. Reported per run: wall time of
