@@ -9,7 +9,7 @@ there is no need to compile anything per model: :file:`bayes_gp/solvers/c/exact_
 
 .. math::
    \log p(y \mid \theta) = -\tfrac12 y^\top C^{-1} y - \tfrac12 \log|C| - \tfrac n2 \log 2\pi,
-   \qquad C = \eta^2 k(r^2) + (\sigma^2 + \epsilon) I
+   \qquad C = \sum_t \eta_t^2 \prod_{f \in t} k_f + (\sigma^2 + \epsilon) I
 
 (R&W eq. 2.30, PRML eq. 6.69) and its gradient
 :math:`\tfrac12 \operatorname{tr}((\alpha\alpha^\top - C^{-1})\,\partial C/\partial\theta)`
@@ -25,17 +25,28 @@ this path compiles nothing at all. nutpie starts from PyMC's initial points (the
 support points, drawn from the same seeds as for the numba model), so one seed takes the same
 steps on either path while their log densities agree to rounding.
 
-What it covers (:func:`describe`): the dense exact likelihood of a stationary kernel
-``expquad``, ``matern52``, ``matern32``, ``matern12`` / ``exponential`` (isotropic or ARD) times
-:math:`\eta^2`, homoscedastic Gaussian noise, a fixed mean (``mean=None`` or ``"zero"``), and
-hyperparameters that are fixed numbers or free variables on PyMC's log transform with a
-LogNormal, HalfNormal, Gamma, InverseGamma, Exponential or HalfCauchy prior of constant
-parameters. Any other model (another kernel, a learned mean, other priors, approximations,
-derivative observations, known noise, deterministics or potentials the user added to the model)
-goes to numba as before, and so does every model while the nutpie backend is set to JAX;
+What it covers (:func:`describe`): the dense exact likelihood of a catalogue kernel or a sum
+of products of them (R&W §4.2.4; ``"expquad + expquad * periodic + ratquad + expquad"``, the
+Mauna Loa kernel of R&W §5.4.3) whose factors are ``expquad``, ``matern52``, ``matern32``,
+``matern12`` / ``exponential``, ``ratquad`` or ``periodic`` (isotropic or ARD length-scales;
+:mod:`bayes_gp.inference.native_model`), homoscedastic Gaussian noise, a fixed mean
+(``mean=None`` or ``"zero"``), and hyperparameters that are fixed numbers or free variables on
+PyMC's log transform (or a log transform chained with a constant scale) with a LogNormal,
+HalfNormal, Gamma, InverseGamma, Exponential or HalfCauchy prior of constant parameters. Any
+other model (another kernel, a learned mean, other priors, approximations, derivative
+observations, known noise, deterministics or potentials the user added to the model) goes to
+numba as before, and so does every model while the nutpie backend is set to JAX;
 :func:`~bayes_gp.inference.compiled.sample_nutpie` records which and why in the posterior's
 attributes. The C log density equals the model's to rounding (``tests/inference/
 test_native_gp.py`` compares it and its gradient with a SciPy transcription and with PyMC's).
+
+Speed: per gradient the C code computes each factor over the upper triangle twice, once for
+:math:`C` and once (from a cache of its rows where they fit in 64 MB) for the gradient; PyMC's
+numba graph fuses all factors of a kernel into one loop over the whole matrix. For one factor
+the two are on a par; for the five factors of the Mauna Loa kernel (n = 144) the C gradient
+took 0.74 ms per NUTS step against numba's 0.44 ms once numba's compilation is cached (40-50 s
+on a new machine), so a first fit gains and a warm second fit of a long composite kernel is
+slower (``benchmarks/README.md``, "Sums of products in C").
 
 The same library holds the log densities of the whitened latent GPs (:mod:`bayes_gp.inference.
 native_latent`: the heteroscedastic GP, and the joint latent GP under a Bernoulli, binomial or
@@ -49,7 +60,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import functools
 import hashlib
 import os
 import shutil
@@ -62,6 +72,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+
+from bayes_gp.inference.native_model import (
+    Layout,
+    NativeKernel,
+    NotNative,
+    _constant,
+    coordinates,
+    coords_struct,
+    free_parameters,
+    gp_struct,
+    mapped,
+)
 
 __all__ = [
     "NativeGP",
@@ -87,19 +109,6 @@ SOURCE = Path(__file__).resolve().parents[1] / "solvers" / "c" / "exact_gp.c"
 #: machine, keyed by the processor's flags), errno not set by the math functions (so that
 #: ``sqrt`` vectorises); no fast-math (the non-finite checks must stay).
 CFLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fPIC", "-shared", "-pthread")
-
-#: kernel name -> the C code's kernel id (``K_*`` in exact_gp.c)
-KERNEL_IDS = {"expquad": 0, "matern52": 1, "matern32": 2, "matern12": 3, "exponential": 3}
-#: PyTensor random variable name -> the C code's prior id (``P_*``)
-PRIOR_IDS = {
-    "lognormal": 0,
-    "halfnormal": 1,
-    "gamma": 2,
-    "invgamma": 3,
-    "exponential": 4,
-    "halfcauchy": 5,
-    "normal": 6,  # of a coordinate without a transform (native_latent's means and z)
-}
 
 _ENABLED = os.environ.get("BAYES_GP_NATIVE", "1") not in ("0", "false", "no")
 _LOCK = threading.Lock()
@@ -135,16 +144,15 @@ def native(on: bool):
 
 @dataclasses.dataclass(frozen=True)
 class NativeGP:
-    r"""What the C code needs of an exact GP regression model: the kernel's name, the inputs
-    ``X`` (n, D), ``y`` minus the fixed mean, the jitter :math:`\epsilon`, and the length-scale,
-    amplitude and noise each as the model's random variable or a fixed number."""
+    r"""What the C code needs of an exact GP regression model: the kernel
+    (:class:`~bayes_gp.inference.native_model.NativeKernel`), the inputs ``X`` (n, D), ``y``
+    minus the fixed mean, the jitter :math:`\epsilon`, and the noise's standard deviation
+    as the model's random variable or a number."""
 
-    kernel: str
+    kernel: NativeKernel
     X: np.ndarray
     y: np.ndarray
     jitter: float
-    ls: Any
-    eta: Any
     sigma: Any
 
     #: the C functions of the log density with its gradient, and of nutpie's stored values
@@ -155,15 +163,21 @@ class NativeGP:
 
     @property
     def kernels(self) -> tuple[str, ...]:
-        return (self.kernel,)
+        return self.kernel.names
 
-    def layout(self, model) -> _Layout:
+    def layout(self, model) -> Layout:
         """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""
-        return _layout(model, self)
+        return coordinates(model, free_parameters(model, self.kernel, self.sigma), {},
+                           what="the kernel's and the noise's")  # fmt: skip
 
-    def struct(self, layout: _Layout) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The C struct and the arrays it points into (:func:`_data`)."""
-        return _data(self, layout)
+    def struct(self, layout: Layout) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The C struct ``gp_t`` and the arrays it points into (to be kept alive as long as
+        it is used)."""
+        arrays: dict[str, np.ndarray] = {}
+        coords_struct(layout, arrays)
+        user_data = gp_struct(self.kernel, self.X, self.y, self.jitter, self.sigma, layout,
+                              arrays, "")  # fmt: skip
+        return user_data, arrays
 
 
 def register(model, describer: Callable[[], NativeGP | None]) -> None:
@@ -187,14 +201,7 @@ def register_like(model, template) -> None:
 
     def describer():
         gp = describe(template)
-        if gp is None:
-            return None
-        changes = {}
-        for field in dataclasses.fields(gp):
-            value = getattr(gp, field.name)
-            changes[field.name] = ({k: own(v) for k, v in value.items()}
-                                   if isinstance(value, dict) else own(value))  # fmt: skip
-        return dataclasses.replace(gp, **changes)
+        return None if gp is None else mapped(gp, own)
 
     register(model, describer)
 
@@ -307,218 +314,7 @@ def failure() -> str | None:
     return _FAILED.get("lib")
 
 
-@functools.cache
-def _address(kind: str, name: str) -> int:
-    """The address of SciPy's ``cython_blas`` or ``cython_lapack`` (``kind`` ``"blas"`` or
-    ``"lapack"``) function ``name``."""
-    from scipy.linalg import cython_blas, cython_lapack
-
-    capsule = (cython_blas if kind == "blas" else cython_lapack).__pyx_capi__[name]
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    return api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
-
-
 # ----------------------------------------------------------------------------- the model
-class NotNative(Exception):
-    """The model is not one the C code computes (the message says why)."""
-
-
-def _constant(var) -> np.ndarray:
-    """The value of a graph of constants (no random variable, shared variable or input)."""
-    import pytensor.tensor as pt
-    from pymc.pytensorf import constant_fold
-    from pytensor.compile.sharedvalue import SharedVariable
-    from pytensor.graph.basic import Variable
-    from pytensor.graph.replace import graph_replace
-    from pytensor.graph.traversal import ancestors
-
-    if not isinstance(var, Variable):  # a number
-        return np.asarray(var, dtype=np.float64)
-    # the model's dimension lengths are shared variables: their values now
-    lengths = {
-        v: pt.constant(v.get_value())
-        for v in ancestors([var])
-        if isinstance(v, SharedVariable) and isinstance(v.type, pt.TensorType)
-    }
-    try:
-        if lengths:
-            var = graph_replace(var, lengths, strict=False)
-        (value,) = constant_fold([var], raise_not_constant=True)
-    except Exception as err:  # NotConstantValueError or a graph it cannot fold
-        raise NotNative("a prior parameter is not a constant") from err
-    return np.asarray(value, dtype=np.float64)
-
-
-def _prior(rv, size: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(kind, a, b, c, support point)`` per coordinate of the random variable ``rv``: the C
-    code's prior id, parameters and constant term (exact_gp.c's ``prior_logp``), and PyMC's
-    support point (the initial value before jitter)."""
-    from scipy.special import gammaln
-
-    op = rv.owner.op
-    name = getattr(op, "name", None)
-    if name not in PRIOR_IDS:
-        raise NotNative(f"{rv.name}'s prior ({name or type(op).__name__}) is not one of "
-                        f"{', '.join(sorted(PRIOR_IDS))}")  # fmt: skip
-    params = [np.broadcast_to(_constant(p), (size,)) for p in op.dist_params(rv.owner)]
-    # every parameter but a location (LogNormal's mu, a half distribution's loc) is a scale or
-    # shape: positive. Invalid ones go to PyMC's model, whose checks name them.
-    located = name in ("lognormal", "halfnormal", "normal") or (
-        name == "halfcauchy" and len(params) == 2
-    )
-    scales = params[1:] if located else params
-    if not all(np.all(np.isfinite(p)) for p in params) or not all(np.all(p > 0) for p in scales):
-        raise NotNative(f"{rv.name}'s prior has parameters that are not finite and positive")
-    if name == "lognormal":
-        mu, sd = params
-        return 0, mu, sd, -np.log(sd) - 0.5 * np.log(2 * np.pi), np.exp(mu + 0.5 * sd**2)
-    if name == "halfnormal":
-        loc, sd = params
-        if np.any(loc != 0):
-            raise NotNative(f"{rv.name}'s HalfNormal prior has a location other than 0")
-        return 1, sd, sd, 0.5 * np.log(2 / np.pi) - np.log(sd), loc + sd
-    if name == "gamma":
-        alpha, scale = params
-        beta = 1.0 / scale
-        return 2, alpha, beta, alpha * np.log(beta) - gammaln(alpha), alpha * scale
-    if name == "invgamma":
-        alpha, beta = params
-        point = np.where(alpha > 1, beta / (alpha - 1.0), beta / (alpha + 1.0))
-        return 3, alpha, beta, alpha * np.log(beta) - gammaln(alpha), point
-    if name == "exponential":
-        (scale,) = params
-        return 4, scale, scale, -np.log(scale), scale
-    if name == "normal":  # on the value itself: its support point is not on the log scale
-        mu, sd = params
-        return 6, mu, sd, -np.log(sd) - 0.5 * np.log(2 * np.pi), mu
-    # halfcauchy
-    loc, beta = params if len(params) == 2 else (np.zeros(size), params[0])
-    if np.any(loc != 0):
-        raise NotNative(f"{rv.name}'s HalfCauchy prior has a location other than 0")
-    return 5, beta, beta, np.log(2 / np.pi) - np.log(beta), beta
-
-
-def _shape(rv) -> tuple[int, ...]:
-    """The static shape of ``rv``, folded from its graph where the type does not say it."""
-    if None not in rv.type.shape:
-        return tuple(int(s) for s in rv.type.shape)
-    return tuple(int(s) for s in _constant(rv.shape))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Layout:
-    """The coordinates of the unconstrained vector and what the C code needs per coordinate."""
-
-    n_free: int
-    n_ls: int  # length-scales: 1, or one per input dimension (ARD)
-    offsets: dict[str, int]  # "ls", "eta", "sigma" -> first coordinate (absent: fixed)
-    fixed: dict[str, float]
-    prior: tuple[np.ndarray, ...]  # kind, a, b, c per coordinate
-    start: np.ndarray  # support point on the log scale, per coordinate
-    shape_info: tuple[list[str], list[slice], list[tuple[int, ...]]]
-    expand_src: np.ndarray
-    expand_exp: np.ndarray
-
-    @property
-    def n_expanded(self) -> int:
-        return len(self.expand_src)
-
-
-def _layout(model, gp: NativeGP) -> _Layout:
-    """Map the model's free random variables onto the C code's roles, or raise
-    :class:`NotNative`."""
-    roles = {"ls": gp.ls, "eta": gp.eta, "sigma": gp.sigma}
-    by_rv = {}
-    fixed = {}
-    for role, value in roles.items():
-        if any(value is rv for rv in model.free_RVs):
-            by_rv[id(value)] = role
-        elif role == "ls":
-            raise NotNative("the length-scale is not a free random variable")
-        else:
-            try:
-                fixed[role] = float(np.asarray(_constant(value)).item())
-            except (NotNative, ValueError) as err:
-                raise NotNative(f"{role} is neither a free random variable nor a number") from err
-    extra = [v.name for v in (*model.deterministics, *model.potentials)]
-    extra += [v.name for v in model.observed_RVs[1:]]
-    if extra:  # the C code computes the GP's log density and nothing else
-        raise NotNative(f"the model has variables besides the GP's: {', '.join(extra)}")
-    if len(by_rv) != len(model.free_RVs):
-        names = [rv.name for rv in model.free_RVs if id(rv) not in by_rv]
-        raise NotNative(f"the model has free variables besides the kernel's and the noise's: "
-                        f"{', '.join(names)}")  # fmt: skip
-    D = gp.X.shape[1]
-    offsets, kinds, a, b, c, start = {}, [], [], [], [], []
-    names, slices, shapes, src, use_exp = [], [], [], [], []
-    count = 0
-    for rv in model.free_RVs:
-        role = by_rv[id(rv)]
-        if model.rvs_to_initial_values.get(rv) is not None:
-            raise NotNative(f"{rv.name} has an initial value of its own")
-        transform = model.rvs_to_transforms.get(rv)
-        if type(transform).__name__ != "LogTransform":
-            raise NotNative(f"{rv.name} is not sampled on the log scale")
-        shape = _shape(rv)
-        size = int(np.prod(shape)) if shape else 1
-        if role != "ls" and size != 1:
-            raise NotNative(f"{rv.name} is not a scalar")
-        if role == "ls" and size not in (1, D):
-            raise NotNative(f"{rv.name} has {size} entries, not 1 or {D}")
-        kind, pa, pb, pc, point = _prior(rv, size)
-        if kind == PRIOR_IDS["normal"]:  # (a log-transformed Normal is not a PyMC prior)
-            raise NotNative(f"{rv.name} has a Normal prior")
-        offsets[role] = count
-        if role == "ls":
-            n_ls = size
-        kinds += [kind] * size
-        a += list(pa)
-        b += list(pb)
-        c += list(pc)
-        start += list(np.log(point))
-        value_name = model.rvs_to_values[rv].name
-        names.append(value_name)
-        slices.append(slice(count, count + size))
-        shapes.append(shape)
-        src += range(count, count + size)
-        use_exp += [0] * size
-        count += size
-    for k, rv in enumerate(model.free_RVs):  # the constrained values after the log-scale ones
-        sl = slices[k]
-        names.append(rv.name)
-        slices.append(slice(len(src), len(src) + sl.stop - sl.start))
-        shapes.append(shapes[k])
-        src += range(sl.start, sl.stop)
-        use_exp += [1] * (sl.stop - sl.start)
-    return _Layout(
-        n_free=count,
-        n_ls=n_ls,
-        offsets=offsets,
-        fixed=fixed,
-        prior=(np.array(kinds, np.int64), np.array(a), np.array(b), np.array(c)),
-        start=np.array(start),
-        shape_info=(names, slices, shapes),
-        expand_src=np.array(src, np.int64),
-        expand_exp=np.array(use_exp, np.int64),
-    )
-
-
-#: The C struct ``gp_t`` of exact_gp.c, field by field (every field 8 bytes): the name, and
-#: how Python fills it ("i" an integer, "f" a float, "p" an array's address or a function's).
-_LAYOUT = (
-    ("n", "i"), ("d", "i"), ("kernel", "i"), ("n_ls", "i"), ("n_free", "i"),
-    ("n_expanded", "i"), ("off_ls", "i"), ("off_eta", "i"), ("off_sigma", "i"),
-    ("eta_fixed", "f"), ("sigma_fixed", "f"), ("jitter", "f"),
-    ("XT", "p"), ("y", "p"), ("prior_kind", "p"), ("prior_a", "p"), ("prior_b", "p"),
-    ("prior_c", "p"), ("expand_src", "p"), ("expand_exp", "p"),
-    ("potrf", "p"), ("lauum", "p"), ("trtri", "p"), ("trmm", "p"),
-)  # fmt: skip
-
-
 class _Address:
     """What nutpie reads of a numba ``cfunc``: its ``address``."""
 
@@ -526,28 +322,7 @@ class _Address:
         self.address = address
 
 
-def _struct(values: dict[str, Any], fields: tuple = _LAYOUT) -> np.ndarray:
-    """``gp_t`` (or the struct of ``fields``, as :data:`_LAYOUT`) as a flat array of 64-bit
-    words."""
-    words = np.zeros(len(fields), dtype=np.uint64)
-    for k, (name, kind) in enumerate(fields):
-        value = values[name]
-        if kind == "f":
-            words[k : k + 1] = np.array([value], dtype=np.float64).view(np.uint64)
-        elif kind == "i":
-            words[k] = np.array([value], dtype=np.int64).view(np.uint64)[0]
-        else:
-            words[k] = np.uint64(value)
-    return words
-
-
-def _frozen(a, dtype=np.float64) -> np.ndarray:
-    out = np.array(a, dtype=dtype, order="C", copy=True)
-    out.flags.writeable = False
-    return out
-
-
-def plan(model) -> tuple[tuple[NativeGP, _Layout] | None, str]:
+def plan(model) -> tuple[tuple[NativeGP, Layout] | None, str]:
     """``((description, layout), "")`` where the C code computes ``model``, else ``(None,
     reason)`` (the path off, the model not described, or not covered)."""
     if not _ENABLED:
@@ -555,15 +330,14 @@ def plan(model) -> tuple[tuple[NativeGP, _Layout] | None, str]:
     gp = describe(model)
     if gp is None:
         return None, "the model is not one the C path describes"
-    missing = [k for k in gp.kernels if k not in KERNEL_IDS]
-    if missing:
-        return None, f"the C path has no {missing[0]!r} kernel"
     # the layout depends on the model's variables only (the description's data and jitter are
     # read anew each time): kept per model, with the reason where there is none
     cached = _LAYOUTS.get(model)
     if cached is None or cached[0] != _variables_key(model):
         try:
-            cached = (_variables_key(model), gp.layout(model), "")
+            layout = gp.layout(model)
+            gp.struct(layout)  # the parameters fixed by numbers checked, too
+            cached = (_variables_key(model), layout, "")
         except NotNative as err:
             cached = (_variables_key(model), None, f"not on the C path: {err}")
         _LAYOUTS[model] = cached
@@ -624,40 +398,6 @@ def compile_native_data(model, y) -> tuple[Any | None, str]:
     return _compiled_model(model, gp, layout, lib), f"{gp.what}: nothing compiled"
 
 
-def _data(gp: NativeGP, layout: _Layout) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The C struct ``gp_t`` (:func:`_struct`) and the arrays it points into (to be kept
-    alive as long as it is used)."""
-    X = np.asarray(gp.X, dtype=np.float64)
-    arrays = {
-        "XT": _frozen(X.T),
-        "y": _frozen(gp.y),
-        "prior_kind": _frozen(layout.prior[0], np.int64),
-        "prior_a": _frozen(layout.prior[1]),
-        "prior_b": _frozen(layout.prior[2]),
-        "prior_c": _frozen(layout.prior[3]),
-        "expand_src": _frozen(layout.expand_src, np.int64),
-        "expand_exp": _frozen(layout.expand_exp, np.int64),
-    }
-    values: dict[str, Any] = {
-        "n": X.shape[0],
-        "d": X.shape[1],
-        "kernel": KERNEL_IDS[gp.kernel],
-        "n_ls": layout.n_ls,
-        "n_free": layout.n_free,
-        "n_expanded": len(layout.expand_src),
-        "off_ls": layout.offsets["ls"],
-        "off_eta": layout.offsets.get("eta", -1),
-        "off_sigma": layout.offsets.get("sigma", -1),
-        "eta_fixed": layout.fixed.get("eta", 0.0),
-        "sigma_fixed": layout.fixed.get("sigma", 0.0),
-        "jitter": float(gp.jitter),
-        **{name: arr.ctypes.data for name, arr in arrays.items()},
-        **{name: _address("lapack", "d" + name) for name in ("potrf", "trtri", "lauum")},
-        "trmm": _address("blas", "dtrmm"),
-    }
-    return _struct(values), arrays
-
-
 def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray | None:
     r"""The exact leave-one-out log predictive densities :math:`\log p(y_i \mid y_{-i},
     \theta)` (R&W eqs. 5.10-5.12) of many draws in C, or ``None`` where the C path does not
@@ -682,10 +422,11 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
     gp, layout = planned
     draws = arrays[0].shape[0]
     logs = [np.log(np.asarray(a, np.float64).reshape(draws, -1)) for a in arrays]
-    x = np.ascontiguousarray(np.concatenate(logs, axis=1))
+    x = np.concatenate(logs, axis=1)
     if x.shape[1] != layout.n_free:
         raise ValueError(f"the draws have {x.shape[1]} coordinates, the model {layout.n_free}")
-    user_data, keep = _data(gp, layout)
+    x = np.ascontiguousarray(x / layout.scale)  # the coordinates: log(value) / s
+    user_data, keep = gp.struct(layout)
     n = gp.X.shape[0]
     out = np.empty((draws, n))
     fn = lib.gp_loo
@@ -706,7 +447,7 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
     return out
 
 
-def _compiled_model(model, gp: NativeGP, layout: _Layout, lib):
+def _compiled_model(model, gp: NativeGP, layout: Layout, lib):
     from nutpie.compile_pymc import CompiledPyMCModel, _prepare_dims_and_coords
 
     user_data, arrays = gp.struct(layout)

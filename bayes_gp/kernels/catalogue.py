@@ -152,6 +152,9 @@ class KernelSpec:
     ard_params: tuple[str, ...] = ("ls",)
     equation: str = ""
     priors: Mapping = field(default_factory=dict)
+    #: a sum of products of catalogue kernels: per term, ``(catalogue name, label)`` of each
+    #: factor, its hyperparameters named ``{label}_{param}`` (empty for anything else)
+    terms: tuple[tuple[tuple[str, str], ...], ...] = ()
 
     @property
     def catalogue(self) -> bool:
@@ -355,7 +358,8 @@ def kernel_spec(expr, *, exclude: tuple[str, ...] = (), arg: str = "kernel") -> 
     canonical = " + ".join(" * ".join(lab for _, lab in row) for row in labelled)
     equations = "; ".join(f"{f}: {KERNELS[f].equation}" for f in dict.fromkeys(names))
     return KernelSpec(
-        canonical, tuple(params), build, ard, f"sum/product (R&W §4.2.4); {equations}"
+        canonical, tuple(params), build, ard, f"sum/product (R&W §4.2.4); {equations}",
+        terms=tuple(tuple(row) for row in labelled),
     )
 
 

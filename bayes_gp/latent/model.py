@@ -76,7 +76,6 @@ from bayes_gp.inference.nuts import resolve_sampler
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values, observed_logp_and_grad, optimize
 from bayes_gp.kernels.catalogue import (
-    KERNELS,
     DataScale,
     check_kernel_ard,
     default_prior,
@@ -615,18 +614,19 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     def _joint_description(self):
         """The joint model as the C log density of :mod:`bayes_gp.inference.native_latent`
         computes it, or ``None`` where it does not (nutpie compiles it with numba then): a
-        catalogue kernel of a length-scale and an amplitude at the training inputs, a zero or
+        catalogue kernel or a sum of products of them at the training inputs, a zero or
         constant mean, and the Bernoulli or binomial likelihood with the logit link or the
         Poisson likelihood (the C code's own checks follow: which kernel, which priors,
         nothing added to the model)."""
         from bayes_gp.inference.native_latent import NativeJointLatent
+        from bayes_gp.inference.native_model import kernel_of
 
         lik, model, spec = self.likelihood, self._latent_pm, self.spec
-        if (
-            not type(self).__dict__.get("_joint_in_c", False)  # the class's own say: not inherited
-            or KERNELS.get(spec.name) is not spec
-            or set(spec.params) != {"ls", "eta"}
-        ):
+        if not type(self).__dict__.get("_joint_in_c", False):  # the class's own say
+            return None
+        hyper = {p: model[p] if p in model.named_vars else self.priors.get(p) for p in spec.params}
+        kernel = kernel_of(spec, hyper)
+        if kernel is None:
             return None
         y = np.asarray(lik.y, dtype=np.float64)
         if type(lik) is Bernoulli and self.link == "logit":
@@ -647,11 +647,10 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             centre = mean.c
         else:
             return None
-        hyper = {p: model[p] if p in model.named_vars else self.priors.get(p) for p in spec.params}
         return NativeJointLatent(
-            kernel=spec.name, X=self.X, link=link, y=y, m=m, c=c,
-            jitter=float(self.jitter_tensor.get_value()), hyper={**hyper, "mean": centre},
-            z=model["f_rotated_"], f=model["f"],
+            kernel=kernel, X=self.X, link=link, y=y, m=m, c=c,
+            jitter=float(self.jitter_tensor.get_value()), mean=centre, z=model["f_rotated_"],
+            f=model["f"],
         )  # fmt: skip
 
     @property

@@ -37,7 +37,7 @@ from bayes_gp._validation import (
     positive_float,
     refuse_constant,
 )
-from bayes_gp.inference import native_gp
+from bayes_gp.inference import native_gp, native_model
 from bayes_gp.inference.degenerate import model_spacing
 from bayes_gp.inference.jitter import (
     DEFAULT_JITTER,
@@ -56,7 +56,6 @@ from bayes_gp.inference.typeii import (
 )
 from bayes_gp.kernels import derivatives
 from bayes_gp.kernels.catalogue import (
-    KERNELS,
     DataScale,
     check_kernel_ard,
     default_prior,
@@ -449,8 +448,9 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
     def _native_description(self):
         """The model as :mod:`bayes_gp.inference.native_gp`'s C log density computes it, or
         ``None`` where it does not (nutpie compiles it with numba then): the dense exact
-        likelihood of a catalogue kernel with a fixed mean (the C code's own checks follow:
-        which kernel, which priors)."""
+        likelihood of a catalogue kernel or a sum of products of them
+        (:func:`~bayes_gp.inference.native_model.kernel_of`) with a fixed mean (the C code's
+        own checks follow: which parameters, which priors)."""
         if (
             type(self) is not GPRegression
             or type(self.marginal) is not ExactLikelihood
@@ -459,9 +459,10 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
             or self.quasiseparable
             or self.sparse
             or self.known_noise_var is not None
-            or KERNELS.get(self.spec.name) is not self.spec
-            or set(self.spec.params) != {"ls", "eta"}
         ):
+            return None
+        kernel = native_model.kernel_of(self.spec, self._hyper)
+        if kernel is None:
             return None
         mean = self._mean_func
         if type(mean) is pm.gp.mean.Zero:
@@ -473,12 +474,10 @@ class GPRegression(PreflightJitter, NUTSSampling, NutsOrMapFits, GaussianPredict
         else:
             return None
         return native_gp.NativeGP(
-            kernel=self.spec.name,
+            kernel=kernel,
             X=self.X,
             y=self.y - offset,
             jitter=float(self.jitter_tensor.get_value()),
-            ls=self._hyper["ls"],
-            eta=self._hyper["eta"],
             sigma=self._sigma,
         )
 

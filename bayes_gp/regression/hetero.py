@@ -70,10 +70,10 @@ from bayes_gp._validation import (
 from bayes_gp.inference import native_gp
 from bayes_gp.inference.jitter import DEFAULT_LATENT_JITTER, Jitter, JitterChoice, PreflightJitter
 from bayes_gp.inference.native_latent import NativeHetero
+from bayes_gp.inference.native_model import kernel_of
 from bayes_gp.inference.sampling import NutsRun, NUTSSampling
 from bayes_gp.inference.typeii import function_of_values
 from bayes_gp.kernels.catalogue import (
-    KERNELS,
     DataScale,
     check_kernel_ard,
     default_prior,
@@ -257,19 +257,21 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
         it, or ``None`` where it does not (nutpie compiles it with numba then): catalogue
         kernels of a length-scale and an amplitude (the C code's own checks follow: which
         kernels, which priors, nothing added to the model)."""
-        specs = (self.spec, self.noise_spec)
-        if type(self) is not HeteroscedasticGPRegression or any(
-            KERNELS.get(s.name) is not s or set(s.params) != {"ls", "eta"} for s in specs
-        ):
+        if type(self) is not HeteroscedasticGPRegression:
+            return None
+        hyper = self._native_hyper
+        kernel = kernel_of(self.spec, hyper)
+        noise = kernel_of(self.noise_spec, {p: hyper[f"noise_{p}"] for p in self.noise_spec.params})
+        if kernel is None or noise is None:
             return None
         return NativeHetero(
-            kernel=self.spec.name,
-            noise_kernel=self.noise_spec.name,
+            kernel=kernel,
+            noise_kernel=noise,
             X=self.X,
             y=self.y - self.scale.y_mean,
             jitter_f=float(self.jitter_f),
             jitter_g=float(self.jitter_tensor.get_value()),
-            hyper=self._native_hyper,
+            noise_mean=hyper["noise_mean"],
             z=self.model["g_rotated_"],
             g=self.model["g"],
         )

@@ -58,6 +58,7 @@ CASES = [
     ("matern32", "matern12", False, {"eta": 2.0, "noise_mean": -1.0}),
     ("exponential", "matern52", True, {"noise_ls": pm.Gamma.dist(F(3.0), F(2.0), shape=2),
                                        "noise_mean": pm.Normal.dist(F(-0.5), F(0.3))}),
+    ("expquad + matern32 * periodic", "ratquad", False, {"periodic_period": 2.0}),
 ]  # fmt: skip
 
 
@@ -142,7 +143,7 @@ def test_not_positive_definite_is_a_divergence():
 def test_models_it_does_not_cover_say_why():
     X, y = _data()
     cases = {
-        "periodic": HeteroscedasticGPRegression(X, y, "periodic"),
+        "prml": HeteroscedasticGPRegression(X, y, "expquad", "prml"),
         "student mean": HeteroscedasticGPRegression(
             X, y, priors={"noise_mean": pm.StudentT.dist(nu=F(3.0), mu=F(0.0), sigma=F(1.0))}
         ),
@@ -155,7 +156,7 @@ def test_models_it_does_not_cover_say_why():
         pm.Deterministic("noise_sd", pm.math.exp(added.model["g"]))
     cases["added"] = added
     reasons = {k: native_gp.plan(gp.model)[1] for k, gp in cases.items()}
-    assert "describes" in reasons["periodic"]
+    assert "describes" in reasons["prml"]
     assert "noise_mean's prior (t) is not one of" in reasons["student mean"]
     assert "noise_mean's prior is not an untransformed Normal" in reasons["positive mean"]
     assert "noise_sd" in reasons["added"]
@@ -190,6 +191,8 @@ def _joint_cases():
                                            "binomial", trials=5, mean="constant"),
         "poisson, fixed eta": LatentGP(X, rng.poisson(3, 30), "matern12", "poisson",
                                        priors={"eta": 1.3}),
+        "poisson, sum of products": LatentGP(X[:, :1], rng.poisson(3, 30),
+                                             "expquad * periodic + ratquad", "poisson"),
     }  # fmt: skip
 
 
@@ -232,7 +235,7 @@ def test_joint_latent_models_it_does_not_cover():
         "probit": GPClassifier(X, labels, link="probit"),
         "negative binomial": LatentGP(X, rng.poisson(3, 20), "expquad", "negative_binomial"),
         "linear mean": LatentGP(X, rng.poisson(3, 20), "expquad", "poisson", mean="linear"),
-        "periodic": LatentGP(X, rng.poisson(3, 20), "periodic", "poisson"),
+        "prml": LatentGP(X, rng.poisson(3, 20), "prml", "poisson"),
     }
     for name, gp in cases.items():
         assert "describes" in native_gp.plan(gp._latent_model())[1], name

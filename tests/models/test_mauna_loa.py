@@ -189,6 +189,36 @@ def test_ml2_reaches_scikit_learn(decl, fast):
     assert _ran_away(fit) == RUNAWAY_FAST, fit.runaway
 
 
+def test_the_c_path_computes_the_declared_model(decl, fast):
+    """The model NUTS samples (R&W eqs. 5.15-5.19, the period on its rescaled coordinate) is on
+    the C path of bayes_gp.inference.native_gp: PyMC's log density to 1e-11 and its gradient
+    to 1e-8 relative at three jittered initial points."""
+    import ctypes
+
+    from bayes_gp.inference import native_gp
+
+    gp = decl.build(fast, "nuts")
+    model = gp.model
+    cm, reason = native_gp.compile_native(model)
+    assert cm is not None, reason
+    logp, dlogp = model.compile_logp(mode=EAGER_MODE), model.compile_dlogp(mode=EAGER_MODE)
+    fn = cm.native_library.gp_logp
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_uint64] + [ctypes.c_void_p] * 4
+    names, slices, shapes = cm.shape_info
+    assert "periodic_period_chain__" in names
+    for seed in range(3):
+        x = cm.initial_point_func(seed)
+        point = {nm: x[sl].reshape(sh) for nm, sl, sh in
+                 list(zip(names, slices, shapes, strict=True))[: len(model.free_RVs)]}  # fmt: skip
+        grad, lp = np.zeros_like(x), np.zeros(1)
+        assert fn(len(x), x.ctypes.data, grad.ctypes.data, lp.ctypes.data,
+                  cm.user_data.ctypes.data) == 0  # fmt: skip
+        np.testing.assert_allclose(lp[0], logp(point), rtol=1e-11)
+        ref = dlogp(point)
+        np.testing.assert_allclose(grad, ref, rtol=1e-8, atol=1e-10 * np.abs(ref).max())
+
+
 @pytest.mark.slow
 def test_short_nuts_run(decl, fast):
     gp = decl.build(fast, "nuts")

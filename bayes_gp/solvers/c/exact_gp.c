@@ -1,25 +1,32 @@
 /* The exact GP's log density and gradient for nuts-rs (nutpie), as C that a C compiler turns
  * into a shared library in well under a second: no per-model compilation.
  *
- * bayes_gp.inference.native_gp describes the model (which kernel, which coordinate of the
- * unconstrained vector holds which log-hyperparameter, the priors) in a gp_t and hands nutpie
- * the addresses of gp_logp and gp_expand with a pointer to it. Both follow nutpie's C calling
- * convention (the numba entry points of bayes_gp.inference.nutpie_compile): the return value is
- * 0 on success, 3 for a non-finite gradient, 4 for a non-finite log density (C not positive
- * definite included: nuts-rs treats positive codes as a divergence), -1 for a dimension
- * mismatch, 1 when memory could not be allocated.
+ * bayes_gp.inference.native_gp describes the model (the kernel's terms and factors, which
+ * coordinate of the unconstrained vector holds which log-hyperparameter, the priors) in a gp_t
+ * and hands nutpie the addresses of gp_logp and gp_expand with a pointer to it. Both follow
+ * nutpie's C calling convention (the numba entry points of bayes_gp.inference.nutpie_compile):
+ * the return value is 0 on success, 3 for a non-finite gradient, 4 for a non-finite log density
+ * (C not positive definite included: nuts-rs treats positive codes as a divergence), -1 for a
+ * dimension mismatch, 1 when memory could not be allocated.
  *
  * The model (R&W eq. 2.30, PRML eq. 6.69, as bayes_gp.solvers.exact.ExactLikelihood declares
- * it): y - m ~ N(0, C), C = eta^2 k(r^2) + (sigma^2 + jitter) I,
- * r^2 = sum_d (x_d - x'_d)^2 / ls_d^2, with k one of
+ * it): y - m ~ N(0, C), C = K + (sigma^2 + jitter) I, with the kernel a sum of products
+ * (R&W §4.2.4, PRML eqs. 6.17-6.22)
+ *   K(x, x') = sum_t eta_t^2 prod_{f in t} k_f(x, x'),
+ * each factor one of, with r^2 = sum_d (x_d - x'_d)^2 / ls_d^2 (ls isotropic or one per input),
  *   expquad   exp(-r^2/2)                              (R&W eq. 4.9)
  *   matern52  (1 + s + s^2/3) exp(-s), s = sqrt(5 r^2)  (R&W eq. 4.17b)
  *   matern32  (1 + s) exp(-s),          s = sqrt(3 r^2)  (R&W eq. 4.17a)
  *   matern12  exp(-s),                  s = sqrt(r^2)    (R&W eq. 4.16)
+ *   ratquad   (1 + r^2/(2 alpha))^-alpha, as exp(-alpha log1p(r^2/(2 alpha)))   (R&W eq. 4.19)
+ *   periodic  exp(-2 sum_d sin^2(pi (x_d - x'_d)/p) / ls_d^2)   (R&W eq. 4.31, bayes_gp's
+ *             scaling: bayes_gp.kernels.Periodic)
  * log p(y) = -y'C^-1 y / 2 - log|C| / 2 - n log(2 pi) / 2                     (R&W eq. 2.30)
  * d log p / d theta = tr((alpha alpha' - C^-1) dC/dtheta) / 2, alpha = C^-1 y   (R&W eq. 5.9)
- * with theta the logs of ls_d, eta and sigma (PyMC's log transform, whose log-Jacobian u is
- * added), plus each coordinate's prior log density written in u = log(value).
+ * with theta the logs of the ls_d, eta_t, sigma, p and alpha; each of them a coordinate u of
+ * the unconstrained vector on PyMC's log transform, theta = s u (s = 1; a chained log and
+ * scale transform gives another s), whose log-Jacobian s u + log s is added, or a fixed
+ * number; plus each coordinate's prior log density written in theta.
  *
  * LAPACK (dpotrf, dtrtri, dlauum) and BLAS (dtrmm) are SciPy's, called through the addresses of
  * scipy.linalg.cython_lapack and cython_blas, so nothing here links against a BLAS. Row-major n x n arrays are
@@ -38,7 +45,8 @@ typedef void (*trtri_t)(char *, char *, int *, double *, int *, int *);
 typedef void (*trmm_t)(char *, char *, char *, char *, int *, int *, double *, double *, int *,
                        double *, int *);
 
-enum { K_EXPQUAD = 0, K_MATERN52 = 1, K_MATERN32 = 2, K_MATERN12 = 3 };
+enum { K_EXPQUAD = 0, K_MATERN52 = 1, K_MATERN32 = 2, K_MATERN12 = 3, K_RATQUAD = 4,
+       K_PERIODIC = 5 };
 enum {
     P_LOGNORMAL = 0,
     P_HALFNORMAL = 1,
@@ -49,17 +57,33 @@ enum {
     P_NORMAL = 6 /* of an untransformed coordinate: u is the value itself */
 };
 
-/* Every field 8 bytes: Python fills it as a flat array of 64-bit words (native_gp.py,
- * _LAYOUT, in this order). */
+/* Every struct here has 8-byte fields only: Python fills each as a flat array of 64-bit words
+ * (native_gp.py's _LAYOUT, _COORDS_LAYOUT; native_latent.py's, in this order). */
+
+/* The coordinates of the unconstrained vector: their priors and transforms, and which of
+ * nutpie's stored values they give. */
 typedef struct {
-    int64_t n, d, kernel, n_ls, n_free, n_expanded;
-    int64_t off_ls, off_eta, off_sigma; /* coordinates of log ls[0], log eta, log sigma; -1: fixed */
-    double eta_fixed, sigma_fixed, jitter;
+    int64_t n_free, n_head;      /* coordinates; stored values that are coordinates' values */
+    const int64_t *prior_kind;   /* n_free */
+    const double *prior_a, *prior_b, *prior_c; /* n_free: parameters and constant term */
+    const double *scale;         /* n_free: the log of the value is scale * u (P_NORMAL: unused) */
+    const int64_t *expand_src, *expand_exp;    /* n_head: coordinate, and 1 for its value */
+} coords_t;
+
+/* A kernel and its exact GP: the log-parameters in slots (slot_src: the coordinate, -1 for a
+ * fixed value, slot_fixed: its log), the terms (term_eta: the slot of log eta_t; term_first:
+ * each term's first factor, n_term + 1 entries) and the factors (fac_kind, fac_ls: the slot of
+ * log ls_1, fac_nls: 1 or d, fac_extra: the slot of log p or log alpha, or -1). */
+typedef struct {
+    int64_t n, d, n_slot, n_term, n_fac, slot_sigma; /* slot_sigma -1: no noise of its own */
+    double jitter;
     const double *XT;                   /* d x n, the inputs by dimension */
     const double *y;                    /* n, y minus the (fixed) mean */
-    const int64_t *prior_kind;          /* n_free */
-    const double *prior_a, *prior_b, *prior_c; /* n_free: parameters and constant term */
-    const int64_t *expand_src, *expand_exp;    /* n_expanded: coordinate, and 1 for exp() */
+    const coords_t *c;
+    const int64_t *slot_src;
+    const double *slot_fixed;
+    const int64_t *term_eta, *term_first;
+    const int64_t *fac_kind, *fac_ls, *fac_nls, *fac_extra;
     potrf_t potrf;
     lauum_t lauum;
     trtri_t trtri;
@@ -189,45 +213,82 @@ static inline double exp_poly(double x) {
     return p * two1 * two2;
 }
 
-/* The kernel k(r^2) and its derivative dk/d(r^2) over one row segment (vectorised). */
-static void kernel_row(int64_t kind, int64_t m, const double *r2, double *k, double *kp) {
+/* log(1 + u) for u >= 0, given inv = 1 / (1 + u), without a call into libm, so that the rational quadratic's loops
+ * vectorise: z = 1 + u = 2^k m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) =
+ * 2 (s + s^3/3 + ... + s^21/21), s = (m - 1)/(m + 1), |s| <= 0.1716 (the next term is below
+ * 1e-17 relative), plus k ln 2 in two parts, and the rounding of 1 + u put back by
+ * (u - (z - 1)) / z, so that the result keeps u's digits when u is small (the ratquad kernel
+ * near its squared exponential limit, bayes_gp.kernels.RatQuad). Within a few ulp of libm's
+ * log1p. */
+static inline double log1p_poly(double u, double inv) {
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    double z = 1.0 + u;
+    double corr = (u - (z - 1.0)) * inv;
+    int64_t zb;
+    memcpy(&zb, &z, 8);
+    int64_t k = (zb >> 52) - 1023;                 /* z >= 1: no sign bit, normal */
+    int64_t mb = (zb & 0x000fffffffffffffLL) | 0x3ff0000000000000LL;
+    double m;
+    memcpy(&m, &mb, 8);                             /* z = 2^k m, m in [1, 2) */
+    int big = m > 1.4142135623730951;
+    m = big ? 0.5 * m : m;
+    double kd = (double)(k + big);
+    double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+    double p = 1.0 / 21.0;
+    p = p * s2 + 1.0 / 19.0;
+    p = p * s2 + 1.0 / 17.0;
+    p = p * s2 + 1.0 / 15.0;
+    p = p * s2 + 1.0 / 13.0;
+    p = p * s2 + 1.0 / 11.0;
+    p = p * s2 + 1.0 / 9.0;
+    p = p * s2 + 1.0 / 7.0;
+    p = p * s2 + 1.0 / 5.0;
+    p = p * s2 + 1.0 / 3.0;
+    double logm = 2.0 * s + 2.0 * s * s2 * p;
+    return (kd * ln2_hi + (logm + (kd * ln2_lo + corr)));
+}
+
+/* The kernel k(r^2) over one row segment, and its derivative dk/d(r^2) into kp unless kp is
+ * NULL (vectorised: each case one loop without a branch). */
+#define KERNEL_LOOP(VALUE, DERIV)                                                            \
+    if (kp) {                                                                                \
+        for (int64_t j = 0; j < m; j++) {                                                    \
+            const double r = r2[j];                                                          \
+            VALUE;                                                                           \
+            DERIV;                                                                           \
+        }                                                                                    \
+    } else {                                                                                 \
+        for (int64_t j = 0; j < m; j++) {                                                    \
+            const double r = r2[j];                                                          \
+            VALUE;                                                                           \
+        }                                                                                    \
+    }
+
+static void kernel_row(int64_t kind, int64_t m, const double *restrict r2, double *restrict k,
+                       double *restrict kp) {
     switch (kind) {
     case K_EXPQUAD:
-        for (int64_t j = 0; j < m; j++) {
-            double e = exp_poly(-0.5 * r2[j]);
-            k[j] = e;
-            kp[j] = -0.5 * e;
-        }
+        KERNEL_LOOP(k[j] = exp_poly(-0.5 * r), kp[j] = -0.5 * k[j])
         break;
     case K_MATERN52:
-        for (int64_t j = 0; j < m; j++) {
-            double s = sqrt(5.0 * r2[j]);
-            double e = exp_poly(-s);
-            k[j] = (1.0 + s + s * s / 3.0) * e;
-            kp[j] = -(5.0 / 6.0) * (1.0 + s) * e;
-        }
+        KERNEL_LOOP(const double s = sqrt(5.0 * r); const double e = exp_poly(-s);
+                    k[j] = (1.0 + s + s * s / 3.0) * e, kp[j] = -(5.0 / 6.0) * (1.0 + s) * e)
         break;
     case K_MATERN32:
-        for (int64_t j = 0; j < m; j++) {
-            double s = sqrt(3.0 * r2[j]);
-            double e = exp_poly(-s);
-            k[j] = (1.0 + s) * e;
-            kp[j] = -1.5 * e;
-        }
+        KERNEL_LOOP(const double s = sqrt(3.0 * r); const double e = exp_poly(-s);
+                    k[j] = (1.0 + s) * e, kp[j] = -1.5 * e)
         break;
-    default: /* K_MATERN12 */
-        for (int64_t j = 0; j < m; j++) {
-            double s = sqrt(r2[j]);
-            double e = exp_poly(-s);
-            k[j] = e;
-            /* dk/dr^2 = -e / (2 s); at s = 0 every difference is 0, so is the term (the inner
-             * test keeps the division finite in the vectorised loop, which computes both) */
-            kp[j] = s > 0.0 ? -0.5 * e / (s > 0.0 ? s : 1.0) : 0.0;
-        }
+    default: /* K_MATERN12: dk/dr^2 = -e / (2 s); at s = 0 every difference is 0, so is the
+              * term (the inner test keeps the division finite in the vectorised loop) */
+        KERNEL_LOOP(const double s = sqrt(r); const double e = exp_poly(-s); k[j] = e,
+                    kp[j] = s > 0.0 ? -0.5 * e / (s > 0.0 ? s : 1.0) : 0.0)
         break;
     }
 }
+#undef KERNEL_LOOP
 
+/* Prior log density of v = e^u in u, without the log-Jacobian u, and its derivative in u;
+ * for P_NORMAL the density of u itself (a coordinate without a transform). */
 /* Prior log density of v = e^u in u, without the log-Jacobian u, and its derivative in u;
  * for P_NORMAL the density of u itself (a coordinate without a transform). */
 static double prior_logp(int64_t kind, double u, double a, double b, double c, double *du) {
@@ -268,29 +329,49 @@ static double prior_logp(int64_t kind, double u, double a, double b, double c, d
     }
 }
 
-/* This thread's workspace for one evaluation: A, K and K' (n x n each), alpha and a row of
- * r^2 (n each), 1/ls^2 and the length-scales' gradient (n_ls each); NULL if out of memory. */
+/* This thread's workspace for one evaluation of a gp_t: A (n x n), alpha, a row of r^2, of
+ * weights, of derivative weights and of a term's values (n each), the log-parameters and
+ * their gradient (n_slot each), 1/ls^2 per factor and input (n_fac d), three rows per factor
+ * (its values, dk/dr^2, dk/dlog extra) and per factor and input sin and cos of pi x / p
+ * (periodic factors; 2 n each); then, where it takes at most CACHE_BYTES, those three rows of
+ * every factor for every row of the upper triangle (3 n_fac n^2): assemble computes them
+ * once for the gradient's pass, which otherwise computes them again. NULL if out of
+ * memory. */
 typedef struct {
-    double *A, *Kb, *Kp, *alpha, *r2, *il2, *g_ls;
+    double *A, *alpha, *r2, *w, *wk, *tv, *theta, *dtheta, *il2, *kf, *sc, *cache;
 } eval_t;
+
+#define CACHE_BYTES ((size_t)64 << 20)
+
+static size_t cache_size(const gp_t *g) {
+    size_t size = 3 * (size_t)g->n_fac * (size_t)g->n * (size_t)g->n;
+    return size * sizeof(double) <= CACHE_BYTES ? size : 0;
+}
 
 /* The doubles one evaluation of g takes (eval_t). */
 static size_t eval_size(const gp_t *g) {
-    size_t n = (size_t)g->n;
-    return 3 * n * n + 2 * n + 2 * (size_t)g->n_ls;
+    size_t n = (size_t)g->n, F = (size_t)g->n_fac, d = (size_t)g->d;
+    return n * n + 5 * n + 2 * (size_t)g->n_slot + F * d + 3 * F * n + 2 * F * d * n +
+           cache_size(g);
 }
 
 /* e's arrays laid out from w (eval_size(g) doubles); returns the first double after them. */
 static double *eval_carve(const gp_t *g, double *w, eval_t *e) {
-    size_t n = (size_t)g->n, nn = n * n, n_ls = (size_t)g->n_ls;
+    size_t n = (size_t)g->n, F = (size_t)g->n_fac, d = (size_t)g->d;
     e->A = w;
-    e->Kb = w + nn;
-    e->Kp = e->Kb + nn;
-    e->alpha = e->Kp + nn;
+    e->alpha = w + n * n;
     e->r2 = e->alpha + n;
-    e->il2 = e->r2 + n;
-    e->g_ls = e->il2 + n_ls;
-    return e->g_ls + n_ls;
+    e->w = e->r2 + n;
+    e->wk = e->w + n;
+    e->tv = e->wk + n;
+    e->theta = e->tv + n;
+    e->dtheta = e->theta + g->n_slot;
+    e->il2 = e->dtheta + g->n_slot;
+    e->kf = e->il2 + F * d;
+    e->sc = e->kf + 3 * F * n;
+    double *end = e->sc + 2 * F * d * n;
+    e->cache = cache_size(g) ? end : NULL;
+    return end + cache_size(g);
 }
 
 static int eval_space(const gp_t *g, eval_t *e) {
@@ -300,40 +381,246 @@ static int eval_space(const gp_t *g, eval_t *e) {
     return 1;
 }
 
-/* C's row-major upper triangle (LAPACK's 'L' of the column-major view: OpenBLAS factors and
- * inverts it faster than 'U'), K = eta^2 k and eta^2 dk/dr^2 beside it, at the
- * log-hyperparameters x; row i holds the columns j > i from its diagonal on, each segment
- * contiguous. Returns sigma. */
-static double assemble(const gp_t *g, const double *x, eval_t *e) {
-    const int64_t n = g->n, d = g->d, n_ls = g->n_ls;
-    for (int64_t k = 0; k < n_ls; k++) e->il2[k] = exp(-2.0 * x[g->off_ls + k]);
-    double eta = g->off_eta >= 0 ? exp(x[g->off_eta]) : g->eta_fixed;
-    double sigma = g->off_sigma >= 0 ? exp(x[g->off_sigma]) : g->sigma_fixed;
-    double eta2 = eta * eta, noise = sigma * sigma + g->jitter;
-    double *A = e->A, *Kb = e->Kb, *Kp = e->Kp, *r2 = e->r2;
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t m = n - i - 1, o = i * n + i + 1;
-        for (int64_t j = 0; j < m; j++) r2[j] = 0.0;
+/* The log-parameters at x into e->theta (their gradient e->dtheta zeroed), 1/ls^2 of each
+ * factor by input, and the periodic factors' sin and cos of pi x_d / p by point. */
+static void kernel_prepare(const gp_t *g, const double *x, eval_t *e) {
+    const int64_t n = g->n, d = g->d;
+    for (int64_t p = 0; p < g->n_slot; p++) {
+        int64_t src = g->slot_src[p];
+        e->theta[p] = src >= 0 ? g->c->scale[src] * x[src] : g->slot_fixed[p];
+        e->dtheta[p] = 0.0;
+    }
+    for (int64_t f = 0; f < g->n_fac; f++) {
+        for (int64_t k = 0; k < d; k++)
+            e->il2[f * d + k] = exp(-2.0 * e->theta[g->fac_ls[f] + (g->fac_nls[f] == 1 ? 0 : k)]);
+        if (g->fac_kind[f] != K_PERIODIC) continue;
+        double w = M_PI / exp(e->theta[g->fac_extra[f]]);
+        for (int64_t k = 0; k < d; k++) {
+            double *s = e->sc + (f * d + k) * 2 * n, *c = s + n;
+            const double *xk = g->XT + k * n;
+            /* angles from the inputs' midpoint: sin and cos of small arguments, so that
+             * s_j c_i - c_j s_i keeps the digits of sin(pi (x_j - x_i) / p) */
+            double lo = xk[0], hi = xk[0];
+            for (int64_t j = 1; j < n; j++) {
+                lo = xk[j] < lo ? xk[j] : lo;
+                hi = xk[j] > hi ? xk[j] : hi;
+            }
+            const double mid = 0.5 * (lo + hi);
+            for (int64_t j = 0; j < n; j++) {
+                s[j] = sin(w * (xk[j] - mid));
+                c[j] = cos(w * (xk[j] - mid));
+            }
+        }
+    }
+}
+
+/* Factor f over row i's columns j > i (m of them): its values k and, where grad, dk/dr^2
+ * into kp (stationary kinds) and dk/dlog alpha into ka (ratquad). sin(a_j - a_i) = s_j c_i -
+ * c_j s_i for the periodic factor, from kernel_prepare's tables. */
+static void factor_row(const gp_t *g, const eval_t *e, int64_t f, int64_t i, int grad,
+                       double *restrict k, double *restrict kp, double *restrict ka) {
+    const int64_t n = g->n, d = g->d, m = n - i - 1, kind = g->fac_kind[f];
+    const double *il2 = e->il2 + f * d;
+    double *restrict r2 = e->r2;
+    if (kind == K_PERIODIC) {
         for (int64_t dd = 0; dd < d; dd++) {
-            const double *col = g->XT + dd * n + i + 1;
-            double xi = col[-1], w = e->il2[n_ls == 1 ? 0 : dd];
+            const double *restrict s = e->sc + (f * d + dd) * 2 * n, *restrict c = s + n;
+            const double si = s[i], ci = c[i], w = 4.0 * il2[dd];
+            if (dd == 0)
+                for (int64_t j = 0; j < m; j++) {
+                    double sn = s[i + 1 + j] * ci - c[i + 1 + j] * si;
+                    r2[j] = sn * sn * w;
+                }
+            else
+                for (int64_t j = 0; j < m; j++) {
+                    double sn = s[i + 1 + j] * ci - c[i + 1 + j] * si;
+                    r2[j] += sn * sn * w;
+                }
+        }
+        for (int64_t j = 0; j < m; j++) k[j] = exp_poly(-0.5 * r2[j]);
+        return;
+    }
+    for (int64_t dd = 0; dd < d; dd++) {
+        const double *restrict col = g->XT + dd * n + i + 1;
+        const double xi = col[-1], w = il2[dd];
+        if (dd == 0)
+            for (int64_t j = 0; j < m; j++) {
+                double diff = col[j] - xi;
+                r2[j] = diff * diff * w;
+            }
+        else
             for (int64_t j = 0; j < m; j++) {
                 double diff = col[j] - xi;
                 r2[j] += diff * diff * w;
             }
+    }
+    if (kind == K_RATQUAD) {
+        const double alpha = exp(e->theta[g->fac_extra[f]]), h = 0.5 / alpha;
+        if (!grad) {
+            for (int64_t j = 0; j < m; j++) {
+                double u = r2[j] * h;
+                k[j] = exp_poly(-alpha * log1p_poly(u, 1.0 / (1.0 + u)));
+            }
+            return;
         }
-        double *krow = Kb + o, *kprow = Kp + o, *arow = A + o;
-        kernel_row(g->kernel, m, r2, krow, kprow);
         for (int64_t j = 0; j < m; j++) {
-            krow[j] *= eta2;
-            kprow[j] *= eta2;
-            arow[j] = krow[j];
+            double u = r2[j] * h, inv = 1.0 / (1.0 + u), l = log1p_poly(u, inv);
+            double kv = exp_poly(-alpha * l);
+            k[j] = kv;
+            kp[j] = -0.5 * kv * inv;
+            ka[j] = alpha * kv * (u * inv - l);
         }
-        Kb[i * n + i] = eta2;
-        Kp[i * n + i] = 0.0;
-        A[i * n + i] = eta2 + noise;
+        return;
+    }
+    kernel_row(kind, m, r2, k, grad ? kp : NULL);
+}
+
+/* scale times the derivative of sum_j wk_j k_f(x_i, x_{i+1+j}) in factor f's
+ * log-parameters, added to e->dtheta, with k, kp and ka its row (factor_row):
+ *   d/dlog ls_d = sum_j wk_j dk/dr^2 (-2 (x_d - x'_d)^2 / ls_d^2)            (stationary)
+ *   d/dlog ls_d = sum_j wk_j k 4 sin^2(a) / ls_d^2,
+ *   d/dlog p = sum_j wk_j k sum_d 4 sin(a) cos(a) a / ls_d^2, a = pi (x_d - x'_d)/p (periodic)
+ *   d/dlog alpha = sum_j wk_j dk/dlog alpha                                  (ratquad) */
+static void factor_grad(const gp_t *g, eval_t *e, int64_t f, int64_t i,
+                        const double *restrict wk, double scale, const double *restrict k,
+                        const double *restrict kp, const double *restrict ka) {
+    const int64_t n = g->n, d = g->d, m = n - i - 1, kind = g->fac_kind[f];
+    const int64_t ls = g->fac_ls[f], iso = g->fac_nls[f] == 1;
+    const double *il2 = e->il2 + f * d;
+    double *dt = e->dtheta;
+    if (kind == K_PERIODIC) {
+        const double w = M_PI / exp(e->theta[g->fac_extra[f]]);
+        double gp = 0.0;
+        for (int64_t dd = 0; dd < d; dd++) {
+            const double *s = e->sc + (f * d + dd) * 2 * n, *c = s + n;
+            const double *col = g->XT + dd * n + i + 1;
+            const double si = s[i], ci = c[i], xi = col[-1];
+            double a_ls = 0.0, a_p = 0.0;
+            for (int64_t j = 0; j < m; j++) {
+                double sn = s[i + 1 + j] * ci - c[i + 1 + j] * si;
+                double cs = c[i + 1 + j] * ci + s[i + 1 + j] * si;
+                double t = wk[j] * k[j];
+                a_ls += t * sn * sn;
+                a_p += t * sn * cs * (col[j] - xi);
+            }
+            dt[ls + (iso ? 0 : dd)] += 4.0 * scale * a_ls * il2[dd];
+            gp += 4.0 * a_p * w * il2[dd];
+        }
+        dt[g->fac_extra[f]] += scale * gp;
+        return;
+    }
+    for (int64_t dd = 0; dd < d; dd++) {
+        const double *col = g->XT + dd * n + i + 1;
+        const double xi = col[-1];
+        double s = 0.0;
+        for (int64_t j = 0; j < m; j++) {
+            double diff = col[j] - xi;
+            s += wk[j] * kp[j] * diff * diff;
+        }
+        dt[ls + (iso ? 0 : dd)] += -2.0 * scale * s * il2[dd];
+    }
+    if (kind == K_RATQUAD) {
+        double s = 0.0;
+        for (int64_t j = 0; j < m; j++) s += wk[j] * ka[j];
+        dt[g->fac_extra[f]] += scale * s;
+    }
+}
+
+/* Factor f's three rows for row i (values, dk/dr^2, dk/dlog extra): in the cache, or the
+ * scratch rows. */
+static double *factor_rows(const gp_t *g, const eval_t *e, int64_t f, int64_t i) {
+    const size_t n = (size_t)g->n;
+    if (e->cache) return e->cache + 3 * (size_t)f * n * n + (size_t)i * 3 * n;
+    return e->kf + 3 * (size_t)f * n;
+}
+
+/* Term t's factors over row i, with their derivatives where grad (factor_row, into
+ * factor_rows; with the cache, assemble computes them with their derivatives and the
+ * gradient's pass reads them); returns their product prod_f k_f, the first factor's row
+ * itself where the term has one (else e->tv). */
+static const double *term_row(const gp_t *g, eval_t *e, int64_t t, int64_t i, int grad) {
+    const int64_t n = g->n, m = n - i - 1, f0 = g->term_first[t], f1 = g->term_first[t + 1];
+    if (!(grad && e->cache))
+        for (int64_t f = f0; f < f1; f++) {
+            double *k = factor_rows(g, e, f, i);
+            factor_row(g, e, f, i, grad || e->cache, k, k + n, k + 2 * n);
+        }
+    const double *k0 = factor_rows(g, e, f0, i);
+    if (f1 - f0 == 1) return k0;
+    double *restrict tv = e->tv;
+    const double *restrict k1 = factor_rows(g, e, f0 + 1, i);
+    for (int64_t j = 0; j < m; j++) tv[j] = k0[j] * k1[j];
+    for (int64_t f = f0 + 2; f < f1; f++) {
+        const double *restrict k = factor_rows(g, e, f, i);
+        for (int64_t j = 0; j < m; j++) tv[j] *= k[j];
+    }
+    return tv;
+}
+
+/* C's row-major upper triangle (LAPACK's 'L' of the column-major view: OpenBLAS factors and
+ * inverts it faster than 'U') over e->A at x: row i holds the columns j > i from its diagonal
+ * on, each segment contiguous (every factor is 1 at r = 0). Returns sigma (0 without noise). */
+static double assemble(const gp_t *g, const double *x, eval_t *e) {
+    const int64_t n = g->n;
+    kernel_prepare(g, x, e);
+    const double sigma = g->slot_sigma >= 0 ? exp(e->theta[g->slot_sigma]) : 0.0;
+    double diag = sigma * sigma + g->jitter;
+    for (int64_t t = 0; t < g->n_term; t++) diag += exp(2.0 * e->theta[g->term_eta[t]]);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m = n - i - 1;
+        double *arow = e->A + i * n + i + 1;
+        for (int64_t j = 0; j < m; j++) arow[j] = 0.0;
+        for (int64_t t = 0; t < g->n_term; t++) {
+            const double *restrict prod = term_row(g, e, t, i, 0);
+            const double eta2 = exp(2.0 * e->theta[g->term_eta[t]]);
+            for (int64_t j = 0; j < m; j++) arow[j] += eta2 * prod[j];
+        }
+        e->A[i * n + i] = diag;
     }
     return sigma;
+}
+
+/* Row i's share of the derivative of sum_ij W_ij K_ij in the log-parameters, added to
+ * e->dtheta: w[j] = 2 W_{i,i+1+j} (the off-diagonal terms count twice), wd = W_ii.
+ * d/dlog eta_t = sum W 2 K_t; a factor's parameters get its own derivative weighted by w
+ * times eta_t^2 and the term's other factors (factor_grad). */
+static void kernel_grad_row(const gp_t *g, eval_t *e, int64_t i, const double *w, double wd) {
+    const int64_t n = g->n, m = n - i - 1;
+    double *restrict wk = e->wk;
+    for (int64_t t = 0; t < g->n_term; t++) {
+        const int64_t f0 = g->term_first[t], f1 = g->term_first[t + 1];
+        const double *restrict prod = term_row(g, e, t, i, 1);
+        const double eta2 = exp(2.0 * e->theta[g->term_eta[t]]);
+        double s = 0.0;
+        for (int64_t j = 0; j < m; j++) s += w[j] * prod[j];
+        e->dtheta[g->term_eta[t]] += 2.0 * eta2 * (s + wd);
+        for (int64_t f = f0; f < f1; f++) {
+            const double *k = factor_rows(g, e, f, i);
+            if (f1 - f0 == 1) { /* the weights themselves */
+                factor_grad(g, e, f, i, w, eta2, k, k + n, k + 2 * n);
+                continue;
+            }
+            int first = 1;
+            for (int64_t o = f0; o < f1; o++) {
+                if (o == f) continue;
+                const double *restrict ko = factor_rows(g, e, o, i);
+                if (first)
+                    for (int64_t j = 0; j < m; j++) wk[j] = w[j] * ko[j];
+                else
+                    for (int64_t j = 0; j < m; j++) wk[j] *= ko[j];
+                first = 0;
+            }
+            factor_grad(g, e, f, i, wk, eta2, k, k + n, k + 2 * n);
+        }
+    }
+}
+
+/* The gradient in the log-parameters (e->dtheta) added to grad at their coordinates. */
+static void slots_to_grad(const gp_t *g, const eval_t *e, double *grad) {
+    for (int64_t p = 0; p < g->n_slot; p++) {
+        int64_t src = g->slot_src[p];
+        if (src >= 0) grad[src] += g->c->scale[src] * e->dtheta[p];
+    }
 }
 
 /* C = LL' over A (dpotrf), alpha = C^-1 y by the two triangular solves, each a contiguous
@@ -365,39 +652,24 @@ static int factor_solve(const gp_t *g, eval_t *e, double *logdet) {
     return 0;
 }
 
-/* The priors of the n_free coordinates of x and the log transform's log-Jacobian (none for
- * P_NORMAL, the one untransformed kind): their sum, and their gradient written into grad. */
-static double priors(int64_t n_free, const int64_t *kind, const double *a, const double *b,
-                     const double *c, const double *x, double *grad) {
+/* The priors of the coordinates of x and their transforms' log-Jacobians (theta = s u: s u +
+ * log s; none for P_NORMAL, the one untransformed kind): their sum, and their gradient
+ * written into grad. */
+static double priors(const coords_t *c, const double *x, double *grad) {
     double lp = 0.0;
-    for (int64_t i = 0; i < n_free; i++) {
+    for (int64_t i = 0; i < c->n_free; i++) {
         double du = 0.0;
-        lp += prior_logp(kind[i], x[i], a[i], b[i], c[i], &du);
-        if (kind[i] != P_NORMAL) { /* log-Jacobian of the log transform */
-            lp += x[i];
-            du += 1.0;
+        if (c->prior_kind[i] == P_NORMAL) {
+            lp += prior_logp(P_NORMAL, x[i], c->prior_a[i], c->prior_b[i], c->prior_c[i], &du);
+            grad[i] = du;
+            continue;
         }
-        grad[i] = du;
+        const double s = c->scale[i], u = s * x[i];
+        lp += prior_logp(c->prior_kind[i], u, c->prior_a[i], c->prior_b[i], c->prior_c[i], &du);
+        lp += u + (s == 1.0 ? 0.0 : log(s));
+        grad[i] = (du + 1.0) * s;
     }
     return lp;
-}
-
-/* Row i's share of the length-scales' gradient: g_ls[d] += sum_{j > i} wk_j (-2 (x_id -
- * x_jd)^2 / ls_d^2), wk_j = 2 W_ij eta^2 k'(r_ij^2) over the row's columns j > i (R&W eq. 5.9;
- * W the log density's derivative in the kernel matrix, off-diagonal terms counted twice). */
-static inline void ls_row(const gp_t *g, const eval_t *e, int64_t i, const double *wk,
-                          double *g_ls) {
-    const int64_t n = g->n, m = n - i - 1, n_ls = g->n_ls;
-    for (int64_t dd = 0; dd < g->d; dd++) {
-        const double *col = g->XT + dd * n + i + 1;
-        double xi = col[-1], s = 0.0;
-        for (int64_t j = 0; j < m; j++) {
-            double diff = col[j] - xi;
-            s += wk[j] * diff * diff;
-        }
-        int64_t k = n_ls == 1 ? 0 : dd;
-        g_ls[k] += -2.0 * s * e->il2[k];
-    }
 }
 
 /* log N(y | 0, C) (R&W eq. 2.30) added to *lp and its gradient in the log-hyperparameters of
@@ -406,64 +678,57 @@ static inline void ls_row(const gp_t *g, const eval_t *e, int64_t i, const doubl
  * of the log density in C_ii. Returns 0, or 4 where C is not positive definite. */
 static int exact_logp(const gp_t *g, const double *x, eval_t *e, const double *extra_diag,
                       double *lp, double *grad, double *wdiag) {
-    const int64_t n = g->n, n_ls = g->n_ls;
+    const int64_t n = g->n;
     double sigma = assemble(g, x, e), logdet = 0.0;
     if (extra_diag)
         for (int64_t i = 0; i < n; i++) e->A[i * n + i] += extra_diag[i];
     if (factor_solve(g, e, &logdet) != 0) return 4;
-    const double *A = e->A, *Kb = e->Kb, *alpha = e->alpha;
+    const double *A = e->A, *alpha = e->alpha;
     double quad = 0.0;
     for (int64_t i = 0; i < n; i++) quad += g->y[i] * alpha[i];
     *lp += -0.5 * quad - 0.5 * logdet - 0.5 * (double)n * log(2.0 * M_PI);
     if (inverse_from_factor(g, (int)n, e->A) != 0) return 4; /* C^-1, upper (row-major) */
 
-    /* R&W eq. 5.9 over the upper triangle, W = (alpha alpha' - C^-1) / 2, off-diagonal terms
-     * twice: d/dlog eta = sum W 2K, d/dlog sigma = sum_i W_ii 2 sigma^2,
-     * d/dlog ls_d = sum W eta^2 k'(r^2) (-2 (x_d - x'_d)^2 / ls_d^2) */
-    double g_eta = 0.0, g_sigma = 0.0, *g_ls = e->g_ls;
-    for (int64_t k = 0; k < n_ls; k++) g_ls[k] = 0.0;
+    /* R&W eq. 5.9 over the upper triangle, W = (alpha alpha' - C^-1) / 2:
+     * d/dlog sigma = sum_i W_ii 2 sigma^2, the kernel's parameters by kernel_grad_row */
+    double g_sigma = 0.0, *w = e->w;
     for (int64_t i = 0; i < n; i++) {
-        const int64_t m = n - i - 1, o = i * n + i + 1;
-        const double *crow = A + o, *krow = Kb + o, *aj = alpha + i + 1;
-        double *wk = e->Kp + o; /* eta^2 k'(r^2), then 2 W_ij times it */
-        double ai = alpha[i], s_eta = 0.0;
-        for (int64_t j = 0; j < m; j++) {
-            double w = ai * aj[j] - crow[j]; /* 2 W_ij: the off-diagonal terms count twice */
-            s_eta += w * krow[j];
-            wk[j] *= w;
-        }
+        const int64_t m = n - i - 1;
+        const double *crow = A + i * n + i + 1, *aj = alpha + i + 1, ai = alpha[i];
+        for (int64_t j = 0; j < m; j++) w[j] = ai * aj[j] - crow[j];
         double wii = 0.5 * (ai * ai - A[i * n + i]);
         if (wdiag) wdiag[i] = 2.0 * wii;
-        g_eta += 2.0 * (s_eta + wii * Kb[i * n + i]);
         g_sigma += wii * 2.0 * sigma * sigma;
-        ls_row(g, e, i, wk, g_ls);
+        kernel_grad_row(g, e, i, w, wii);
     }
-    for (int64_t k = 0; k < n_ls; k++) grad[g->off_ls + k] += g_ls[k];
-    if (g->off_eta >= 0) grad[g->off_eta] += g_eta;
-    if (g->off_sigma >= 0) grad[g->off_sigma] += g_sigma;
+    if (g->slot_sigma >= 0) e->dtheta[g->slot_sigma] += g_sigma;
+    slots_to_grad(g, e, grad);
     return 0;
+}
+
+/* logp and the finiteness checks that end every log density: 3 for a non-finite gradient,
+ * 4 for a non-finite log density, else 0. */
+static int64_t finish(int64_t n_free, const double *grad, double lp, double *logp) {
+    *logp = lp;
+    for (int64_t i = 0; i < n_free; i++)
+        if (!isfinite(grad[i])) return 3;
+    return isfinite(lp) ? 0 : 4;
 }
 
 int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
     const gp_t *g = (const gp_t *)data;
-    if ((int64_t)dim != g->n_free) return -1;
+    if ((int64_t)dim != g->c->n_free) return -1;
     eval_t e;
     if (!eval_space(g, &e)) return 1;
-    double lp = priors(g->n_free, g->prior_kind, g->prior_a, g->prior_b, g->prior_c, x, grad);
-    if (exact_logp(g, x, &e, NULL, &lp, grad, NULL) != 0) {
-        *logp = -INFINITY;
-        return 4;
-    }
-    *logp = lp;
-    for (int64_t i = 0; i < g->n_free; i++)
-        if (!isfinite(grad[i])) return 3;
-    if (!isfinite(lp)) return 4;
-    return 0;
+    double lp = priors(g->c, x, grad);
+    *logp = -INFINITY;
+    if (exact_logp(g, x, &e, NULL, &lp, grad, NULL) != 0) return 4;
+    return finish(g->c->n_free, grad, lp, logp);
 }
 
 /* The exact leave-one-out log predictive densities of `draws` draws (R&W eqs. 5.10-5.12):
  * log p(y_i | y_-i) = -log(s_i^2)/2 - (alpha_i s_i^2)^2 / (2 s_i^2) - log(2 pi)/2 with
- * s_i^2 = 1 / [C^-1]_ii, at the log-hyperparameters x (draws x n_free), into out (draws x n).
+ * s_i^2 = 1 / [C^-1]_ii, at the coordinates x (draws x n_free), into out (draws x n).
  * A draw whose C is not positive definite, or whose terms are not finite, gets NaN in its
  * row (the caller repeats it with its jitter retry). Returns the number of such draws, or -1
  * when memory could not be allocated. */
@@ -475,7 +740,7 @@ int64_t gp_loo(const gp_t *g, int64_t draws, const double *x, double *out) {
     for (int64_t k = 0; k < draws; k++) {
         double *row = out + k * n, logdet = 0.0;
         int ok = 1;
-        assemble(g, x + k * g->n_free, &e);
+        assemble(g, x + k * g->c->n_free, &e);
         if (factor_solve(g, &e, &logdet) != 0 || inverse_from_factor(g, (int)n, e.A) != 0) ok = 0;
         for (int64_t i = 0; ok && i < n; i++) {
             double var = 1.0 / e.A[i * n + i], r = e.alpha[i] * var;
@@ -490,20 +755,20 @@ int64_t gp_loo(const gp_t *g, int64_t draws, const double *x, double *out) {
     return failed;
 }
 
-/* nutpie's stored values that are coordinates: out[k] = x[src[k]], exp() of it where
- * use_exp[k] (a log-transformed variable's value), for k < count. */
-static void expand_head(int64_t count, const int64_t *src, const int64_t *use_exp,
-                        const double *x, double *out) {
-    for (int64_t k = 0; k < count; k++) {
-        double u = x[src[k]];
-        out[k] = use_exp[k] ? exp(u) : u;
+/* nutpie's stored values that are coordinates: out[k] = x[src[k]], or the value of that
+ * coordinate's variable, exp(scale u), where use_exp[k], for k < n_head. */
+static void expand_head(const coords_t *c, const double *x, double *out) {
+    for (int64_t k = 0; k < c->n_head; k++) {
+        int64_t src = c->expand_src[k];
+        double u = x[src];
+        out[k] = c->expand_exp[k] ? exp(c->scale[src] * u) : u;
     }
 }
 
 int64_t gp_expand(uint64_t dim, uint64_t expanded, const double *x, double *out, void *data) {
     const gp_t *g = (const gp_t *)data;
-    if ((int64_t)dim != g->n_free || (int64_t)expanded != g->n_expanded) return -1;
-    expand_head(g->n_expanded, g->expand_src, g->expand_exp, x, out);
+    if ((int64_t)dim != g->c->n_free || (int64_t)expanded != g->c->n_head) return -1;
+    expand_head(g->c, x, out);
     return 0;
 }
 
@@ -522,11 +787,9 @@ int64_t gp_expand(uint64_t dim, uint64_t expanded, const double *x, double *out,
  * and Phi(L_g' Lbar) = Phi(v z') with v = L_g' gbar (L_g' Lbar is v z' on and below the
  * diagonal). Then d/dtheta_g = sum_ij Kbar_ij dK_g,ij/dtheta_g. */
 typedef struct {
-    int64_t n, n_free, n_expanded, off_mean, off_z; /* off_mean -1: mu_g fixed */
+    int64_t n, off_mean, off_z; /* off_mean -1: mu_g fixed */
     double mean_fixed;
-    const int64_t *prior_kind;                      /* n_free */
-    const double *prior_a, *prior_b, *prior_c;      /* n_free */
-    const int64_t *expand_src, *expand_exp; /* n_expanded - n: the last n values are g */
+    const coords_t *c;  /* nutpie's stored values: c->n_head of them, then g */
     const gp_t *f, *g; /* K_f (its y: y - m; no sigma) and K_g (its y unused) */
 } het_t;
 
@@ -614,36 +877,16 @@ static int whitened_backward(const gp_t *gg, int64_t off_mean, int64_t off_z, co
         double half = 0.5;
         gg->trmm(&left, &lo, &tr, &no, &ni, &ni, &half, L, &ni, B, &ni);
     }
-    /* d/dlog eta = sum_ij Kbar_ij 2 K_ij; d/dlog ls_d = sum_ij Kbar_ij eta^2 k'(r^2)
-     * (-2 (x_d - x'_d)^2 / ls_d^2), over the upper triangle (row-major) with the two halves
-     * of Kbar averaged and the off-diagonal terms counted twice */
-    const int64_t n_ls = gg->n_ls;
-    double g_eta = 0.0, *g_ls = e->g_ls, *Kb = e->Kb;
-    for (int64_t k = 0; k < n_ls; k++) g_ls[k] = 0.0;
+    /* the kernel's parameters: sum_ij Kbar_ij dK_ij/dtheta over the upper triangle (row-major)
+     * with the two halves of Kbar averaged (kernel_grad_row) */
+    double *w = e->w;
     for (int64_t i = 0; i < n; i++) {
         const int64_t m = n - i - 1, o = i * n + i + 1;
-        const double *krow = Kb + o;
-        double *wk = e->Kp + o, s_eta = 0.0;
-        for (int64_t j = 0; j < m; j++) {
-            double w = B[o + j] + B[(i + 1 + j) * n + i]; /* 2 Kbar_ij */
-            s_eta += w * krow[j];
-            wk[j] *= w;
-        }
-        g_eta += 2.0 * (s_eta + B[i * n + i] * Kb[i * n + i]);
-        ls_row(gg, e, i, wk, g_ls);
+        for (int64_t j = 0; j < m; j++) w[j] = B[o + j] + B[(i + 1 + j) * n + i]; /* 2 Kbar_ij */
+        kernel_grad_row(gg, e, i, w, B[i * n + i]);
     }
-    for (int64_t k = 0; k < n_ls; k++) grad[gg->off_ls + k] += g_ls[k];
-    if (gg->off_eta >= 0) grad[gg->off_eta] += g_eta;
+    slots_to_grad(gg, e, grad);
     return 0;
-}
-
-/* logp and the finiteness checks that end every log density: 3 for a non-finite gradient,
- * 4 for a non-finite log density, else 0. */
-static int64_t finish(int64_t n_free, const double *grad, double lp, double *logp) {
-    *logp = lp;
-    for (int64_t i = 0; i < n_free; i++)
-        if (!isfinite(grad[i])) return 3;
-    return isfinite(lp) ? 0 : 4;
 }
 
 static int het_latent(const het_t *h, const double *x, het_eval_t *e) {
@@ -652,11 +895,11 @@ static int het_latent(const het_t *h, const double *x, het_eval_t *e) {
 
 int64_t het_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
     const het_t *h = (const het_t *)data;
-    if ((int64_t)dim != h->n_free) return -1;
+    if ((int64_t)dim != h->c->n_free) return -1;
     const int64_t n = h->n;
     het_eval_t e;
     if (!het_space(h, &e)) return 1;
-    double lp = priors(h->n_free, h->prior_kind, h->prior_a, h->prior_b, h->prior_c, x, grad);
+    double lp = priors(h->c, x, grad);
     *logp = -INFINITY;
     if (het_latent(h, x, &e) != 0) return 4;
     double *gbar = e.gbar, *v = e.v;
@@ -665,17 +908,17 @@ int64_t het_logp(uint64_t dim, const double *x, double *grad, double *logp, void
     for (int64_t i = 0; i < n; i++) gbar[i] *= v[i];
     if (whitened_backward(h->g, h->off_mean, h->off_z, x, gbar, &e.eg, v, e.B, grad) != 0)
         return 4;
-    return finish(h->n_free, grad, lp, logp);
+    return finish(h->c->n_free, grad, lp, logp);
 }
 
 /* nutpie's stored values: the coordinates (expand_src, exp() where expand_exp), then g. */
 int64_t het_expand(uint64_t dim, uint64_t expanded, const double *x, double *out, void *data) {
     const het_t *h = (const het_t *)data;
-    if ((int64_t)dim != h->n_free || (int64_t)expanded != h->n_expanded) return -1;
-    const int64_t n = h->n, head = h->n_expanded - n;
+    const int64_t n = h->n, head = h->c->n_head;
+    if ((int64_t)dim != h->c->n_free || (int64_t)expanded != head + n) return -1;
     het_eval_t e;
     if (!het_space(h, &e)) return 1;
-    expand_head(head, h->expand_src, h->expand_exp, x, out);
+    expand_head(h->c, x, out);
     if (het_latent(h, x, &e) != 0) return 4;
     memcpy(out + head, e.gv, sizeof(double) * n);
     return 0;
@@ -693,11 +936,9 @@ int64_t het_expand(uint64_t dim, uint64_t expanded, const double *x, double *out
 enum { LINK_LOGIT = 0, LINK_LOG = 1 };
 
 typedef struct {
-    int64_t n, n_free, n_expanded, off_mean, off_z, link; /* off_mean -1: mu fixed */
+    int64_t n, off_mean, off_z, link; /* off_mean -1: mu fixed */
     double mean_fixed;
-    const int64_t *prior_kind;                 /* n_free */
-    const double *prior_a, *prior_b, *prior_c; /* n_free */
-    const int64_t *expand_src, *expand_exp;    /* n_expanded - n: the last n values are f */
+    const coords_t *coords;                    /* stored values: coords->n_head, then f */
     const double *y, *m, *c;                   /* n each */
     const gp_t *g;                             /* the kernel of f (its y unused) */
 } lat_t;
@@ -721,11 +962,11 @@ static int lat_space(const lat_t *l, lat_eval_t *e) {
 
 int64_t lat_logp(uint64_t dim, const double *x, double *grad, double *logp, void *data) {
     const lat_t *l = (const lat_t *)data;
-    if ((int64_t)dim != l->n_free) return -1;
+    if ((int64_t)dim != l->coords->n_free) return -1;
     const int64_t n = l->n;
     lat_eval_t e;
     if (!lat_space(l, &e)) return 1;
-    double lp = priors(l->n_free, l->prior_kind, l->prior_a, l->prior_b, l->prior_c, x, grad);
+    double lp = priors(l->coords, x, grad);
     *logp = -INFINITY;
     if (whitened_latent(l->g, l->off_mean, l->mean_fixed, l->off_z, x, &e.e, e.f) != 0) return 4;
     const double *y = l->y, *m = l->m;
@@ -744,17 +985,17 @@ int64_t lat_logp(uint64_t dim, const double *x, double *grad, double *logp, void
     }
     if (whitened_backward(l->g, l->off_mean, l->off_z, x, e.fbar, &e.e, e.v, e.B, grad) != 0)
         return 4;
-    return finish(l->n_free, grad, lp, logp);
+    return finish(l->coords->n_free, grad, lp, logp);
 }
 
 /* nutpie's stored values: the coordinates (expand_src, exp() where expand_exp), then f. */
 int64_t lat_expand(uint64_t dim, uint64_t expanded, const double *x, double *out, void *data) {
     const lat_t *l = (const lat_t *)data;
-    if ((int64_t)dim != l->n_free || (int64_t)expanded != l->n_expanded) return -1;
-    const int64_t n = l->n, head = l->n_expanded - n;
+    const int64_t n = l->n, head = l->coords->n_head;
+    if ((int64_t)dim != l->coords->n_free || (int64_t)expanded != head + n) return -1;
     lat_eval_t e;
     if (!lat_space(l, &e)) return 1;
-    expand_head(head, l->expand_src, l->expand_exp, x, out);
+    expand_head(l->coords, x, out);
     if (whitened_latent(l->g, l->off_mean, l->mean_fixed, l->off_z, x, &e.e, e.f) != 0)
         return 4;
     memcpy(out + head, e.f, sizeof(double) * n);
