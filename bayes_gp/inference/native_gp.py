@@ -40,13 +40,13 @@ numba as before, and so does every model while the nutpie backend is set to JAX;
 attributes. The C log density equals the model's to rounding (``tests/inference/
 test_native_gp.py`` compares it and its gradient with a SciPy transcription and with PyMC's).
 
-Speed: per gradient the C code computes each factor over the upper triangle twice, once for
-:math:`C` and once (from a cache of its rows where they fit in 64 MB) for the gradient; PyMC's
-numba graph fuses all factors of a kernel into one loop over the whole matrix. For one factor
-the two are on a par; for the five factors of the Mauna Loa kernel (n = 144) the C gradient
-took 0.74 ms per NUTS step against numba's 0.44 ms once numba's compilation is cached (40-50 s
-on a new machine), so a first fit gains and a warm second fit of a long composite kernel is
-slower (``benchmarks/README.md``, "Sums of products in C").
+Speed: each factor is computed once over the upper triangle for :math:`C` and kept (where its
+rows fit in 64 MB) for the gradient; inputs on a grid (one column, as a monthly series) have
+the kernel evaluated at the grid's lags only and :math:`C` gathered from that table, as PyMC's
+graph of the model does (:mod:`bayes_gp.kernels.lags`). One gradient of the Mauna Loa model
+(n = 144, five factors) took 0.30 ms in C against 0.35 ms for numba's compiled graph on the
+grid, 0.60 against 1.89 ms at scattered inputs (``benchmarks/README.md``, "Sums of products
+in C").
 
 The same library holds the log densities of the whitened latent GPs (:mod:`bayes_gp.inference.
 native_latent`: the heteroscedastic GP, and the joint latent GP under a Bernoulli, binomial or

@@ -412,7 +412,8 @@ _GP = (
     ("slot_sigma", "i"), ("jitter", "f"), ("XT", "p"), ("y", "p"), ("c", "p"),
     ("slot_src", "p"), ("slot_fixed", "p"), ("term_eta", "p"), ("term_first", "p"),
     ("fac_kind", "p"), ("fac_ls", "p"), ("fac_nls", "p"), ("fac_extra", "p"),
-    ("potrf", "p"), ("lauum", "p"), ("trtri", "p"), ("trmm", "p"),
+    ("potrf", "p"), ("lauum", "p"), ("trtri", "p"), ("trmm", "p"), ("table", "p"),
+    ("grid", "p"),
 )  # fmt: skip
 
 
@@ -476,13 +477,34 @@ class _Slots:
         return first
 
 
+def _lag_grid(X: np.ndarray) -> tuple[float, np.ndarray, int] | None:
+    """``(s, k, J + 1)`` where the inputs are one column on a grid ``x_0 + s k`` whose lags
+    ``s |k_i - k_j|`` take at most :data:`~bayes_gp.kernels.lags.MAX_LAG_FRACTION` of the
+    :math:`n^2` pairs' values (:mod:`bayes_gp.kernels.lags`, as PyMC's graph of the model
+    computes it there), else ``None``."""
+    from bayes_gp.kernels.lags import MAX_LAG_FRACTION, MIN_N, grid_positions
+
+    n = X.shape[0]
+    if X.shape[1] != 1 or n < MIN_N:
+        return None
+    grid = grid_positions(X[:, 0])
+    if grid is None:
+        return None
+    s, k = grid
+    n_lags = int(k.max() - k.min()) + 1
+    return None if n_lags > MAX_LAG_FRACTION * n * n else (s, k - k.min(), n_lags)
+
+
 def gp_struct(kernel: NativeKernel, X: np.ndarray, y: np.ndarray, jitter: float, sigma,
-              layout: Layout, arrays: dict[str, np.ndarray], prefix: str) -> np.ndarray:  # fmt: skip
+              layout: Layout, arrays: dict[str, np.ndarray], prefix: str,
+              lag_table: bool = True) -> np.ndarray:  # fmt: skip
     """``gp_t`` of the exact GP ``y ~ N(0, K + (sigma^2 + jitter) I)`` (``sigma`` ``None``: no
     noise of its own) at the inputs ``X`` (n, D), with ``arrays["coords"]``
     (:func:`coords_struct`) for its coordinates; its arrays are added to ``arrays`` under
-    ``prefix``, and the struct itself as ``arrays[prefix + "gp"]``. :class:`NotNative` where a
-    parameter is neither a free variable nor a valid number."""
+    ``prefix``, and the struct itself as ``arrays[prefix + "gp"]``; with inputs on a grid
+    (:func:`_lag_grid`) its ``table``, the ``gp_t`` of the lags, where the C code evaluates
+    the kernel. :class:`NotNative` where a parameter is neither a free variable nor a valid
+    number."""
     X = np.asarray(X, dtype=np.float64)
     D = X.shape[1]
     slots = _Slots(layout, D)
@@ -514,12 +536,21 @@ def gp_struct(kernel: NativeKernel, X: np.ndarray, y: np.ndarray, jitter: float,
         "fac_extra": _frozen(extra, np.int64),
     }
     arrays |= {prefix + name: a for name, a in own.items()}
+    table, grid = 0, 0
+    lags = _lag_grid(X) if lag_table else None
+    if lags is not None:  # the kernel at the lags s l, l = 0..J: the gp_t of those points
+        s, k, n_lags = lags
+        at = (s * np.arange(n_lags, dtype=np.float64))[:, None]
+        table = gp_struct(kernel, at, np.zeros(n_lags), jitter, sigma, layout, arrays,
+                          prefix + "lags_", lag_table=False).ctypes.data  # fmt: skip
+        arrays[prefix + "grid"] = _frozen(k, np.int64)
+        grid = arrays[prefix + "grid"].ctypes.data
     values = {
         "n": X.shape[0], "d": D, "n_slot": len(slots.src), "n_term": len(term_eta),
         "n_fac": len(kind), "slot_sigma": slot_sigma, "jitter": float(jitter),
         "c": arrays["coords"].ctypes.data, **_pointers(own, *own),
         **{name: _address("lapack", "d" + name) for name in ("potrf", "trtri", "lauum")},
-        "trmm": _address("blas", "dtrmm"),
+        "trmm": _address("blas", "dtrmm"), "table": table, "grid": grid,
     }  # fmt: skip
     arrays[prefix + "gp"] = _frozen(_struct(values, _GP), np.uint64)
     return arrays[prefix + "gp"]

@@ -178,6 +178,18 @@ COMPOSITES = [
 ]  # fmt: skip
 
 
+def test_a_grid_with_gaps_matches_the_pymc_model():
+    """On a monthly grid with gaps both PyMC's graph and the C code evaluate the kernel at the
+    lags (bayes_gp.kernels.lags); a Matérn factor, a fixed period and one observation twice
+    (a lag of 0 off the diagonal) included."""
+    X = _months(40, 1)
+    X = np.vstack([X, X[7:8]])
+    y = np.cos(2 * np.pi * X[:, 0]) + 0.1 * np.random.default_rng(2).standard_normal(41)
+    gp = GPRegression(X, y, "matern32 * periodic + ratquad", priors={"periodic_period": 1.0})
+    cm = _pymc_agrees(gp)
+    assert "lags_gp" in cm.native_arrays
+
+
 @pytest.mark.parametrize(("kernel", "d", "ard", "priors"), COMPOSITES)
 def test_sums_and_products_match_the_pymc_model(kernel, d, ard, priors):
     """Sums of products of catalogue kernels, with the periodic and rational quadratic
@@ -202,16 +214,27 @@ def _periodic_ratquad(X, v):
     return v["periodic_eta"] ** 2 * per * rq + v["expquad_eta"] ** 2 * se
 
 
-def test_periodic_and_ratquad_match_the_equations():
-    """R&W eqs. 4.31 and 4.19 transcribed in NumPy, with the priors and log-Jacobians (SciPy):
-    the value to 1e-12 relative, the gradient against central differences, at inputs far from
-    0 (decimal years), where the periodic factor's angles are large."""
+def _months(n: int, seed: int) -> np.ndarray:
+    """Mid-month decimal years from 1990 with a few months missing: a grid with gaps."""
+    rng = np.random.default_rng(seed)
+    k = np.sort(rng.choice(int(1.25 * n), n, replace=False))
+    return (1990.0 + (k + 0.5) / 12.0)[:, None]
+
+
+@pytest.mark.parametrize("grid", [False, True])
+def test_periodic_and_ratquad_match_the_equations(grid):
+    """R&W eqs. 4.31 and 4.19 transcribed in NumPy on all pairs, with the priors and
+    log-Jacobians (SciPy): the value to 1e-12 relative, the gradient against central
+    differences, at inputs far from 0 (decimal years), where the periodic factor's angles are
+    large; scattered, or on a monthly grid with gaps, where the C code evaluates the kernel at
+    the grid's lags only (a lag table, as bayes_gp.kernels.lags) and gathers C from it."""
     rng = np.random.default_rng(3)
-    X = np.sort(rng.uniform(1990.0, 1996.0, 30))[:, None]
+    X = _months(30, 4) if grid else np.sort(rng.uniform(1990.0, 1996.0, 30))[:, None]
     y = np.sin(2 * np.pi * X[:, 0]) + 0.3 * rng.standard_normal(30)
     gp = GPRegression(X, y, "periodic * ratquad + expquad", mean="zero")
     cm, reason = native_gp.compile_native(gp.model)
     assert cm is not None, reason
+    assert ("lags_gp" in cm.native_arrays) == grid
     names, slices, _ = cm.shape_info
     model = gp.model
 

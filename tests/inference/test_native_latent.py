@@ -59,6 +59,7 @@ CASES = [
     ("exponential", "matern52", True, {"noise_ls": pm.Gamma.dist(F(3.0), F(2.0), shape=2),
                                        "noise_mean": pm.Normal.dist(F(-0.5), F(0.3))}),
     ("expquad + matern32 * periodic", "ratquad", False, {"periodic_period": 2.0}),
+    ("matern32 + periodic", "expquad", "grid", {}),  # both kernels at the lags of a grid
 ]  # fmt: skip
 
 
@@ -66,8 +67,13 @@ CASES = [
 def test_logp_gradient_and_expansion_equal_the_pymc_models(kernel, noise_kernel, ard, priors):
     """The C log density and gradient against PyMC's (Python linker) at three jittered initial
     points, to 1e-10 relative; the stored values against the constrained values and ``g``."""
-    X, y = _data(d=2 if ard else 1)
+    X, y = _data(d=2 if ard is True else 1)
+    if ard == "grid":
+        X, ard = np.round(X * 4.0) / 4.0, False  # quarters, repeats included
     gp = HeteroscedasticGPRegression(X, y, kernel, noise_kernel, ard=ard, priors=priors)
+    assert ("f_lags_gp" in native_gp.compile_native(gp.model)[0].native_arrays) == (
+        X.shape[1] == 1 and np.allclose(X * 4.0, np.round(X * 4.0))
+    )
     model = gp.model
     cm, reason = native_gp.compile_native(model)
     assert cm is not None, reason
@@ -193,6 +199,10 @@ def _joint_cases():
                                        priors={"eta": 1.3}),
         "poisson, sum of products": LatentGP(X[:, :1], rng.poisson(3, 30),
                                              "expquad * periodic + ratquad", "poisson"),
+        # a yearly grid with gaps: the kernel at its lags (bayes_gp.kernels.lags)
+        "bernoulli on a grid": LatentGP(np.sort(rng.choice(40, 30, replace=False))[:, None]
+                                        + 1950.0, rng.binomial(1, 0.4, 30), "matern52 + expquad",
+                                        "bernoulli"),
     }  # fmt: skip
 
 

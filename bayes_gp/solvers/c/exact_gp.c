@@ -74,7 +74,7 @@ typedef struct {
  * fixed value, slot_fixed: its log), the terms (term_eta: the slot of log eta_t; term_first:
  * each term's first factor, n_term + 1 entries) and the factors (fac_kind, fac_ls: the slot of
  * log ls_1, fac_nls: 1 or d, fac_extra: the slot of log p or log alpha, or -1). */
-typedef struct {
+typedef struct gp_s {
     int64_t n, d, n_slot, n_term, n_fac, slot_sigma; /* slot_sigma -1: no noise of its own */
     double jitter;
     const double *XT;                   /* d x n, the inputs by dimension */
@@ -88,6 +88,13 @@ typedef struct {
     lauum_t lauum;
     trtri_t trtri;
     trmm_t trmm;   /* BLAS */
+    /* Inputs on a grid (one column, x_i = x_0 + s k_i; bayes_gp.kernels.lags): the kernel is
+     * evaluated at the lags s l, l = 0..J, only, as the gp_t `table` of the J + 1 points s l
+     * (its row 0), and K_ij gathered from it at l = |k_i - k_j| (grid: the k_i); the
+     * gradient's weights are summed into the lags and the table differentiated. NULL: all
+     * pairs. */
+    const struct gp_s *table;
+    const int64_t *grid;
 } gp_t;
 
 /* Order of the diagonal blocks inverted by dtrtri in inverse_from_factor (16 was the quickest
@@ -267,8 +274,8 @@ static inline double log1p_poly(double u, double inv) {
 static void kernel_row(int64_t kind, int64_t m, const double *restrict r2, double *restrict k,
                        double *restrict kp) {
     switch (kind) {
-    case K_EXPQUAD:
-        KERNEL_LOOP(k[j] = exp_poly(-0.5 * r), kp[j] = -0.5 * k[j])
+    case K_EXPQUAD: /* dk/dr^2 = -k/2: factor_grad takes it from k */
+        for (int64_t j = 0; j < m; j++) k[j] = exp_poly(-0.5 * r2[j]);
         break;
     case K_MATERN52:
         KERNEL_LOOP(const double s = sqrt(5.0 * r); const double e = exp_poly(-s);
@@ -333,26 +340,46 @@ static double prior_logp(int64_t kind, double u, double a, double b, double c, d
  * weights, of derivative weights and of a term's values (n each), the log-parameters and
  * their gradient (n_slot each), 1/ls^2 per factor and input (n_fac d), three rows per factor
  * (its values, dk/dr^2, dk/dlog extra) and per factor and input sin and cos of pi x / p
- * (periodic factors; 2 n each); then, where it takes at most CACHE_BYTES, those three rows of
- * every factor for every row of the upper triangle (3 n_fac n^2): assemble computes them
- * once for the gradient's pass, which otherwise computes them again. NULL if out of
+ * (periodic factors; 2 n each); then, where it takes at most CACHE_BYTES, the rows each
+ * factor keeps (kept_rows) over the packed upper triangle (cache_size): assemble computes
+ * them once for the gradient's pass, which otherwise computes them again. NULL if out of
  * memory. */
 typedef struct {
     double *A, *alpha, *r2, *w, *wk, *tv, *theta, *dtheta, *il2, *kf, *sc, *cache;
+    double *tab; /* with a lag table: the kernel at the lags, then the table's eval_t rows */
+    double wd_tab; /* the diagonal's weights summed (table_grad) */
 } eval_t;
 
 #define CACHE_BYTES ((size_t)64 << 20)
 
+/* The rows a factor keeps for the gradient: its values; dk/dr^2 too for the Matern kinds (the
+ * squared exponential's is -k/2); and dk/dlog alpha too for the rational quadratic. */
+static size_t kept_rows(int64_t kind) {
+    return kind == K_RATQUAD ? 3 : (kind == K_EXPQUAD || kind == K_PERIODIC ? 1 : 2);
+}
+
+/* The cache's doubles: each factor's kept rows over the packed upper triangle (n (n - 1) / 2
+ * pairs each), or 0 where that exceeds CACHE_BYTES. */
 static size_t cache_size(const gp_t *g) {
-    size_t size = 3 * (size_t)g->n_fac * (size_t)g->n * (size_t)g->n;
-    return size * sizeof(double) <= CACHE_BYTES ? size : 0;
+    if (g->table) return 0;
+    size_t pairs = (size_t)g->n * (size_t)(g->n - 1) / 2, rows = 0;
+    for (int64_t f = 0; f < g->n_fac; f++) rows += kept_rows(g->fac_kind[f]);
+    return rows * pairs * sizeof(double) <= CACHE_BYTES ? rows * pairs : 0;
+}
+
+/* The doubles a lag table takes: its kernel values and weights, and the rows of its eval_t
+ * (table_eval). */
+static size_t table_size(const gp_t *g) {
+    if (!g->table) return 0;
+    size_t n = (size_t)g->table->n, F = (size_t)g->n_fac;
+    return 2 * n + 3 * n + 3 * F * n + 2 * F * n;
 }
 
 /* The doubles one evaluation of g takes (eval_t). */
 static size_t eval_size(const gp_t *g) {
     size_t n = (size_t)g->n, F = (size_t)g->n_fac, d = (size_t)g->d;
     return n * n + 5 * n + 2 * (size_t)g->n_slot + F * d + 3 * F * n + 2 * F * d * n +
-           cache_size(g);
+           cache_size(g) + table_size(g);
 }
 
 /* e's arrays laid out from w (eval_size(g) doubles); returns the first double after them. */
@@ -371,7 +398,24 @@ static double *eval_carve(const gp_t *g, double *w, eval_t *e) {
     e->sc = e->kf + 3 * F * n;
     double *end = e->sc + 2 * F * d * n;
     e->cache = cache_size(g) ? end : NULL;
-    return end + cache_size(g);
+    end += cache_size(g);
+    e->tab = g->table ? end : NULL;
+    return end + table_size(g);
+}
+
+/* The eval_t of g's lag table (its row 0 holds the lags 1..J): its own rows from e->tab, the
+ * log-parameters, their gradient and 1/ls^2 shared with e. */
+static void table_eval(const gp_t *g, const eval_t *e, eval_t *et) {
+    const size_t n = (size_t)g->table->n, F = (size_t)g->n_fac;
+    memset(et, 0, sizeof(*et));
+    et->theta = e->theta;
+    et->dtheta = e->dtheta;
+    et->il2 = e->il2;
+    et->r2 = e->tab + 2 * n;
+    et->wk = et->r2 + n;
+    et->tv = et->wk + n;
+    et->kf = et->tv + n;
+    et->sc = et->kf + 3 * F * n;
 }
 
 static int eval_space(const gp_t *g, eval_t *e) {
@@ -509,15 +553,17 @@ static void factor_grad(const gp_t *g, eval_t *e, int64_t f, int64_t i,
         dt[g->fac_extra[f]] += scale * gp;
         return;
     }
+    const double *restrict dk = kind == K_EXPQUAD ? k : kp; /* dk/dr^2, or k: */
+    const double c = kind == K_EXPQUAD ? -0.5 : 1.0;          /* dk/dr^2 = -k/2 */
     for (int64_t dd = 0; dd < d; dd++) {
         const double *col = g->XT + dd * n + i + 1;
         const double xi = col[-1];
         double s = 0.0;
         for (int64_t j = 0; j < m; j++) {
             double diff = col[j] - xi;
-            s += wk[j] * kp[j] * diff * diff;
+            s += wk[j] * dk[j] * diff * diff;
         }
-        dt[ls + (iso ? 0 : dd)] += -2.0 * scale * s * il2[dd];
+        dt[ls + (iso ? 0 : dd)] += -2.0 * c * scale * s * il2[dd];
     }
     if (kind == K_RATQUAD) {
         double s = 0.0;
@@ -526,12 +572,18 @@ static void factor_grad(const gp_t *g, eval_t *e, int64_t f, int64_t i,
     }
 }
 
-/* Factor f's three rows for row i (values, dk/dr^2, dk/dlog extra): in the cache, or the
- * scratch rows. */
-static double *factor_rows(const gp_t *g, const eval_t *e, int64_t f, int64_t i) {
-    const size_t n = (size_t)g->n;
-    if (e->cache) return e->cache + 3 * (size_t)f * n * n + (size_t)i * 3 * n;
-    return e->kf + 3 * (size_t)f * n;
+/* Factor f's rows for row i (values, dk/dr^2, dk/dlog extra; *stride apart): in the cache
+ * (packed upper triangle, kept_rows of them), or the scratch rows. */
+static double *factor_rows(const gp_t *g, const eval_t *e, int64_t f, int64_t i, size_t *stride) {
+    const size_t n = (size_t)g->n, pairs = n * (n - 1) / 2;
+    if (!e->cache) {
+        *stride = n;
+        return e->kf + 3 * (size_t)f * n;
+    }
+    size_t before = 0;
+    for (int64_t o = 0; o < f; o++) before += kept_rows(g->fac_kind[o]);
+    *stride = pairs;
+    return e->cache + before * pairs + (size_t)i * n - (size_t)i * (size_t)(i + 1) / 2;
 }
 
 /* Term t's factors over row i, with their derivatives where grad (factor_row, into
@@ -540,18 +592,19 @@ static double *factor_rows(const gp_t *g, const eval_t *e, int64_t f, int64_t i)
  * itself where the term has one (else e->tv). */
 static const double *term_row(const gp_t *g, eval_t *e, int64_t t, int64_t i, int grad) {
     const int64_t n = g->n, m = n - i - 1, f0 = g->term_first[t], f1 = g->term_first[t + 1];
+    size_t st;
     if (!(grad && e->cache))
         for (int64_t f = f0; f < f1; f++) {
-            double *k = factor_rows(g, e, f, i);
-            factor_row(g, e, f, i, grad || e->cache, k, k + n, k + 2 * n);
+            double *k = factor_rows(g, e, f, i, &st);
+            factor_row(g, e, f, i, grad || e->cache, k, k + st, k + 2 * st);
         }
-    const double *k0 = factor_rows(g, e, f0, i);
+    const double *k0 = factor_rows(g, e, f0, i, &st);
     if (f1 - f0 == 1) return k0;
     double *restrict tv = e->tv;
-    const double *restrict k1 = factor_rows(g, e, f0 + 1, i);
+    const double *restrict k1 = factor_rows(g, e, f0 + 1, i, &st);
     for (int64_t j = 0; j < m; j++) tv[j] = k0[j] * k1[j];
     for (int64_t f = f0 + 2; f < f1; f++) {
-        const double *restrict k = factor_rows(g, e, f, i);
+        const double *restrict k = factor_rows(g, e, f, i, &st);
         for (int64_t j = 0; j < m; j++) tv[j] *= k[j];
     }
     return tv;
@@ -564,8 +617,35 @@ static double assemble(const gp_t *g, const double *x, eval_t *e) {
     const int64_t n = g->n;
     kernel_prepare(g, x, e);
     const double sigma = g->slot_sigma >= 0 ? exp(e->theta[g->slot_sigma]) : 0.0;
-    double diag = sigma * sigma + g->jitter;
-    for (int64_t t = 0; t < g->n_term; t++) diag += exp(2.0 * e->theta[g->term_eta[t]]);
+    double diag = sigma * sigma + g->jitter, k0 = 0.0;
+    for (int64_t t = 0; t < g->n_term; t++) k0 += exp(2.0 * e->theta[g->term_eta[t]]);
+    diag += k0;
+    if (g->table) { /* the kernel at the lags, K gathered from it */
+        const gp_t *tg = g->table;
+        const int64_t nl = tg->n;
+        eval_t et;
+        table_eval(g, e, &et);
+        kernel_prepare(tg, x, &et);
+        double *ktab = e->tab;
+        ktab[0] = k0;
+        for (int64_t l = 1; l < nl; l++) ktab[l] = 0.0;
+        for (int64_t t = 0; t < g->n_term; t++) {
+            const double *restrict prod = term_row(tg, &et, t, 0, 0);
+            const double eta2 = exp(2.0 * e->theta[g->term_eta[t]]);
+            for (int64_t l = 1; l < nl; l++) ktab[l] += eta2 * prod[l - 1];
+        }
+        const int64_t *grid = g->grid;
+        for (int64_t i = 0; i < n; i++) {
+            double *restrict arow = e->A + i * n + i + 1;
+            const int64_t gi = grid[i], *gj = grid + i + 1;
+            for (int64_t j = 0; j < n - i - 1; j++) {
+                int64_t l = gj[j] - gi;
+                arow[j] = ktab[l < 0 ? -l : l];
+            }
+            e->A[i * n + i] = diag;
+        }
+        return sigma;
+    }
     for (int64_t i = 0; i < n; i++) {
         const int64_t m = n - i - 1;
         double *arow = e->A + i * n + i + 1;
@@ -595,24 +675,56 @@ static void kernel_grad_row(const gp_t *g, eval_t *e, int64_t i, const double *w
         for (int64_t j = 0; j < m; j++) s += w[j] * prod[j];
         e->dtheta[g->term_eta[t]] += 2.0 * eta2 * (s + wd);
         for (int64_t f = f0; f < f1; f++) {
-            const double *k = factor_rows(g, e, f, i);
+            size_t st;
+            const double *k = factor_rows(g, e, f, i, &st);
             if (f1 - f0 == 1) { /* the weights themselves */
-                factor_grad(g, e, f, i, w, eta2, k, k + n, k + 2 * n);
+                factor_grad(g, e, f, i, w, eta2, k, k + st, k + 2 * st);
                 continue;
             }
             int first = 1;
             for (int64_t o = f0; o < f1; o++) {
                 if (o == f) continue;
-                const double *restrict ko = factor_rows(g, e, o, i);
+                size_t so;
+                const double *restrict ko = factor_rows(g, e, o, i, &so);
                 if (first)
                     for (int64_t j = 0; j < m; j++) wk[j] = w[j] * ko[j];
                 else
                     for (int64_t j = 0; j < m; j++) wk[j] *= ko[j];
                 first = 0;
             }
-            factor_grad(g, e, f, i, wk, eta2, k, k + n, k + 2 * n);
+            factor_grad(g, e, f, i, wk, eta2, k, k + st, k + 2 * st);
         }
     }
+}
+
+/* Row i's weights of the derivative of sum_ij W_ij K_ij (kernel_grad_row's w and wd): into
+ * the kernel's gradient, or with a lag table summed into its lags (table_grad ends it). */
+static void grad_row(const gp_t *g, eval_t *e, int64_t i, const double *w, double wd) {
+    if (!g->table) {
+        kernel_grad_row(g, e, i, w, wd);
+        return;
+    }
+    double *wl = e->tab + g->table->n;
+    if (i == 0) {
+        for (int64_t l = 0; l < g->table->n; l++) wl[l] = 0.0;
+        e->wd_tab = 0.0;
+    }
+    const int64_t n = g->n, gi = g->grid[i], *gj = g->grid + i + 1;
+    for (int64_t j = 0; j < n - i - 1; j++) {
+        int64_t l = gj[j] - gi;
+        wl[l < 0 ? -l : l] += w[j];
+    }
+    e->wd_tab += wd;
+}
+
+/* After grad_row's last row: the lag table's weights (lag 0's with the diagonal's, where
+ * every factor is 1) through the table's row 0 into e->dtheta. */
+static void table_grad(const gp_t *g, eval_t *e) {
+    if (!g->table) return;
+    eval_t et;
+    table_eval(g, e, &et);
+    const double *wl = e->tab + g->table->n;
+    kernel_grad_row(g->table, &et, 0, wl + 1, e->wd_tab + wl[0]);
 }
 
 /* The gradient in the log-parameters (e->dtheta) added to grad at their coordinates. */
@@ -699,8 +811,9 @@ static int exact_logp(const gp_t *g, const double *x, eval_t *e, const double *e
         double wii = 0.5 * (ai * ai - A[i * n + i]);
         if (wdiag) wdiag[i] = 2.0 * wii;
         g_sigma += wii * 2.0 * sigma * sigma;
-        kernel_grad_row(g, e, i, w, wii);
+        grad_row(g, e, i, w, wii);
     }
+    table_grad(g, e);
     if (g->slot_sigma >= 0) e->dtheta[g->slot_sigma] += g_sigma;
     slots_to_grad(g, e, grad);
     return 0;
@@ -883,8 +996,9 @@ static int whitened_backward(const gp_t *gg, int64_t off_mean, int64_t off_z, co
     for (int64_t i = 0; i < n; i++) {
         const int64_t m = n - i - 1, o = i * n + i + 1;
         for (int64_t j = 0; j < m; j++) w[j] = B[o + j] + B[(i + 1 + j) * n + i]; /* 2 Kbar_ij */
-        kernel_grad_row(gg, e, i, w, B[i * n + i]);
+        grad_row(gg, e, i, w, B[i * n + i]);
     }
+    table_grad(gg, e);
     slots_to_grad(gg, e, grad);
     return 0;
 }
