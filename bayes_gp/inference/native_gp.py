@@ -161,10 +161,6 @@ class NativeGP:
     #: whether ``y`` is the observed data less a fixed mean (:func:`compile_native_data`)
     swaps_y: ClassVar[bool] = True
 
-    @property
-    def kernels(self) -> tuple[str, ...]:
-        return self.kernel.names
-
     def layout(self, model) -> Layout:
         """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""
         return coordinates(model, free_parameters(model, self.kernel, self.sigma), {},

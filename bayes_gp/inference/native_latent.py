@@ -112,10 +112,6 @@ class NativeHetero:
     )
     swaps_y: ClassVar[bool] = True
 
-    @property
-    def kernels(self) -> tuple[str, ...]:
-        return (*self.kernel.names, *self.noise_kernel.names)
-
     def layout(self, model) -> Layout:
         """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""
         return _whitened(model, (self.kernel, self.noise_kernel), self.z, self.noise_mean,
@@ -171,10 +167,6 @@ class NativeJointLatent:
         "the joint latent GP's log density in C (bayes_gp.inference.native_latent)"
     )
     swaps_y: ClassVar[bool] = False  # c depends on y
-
-    @property
-    def kernels(self) -> tuple[str, ...]:
-        return self.kernel.names
 
     def layout(self, model) -> Layout:
         """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""

@@ -86,11 +86,6 @@ class NativeKernel:
     def single(cls, kernel: str, ls, eta) -> NativeKernel:
         return cls(((eta, (Factor(kernel, ls),)),))
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The factors' kernel names."""
-        return tuple(f.kernel for _, factors in self.terms for f in factors)
-
     def parameters(self) -> list[tuple[str, Any]]:
         """``(role, value)`` of every parameter: ``"eta"``, ``"ls"``, ``"alpha"``,
         ``"period"``."""
