@@ -96,6 +96,7 @@ __all__ = [
     "library",
     "loo_draws",
     "native",
+    "objective",
     "plan",
     "register",
     "register_like",
@@ -441,6 +442,41 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
     if min(status) < 0:
         raise MemoryError(f"the leave-one-out pass could not allocate its workspace (n = {n})")
     return out
+
+
+def objective(model, prior: bool) -> Callable[[np.ndarray], tuple[float, np.ndarray]] | None:
+    """The type-II objective of :func:`bayes_gp.inference.typeii.optimize` in C, or ``None``
+    where the C path does not cover ``model`` as an exact GP: a function of the unconstrained
+    vector (the model's value variables raveled in order) returning the log marginal likelihood
+    (R&W eq. 2.30), plus with ``prior`` the priors' log densities of the values without the
+    transforms' log-Jacobians (``model.logp(jacobian=False)``), and its gradient; ``-inf`` (and
+    zeros) where it is not finite. Nothing is compiled for the model."""
+    planned, lib, _ = _planned(model)
+    if planned is None or not isinstance(planned[0], NativeGP):
+        return None
+    gp, layout = planned
+    user_data, arrays = gp.struct(layout)
+    fn = lib.gp_objective
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                   ctypes.c_void_p]  # fmt: skip
+    keep = (user_data, arrays, lib)
+
+    def evaluate(x: np.ndarray) -> tuple[float, np.ndarray]:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if x.shape != (layout.n_free,):
+            raise ValueError(f"the point has {x.size} coordinates, the model {layout.n_free}")
+        grad, value = np.zeros_like(x), np.zeros(1)
+        rc = fn(keep[0].ctypes.data, x.ctypes.data, int(prior), grad.ctypes.data,
+                value.ctypes.data)  # fmt: skip
+        if rc == 1:
+            raise MemoryError(f"the C objective could not allocate its workspace (n = "
+                              f"{gp.X.shape[0]})")  # fmt: skip
+        if rc != 0:
+            return -np.inf, np.zeros_like(x)
+        return float(value[0]), grad
+
+    return evaluate
 
 
 def _compiled_model(model, gp: NativeGP, layout: Layout, lib):

@@ -47,6 +47,7 @@ from pymc.initial_point import make_initial_point_fn
 from pytensor.graph.replace import graph_replace
 from scipy import optimize as sopt
 
+from bayes_gp.inference import native_gp
 from bayes_gp.inference.degenerate import degenerate
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.protocol import PointFit
@@ -649,7 +650,10 @@ def optimize(
     mode : PyTensor mode
         Compilation mode of the objective and gradient. The default (Python linker, NumPy and
         LAPACK kernels) compiles in well under a second; ``"NUMBA"`` compiles for tens of
-        seconds and runs small problems faster.
+        seconds and runs small problems faster. Unused where the C code of
+        :mod:`bayes_gp.inference.native_gp` covers the model (an exact GP of catalogue kernels:
+        :func:`~bayes_gp.inference.native_gp.objective`), which computes the objective and
+        its gradient with nothing compiled.
     spacing : mapping, optional
         Hyperparameter name -> the smallest spacing between distinct values of the input
         column(s) its length-scale acts on (a number, or one per entry of an ARD vector;
@@ -677,8 +681,12 @@ def optimize(
         )
         return MapFit(params={}, objective=value, prior=bool(prior), restarts=[at], grad_norm=0.0,
                       seconds=time.perf_counter() - t0)  # fmt: skip
-    grads = pytensor.grad(obj, value_vars)
-    fn = pytensor.function(value_vars, [obj, *grads], mode=mode)
+    # the C objective where bayes_gp.inference.native_gp covers the model (nothing compiled),
+    # else PyTensor's graph in `mode`
+    native = native_gp.objective(model, prior)
+    if native is None:
+        grads = pytensor.grad(obj, value_vars)
+        fn = pytensor.function(value_vars, [obj, *grads], mode=mode)
     constrained = pytensor.function(
         value_vars, model.replace_rvs_by_values(model.free_RVs), mode=EAGER_MODE
     )
@@ -690,11 +698,13 @@ def optimize(
     def neg(x):
         with np.errstate(all="ignore"):
             try:
-                out = fn(*unravel(x))
+                if native is not None:
+                    f, g = native(x)
+                else:
+                    out = fn(*unravel(x))
+                    f, g = float(out[0]), np.concatenate([np.ravel(gi) for gi in out[1:]])
             except (np.linalg.LinAlgError, ValueError):
                 return np.inf, np.zeros_like(x)
-        f = float(out[0])
-        g = np.concatenate([np.ravel(gi) for gi in out[1:]])
         if not np.isfinite(f) or not np.all(np.isfinite(g)):
             return np.inf, np.zeros_like(x)
         return -f, -g

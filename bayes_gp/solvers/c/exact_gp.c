@@ -839,6 +839,32 @@ int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void 
     return finish(g->c->n_free, grad, lp, logp);
 }
 
+/* A type-II objective (bayes_gp.inference.typeii.optimize) at the coordinates x: the log
+ * marginal likelihood (R&W eq. 2.30), plus, where with_prior, the priors' log densities of the
+ * hyperparameters' values (no log-Jacobian: PyMC's logp(jacobian=False)), into *value, and its
+ * gradient in x. Returns 0, 1 when memory could not be allocated, 3 or 4 as gp_logp. */
+int64_t gp_objective(const gp_t *g, const double *x, int64_t with_prior, double *grad,
+                     double *value) {
+    const coords_t *c = g->c;
+    eval_t e;
+    if (!eval_space(g, &e)) return 1;
+    double lp = 0.0;
+    if (with_prior) {
+        lp = priors(c, x, grad);
+        for (int64_t i = 0; i < c->n_free; i++) {
+            if (c->prior_kind[i] == P_NORMAL) continue;
+            const double s = c->scale[i];
+            lp -= s * x[i] + (s == 1.0 ? 0.0 : log(s));
+            grad[i] -= s;
+        }
+    } else {
+        for (int64_t i = 0; i < c->n_free; i++) grad[i] = 0.0;
+    }
+    *value = -INFINITY;
+    if (exact_logp(g, x, &e, NULL, &lp, grad, NULL) != 0) return 4;
+    return finish(c->n_free, grad, lp, value);
+}
+
 /* The exact leave-one-out log predictive densities of `draws` draws (R&W eqs. 5.10-5.12):
  * log p(y_i | y_-i) = -log(s_i^2)/2 - (alpha_i s_i^2)^2 / (2 s_i^2) - log(2 pi)/2 with
  * s_i^2 = 1 / [C^-1]_ii, at the coordinates x (draws x n_free), into out (draws x n).
