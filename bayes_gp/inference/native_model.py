@@ -472,24 +472,6 @@ class _Slots:
         return first
 
 
-def _lag_grid(X: np.ndarray) -> tuple[float, np.ndarray, int] | None:
-    """``(s, k, J + 1)`` where the inputs are one column on a grid ``x_0 + s k`` whose lags
-    ``s |k_i - k_j|`` take at most :data:`~bayes_gp.kernels.lags.MAX_LAG_FRACTION` of the
-    :math:`n^2` pairs' values (:mod:`bayes_gp.kernels.lags`, as PyMC's graph of the model
-    computes it there), else ``None``."""
-    from bayes_gp.kernels.lags import MAX_LAG_FRACTION, MIN_N, grid_positions
-
-    n = X.shape[0]
-    if X.shape[1] != 1 or n < MIN_N:
-        return None
-    grid = grid_positions(X[:, 0])
-    if grid is None:
-        return None
-    s, k = grid
-    n_lags = int(k.max() - k.min()) + 1
-    return None if n_lags > MAX_LAG_FRACTION * n * n else (s, k - k.min(), n_lags)
-
-
 def gp_struct(kernel: NativeKernel, X: np.ndarray, y: np.ndarray, jitter: float, sigma,
               layout: Layout, arrays: dict[str, np.ndarray], prefix: str,
               lag_table: bool = True) -> np.ndarray:  # fmt: skip
@@ -497,8 +479,8 @@ def gp_struct(kernel: NativeKernel, X: np.ndarray, y: np.ndarray, jitter: float,
     noise of its own) at the inputs ``X`` (n, D), with ``arrays["coords"]``
     (:func:`coords_struct`) for its coordinates; its arrays are added to ``arrays`` under
     ``prefix``, and the struct itself as ``arrays[prefix + "gp"]``; with inputs on a grid
-    (:func:`_lag_grid`) its ``table``, the ``gp_t`` of the lags, where the C code evaluates
-    the kernel. :class:`NotNative` where a parameter is neither a free variable nor a valid
+    (:func:`bayes_gp.kernels.lags.grid_lags`) its ``table``, the ``gp_t`` of the lags, where
+    the C code evaluates the kernel. :class:`NotNative` where a parameter is neither a free variable nor a valid
     number."""
     X = np.asarray(X, dtype=np.float64)
     D = X.shape[1]
@@ -532,7 +514,10 @@ def gp_struct(kernel: NativeKernel, X: np.ndarray, y: np.ndarray, jitter: float,
     }
     arrays |= {prefix + name: a for name, a in own.items()}
     table, grid = 0, 0
-    lags = _lag_grid(X) if lag_table else None
+    from bayes_gp.kernels.lags import grid_lags
+
+    # (no upper bound on n here: the gather costs far less than the kernel in C)
+    lags = grid_lags(X, max_n=None) if lag_table else None
     if lags is not None:  # the kernel at the lags s l, l = 0..J: the gp_t of those points
         s, k, n_lags = lags
         at = (s * np.arange(n_lags, dtype=np.float64))[:, None]

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_N",
     "MIN_N",
     "gram",
+    "grid_lags",
     "grid_positions",
     "lag_gram",
     "translation_invariant",
@@ -94,21 +95,34 @@ def grid_positions(x: np.ndarray) -> tuple[float, np.ndarray] | None:
     return s, k.astype(np.int64)
 
 
-def lag_gram(kernel, X) -> pt.TensorVariable | None:
-    """:math:`K(X, X)` gathered from the kernel's values at the grid's lags (module docstring),
-    or ``None`` where that does not apply; ``X`` must be a NumPy array for it to apply."""
-    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[1] != 1:
+def grid_lags(X: np.ndarray, max_n: int | None = MAX_N) -> tuple[float, np.ndarray, int] | None:
+    """``(s, k, J + 1)`` where a table of lags applies to the inputs ``X`` (n, D): one column,
+    ``n`` between :data:`MIN_N` and ``max_n`` (``None``: no upper bound), on a grid ``x_0 + s
+    k`` (:func:`grid_positions`, ``k`` from 0) whose ``J + 1`` lags are at most
+    :data:`MAX_LAG_FRACTION` of the :math:`n^2` pairs; else ``None``."""
+    if X.ndim != 2 or X.shape[1] != 1:
         return None
     n = X.shape[0]
-    if not MIN_N <= n <= MAX_N or not translation_invariant(kernel):
+    if n < MIN_N or (max_n is not None and n > max_n):
         return None
     grid = grid_positions(X[:, 0])
     if grid is None:
         return None
     s, k = grid
-    n_lags = int(k.max() - k.min()) + 1
-    if n_lags > MAX_LAG_FRACTION * n * n:
+    n_lags = int(k.max()) + 1
+    return None if n_lags > MAX_LAG_FRACTION * n * n else (s, k, n_lags)
+
+
+def lag_gram(kernel, X) -> pt.TensorVariable | None:
+    """:math:`K(X, X)` gathered from the kernel's values at the grid's lags (module docstring),
+    or ``None`` where that does not apply; ``X`` must be a NumPy array for it to apply."""
+    if not isinstance(X, np.ndarray) or not translation_invariant(kernel):
         return None
+    found = grid_lags(X)
+    if found is None:
+        return None
+    s, k, n_lags = found
+    n = X.shape[0]
     # The table is padded to a power of two and the lag indices are data (a shared variable,
     # not a constant): models of one size whose grids differ (groups with different gaps, the
     # next cross-validation fold) then have one compiled structure, which
