@@ -457,12 +457,14 @@ def test_type_ii_objective_equals_the_pytensor_graph(prior):
     import pytensor
 
     from bayes_gp.inference.typeii import _objective_graph, raveler
+    from bayes_gp.linalg import EAGER_MODE
 
     X, y = _data(n=30)
     gp = GPRegression(X, y, "matern52 + expquad * periodic", ard=True)
     model = gp.model
     obj = _objective_graph(model, prior)
-    fn = pytensor.function(model.value_vars, [obj, *pytensor.grad(obj, model.value_vars)])
+    fn = pytensor.function(model.value_vars, [obj, *pytensor.grad(obj, model.value_vars)],
+                           mode=EAGER_MODE)  # fmt: skip
     _, unravel = raveler(model, [v.name for v in model.value_vars])
     native = native_gp.objective(model, prior)
     assert native is not None
