@@ -255,8 +255,8 @@ class HeteroscedasticGPRegression(PreflightJitter, NUTSSampling, GPModel):
     def _native_description(self) -> NativeHetero | None:
         """The model as the C log density of :mod:`bayes_gp.inference.native_latent` computes
         it, or ``None`` where it does not (nutpie compiles it with numba then): catalogue
-        kernels of a length-scale and an amplitude (the C code's own checks follow: which
-        kernels, which priors, nothing added to the model)."""
+        kernels or sums of products of them (``native_model.kernel_of``; the C code's own
+        checks follow: which parameters, which priors, nothing added to the model)."""
         if type(self) is not HeteroscedasticGPRegression:
             return None
         hyper = self._native_hyper
