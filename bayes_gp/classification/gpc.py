@@ -98,6 +98,7 @@ class GPClassifier(LatentGP):
     _kernel_exclude = ("prml",)
     _fit_type_name = "ClassifierFit (fit_laplace / fit_ep)"
     _joint_in_c = True  # the joint model is LatentGP's (bayes_gp.inference.native_latent)
+    _laplace_in_c = True  # and so is the Laplace-integrated one (...native_laplace)
 
     def __init__(
         self,

@@ -158,6 +158,8 @@ class NativeGP:
 
     #: the C functions of the log density with its gradient, and of nutpie's stored values
     symbols: ClassVar[tuple[str, str]] = ("gp_logp", "gp_expand")
+    #: the C function of the type-II objective (:func:`objective`; ``None``: there is none)
+    objective: ClassVar[str | None] = "gp_objective"
     what: ClassVar[str] = "the exact GP's log density in C (bayes_gp.inference.native_gp)"
     #: whether ``y`` is the observed data less a fixed mean (:func:`compile_native_data`)
     swaps_y: ClassVar[bool] = True
@@ -236,7 +238,9 @@ def _library_path() -> Path:
     from pytensor import config
 
     key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
+    for source in sorted(SOURCE.parent.glob("*.c")):  # exact_gp.c and the files it includes
+        key.update(source.name.encode())
+        key.update(source.read_bytes())
     key.update(repr((CFLAGS, _compiler(), _cpu_flags(), sys.platform)).encode())
     return Path(config.compiledir) / "bayes_gp_native" / f"exact_gp-{key.hexdigest()[:20]}.so"
 
@@ -418,11 +422,7 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
         return None
     gp, layout = planned
     draws = arrays[0].shape[0]
-    logs = [np.log(np.asarray(a, np.float64).reshape(draws, -1)) for a in arrays]
-    x = np.concatenate(logs, axis=1)
-    if x.shape[1] != layout.n_free:
-        raise ValueError(f"the draws have {x.shape[1]} coordinates, the model {layout.n_free}")
-    x = np.ascontiguousarray(x / layout.scale)  # the coordinates: log(value) / s
+    x = layout.of_values(arrays)  # the coordinates: log(value) / s
     user_data, keep = gp.struct(layout)
     n = gp.X.shape[0]
     out = np.empty((draws, n))
@@ -446,17 +446,19 @@ def loo_draws(model, arrays: list[np.ndarray], threads: int = 2) -> np.ndarray |
 
 def objective(model, prior: bool) -> Callable[[np.ndarray], tuple[float, np.ndarray]] | None:
     """The type-II objective of :func:`bayes_gp.inference.typeii.optimize` in C, or ``None``
-    where the C path does not cover ``model`` as an exact GP: a function of the unconstrained
-    vector (the model's value variables raveled in order) returning the log marginal likelihood
-    (R&W eq. 2.30), plus with ``prior`` the priors' log densities of the values without the
-    transforms' log-Jacobians (``model.logp(jacobian=False)``), and its gradient; ``-inf`` (and
-    zeros) where it is not finite. Nothing is compiled for the model."""
+    where the C path does not cover ``model`` as an exact GP or a Laplace-integrated latent GP
+    (:mod:`bayes_gp.inference.native_laplace`): a function of the unconstrained vector (the
+    model's value variables raveled in order) returning the log marginal likelihood (R&W eq.
+    2.30; the Laplace approximation's, R&W eq. 3.32), plus with ``prior`` the priors' log
+    densities of the values without the transforms' log-Jacobians
+    (``model.logp(jacobian=False)``), and its gradient; ``-inf`` (and zeros) where it is not
+    finite. Nothing is compiled for the model."""
     planned, lib, _ = _planned(model)
-    if planned is None or not isinstance(planned[0], NativeGP):
+    if planned is None or planned[0].objective is None:
         return None
     gp, layout = planned
     user_data, arrays = gp.struct(layout)
-    fn = lib.gp_objective
+    fn = getattr(lib, gp.objective)
     fn.restype = ctypes.c_int64
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                    ctypes.c_void_p]  # fmt: skip

@@ -111,6 +111,7 @@ class NativeHetero:
         "the heteroscedastic GP's log density in C (bayes_gp.inference.native_latent)"
     )
     swaps_y: ClassVar[bool] = True
+    objective: ClassVar[str | None] = None
 
     def layout(self, model) -> Layout:
         """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""
@@ -167,6 +168,7 @@ class NativeJointLatent:
         "the joint latent GP's log density in C (bayes_gp.inference.native_latent)"
     )
     swaps_y: ClassVar[bool] = False  # c depends on y
+    objective: ClassVar[str | None] = None
 
     def layout(self, model) -> Layout:
         """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""

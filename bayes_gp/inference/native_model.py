@@ -260,20 +260,40 @@ class Layout:
         found = self.where.get(id(var))
         return None if found is None else found[0]
 
+    def of_values(self, values: list[np.ndarray]) -> np.ndarray:
+        """The coordinates of points given by the values of the model's free random variables
+        (``values[k]`` those of the ``k``-th, stacked along a leading axis of points): ``log(value)
+        / s`` on a log transform, the value itself where untransformed; ``(points, n_free)``."""
+        if not values:
+            return np.zeros((0, self.n_free))
+        points = np.asarray(values[0]).shape[0]
+        parts = [np.asarray(v, dtype=np.float64).reshape(points, -1) for v in values]
+        x = np.concatenate(parts, axis=1)
+        if x.shape[1] != self.n_free:
+            raise ValueError(f"the values have {x.shape[1]} coordinates, the model {self.n_free}")
+        logged = self.scale != 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x[:, logged] = np.log(x[:, logged]) / self.scale[logged]
+        return np.ascontiguousarray(x)
+
 
 def _is_free(model, var) -> bool:
     return any(var is rv for rv in model.free_RVs)
 
 
 def coordinates(model, positive: list, normal: dict[str, tuple[Any, int]], *, latent=None,
-                what: str = "the GP's") -> Layout:  # fmt: skip
+                potential=None, what: str = "the GP's") -> Layout:  # fmt: skip
     """The :class:`Layout` of ``model``, whose free random variables must be the ``positive``
     ones (hyperparameters on a log transform) and those of ``normal`` (role -> (variable,
     size): untransformed, with a Normal prior), with nothing else in the model but the
-    deterministic ``latent``, which nutpie stores last (n values); else :class:`NotNative`."""
+    deterministic ``latent``, which nutpie stores last (n values), and the ``potential`` that
+    the C code computes; else :class:`NotNative`."""
     free = {id(v) for v in positive if _is_free(model, v)}
     roles = {id(v): role for role, (v, _) in normal.items()}
-    extra = [v.name for v in (*model.deterministics, *model.potentials) if v is not latent]
+    extra = [v.name for v in (*model.deterministics, *model.potentials)
+             if v is not latent and v is not potential]  # fmt: skip
+    if potential is not None and not any(v is potential for v in model.potentials):
+        raise NotNative(f"the model has no potential {getattr(potential, 'name', potential)}")
     extra += [v.name for v in model.observed_RVs[1:]]
     if extra or (latent is not None and not any(v is latent for v in model.deterministics)):
         raise NotNative(f"the model has variables besides {what}: {', '.join(extra)}")

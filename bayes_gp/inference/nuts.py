@@ -43,7 +43,10 @@ s in parallel at n = 112 (the coal data), 72-87 s against 86-90 s at n = 400. Fo
 :func:`run_nuts` runs the chains one after another (``cores=1``) unless ``cores`` is given, and
 says so: a log line and the posterior's ``bayes_gp_cores`` attribute (the report's inference
 table shows it). A Laplace latent GP or softmax Laplace classifier on a native solver runs its
-chains in parallel, and ``bayes_gp_cores`` says so.
+chains in parallel, and ``bayes_gp_cores`` says so; a model on bayes_gp's C path
+(:mod:`~bayes_gp.inference.native_gp`, :mod:`~bayes_gp.inference.native_latent`,
+:mod:`~bayes_gp.inference.native_laplace`: the Laplace latent GP with those likelihoods and a
+catalogue kernel) holds no Op at all, and runs its chains in parallel without a note.
 
 GPU: ``sampler="numpyro"`` compiles the model to JAX and runs wherever JAX's default backend is.
 With ``jax[cuda13]`` (or ``jax[cuda12]``) installed and an NVIDIA GPU visible, that is the GPU

@@ -549,7 +549,44 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         self._op = LaplaceLogp(self.likelihood)
         model, self._cov, self._mean_func, self._phi = self._evidence_model("log_q", self._op)
         self._latent_pm = None
+        native_gp.register(model, self._laplace_description)
         return model
+
+    def _laplace_description(self):
+        """The Laplace-integrated model (``method="nuts"``) as the C log density of
+        :mod:`bayes_gp.inference.native_laplace` computes it, or ``None`` where it does not
+        (numba compiles it then): the Op's likelihood one of those the native solver covers
+        (:func:`bayes_gp.latent.native.likelihood_code`) at its default tolerance, a catalogue
+        kernel or a sum of products of them at the training inputs, and a zero or constant
+        mean (the C code's own checks follow: which kernel, which priors, nothing added)."""
+        from bayes_gp.inference.native_laplace import NativeLaplace
+        from bayes_gp.inference.native_model import kernel_of
+        from bayes_gp.latent.native import likelihood_code
+
+        op, model, spec = self._op, self.model, self.spec
+        if not type(self).__dict__.get("_laplace_in_c", False) or not op.uses_native:
+            return None
+        hyper = {p: model[p] if p in model.named_vars else self.priors.get(p) for p in spec.params}
+        kernel = kernel_of(spec, hyper)
+        centre = self._constant_mean(self._mean_func)
+        if kernel is None or centre is None:
+            return None
+        code, a1, a2 = likelihood_code(op.likelihood)
+        return NativeLaplace(
+            kernel=kernel, X=self.X, code=code, y=np.asarray(op.likelihood.y, dtype=np.float64),
+            a1=a1, a2=a2, jitter=float(self.jitter_tensor.get_value()), mean=centre,
+            potential=model["log_q"], tol=op.tol, max_iter=op.max_iter, start=op.start,
+        )  # fmt: skip
+
+    @staticmethod
+    def _constant_mean(mean):
+        """A zero or constant mean function's value (a number or the model's variable), or
+        ``None`` for any other mean."""
+        if type(mean) is pm.gp.mean.Zero:
+            return 0.0
+        if type(mean) is pm.gp.mean.Constant and getattr(mean.c, "ndim", np.ndim(mean.c)) == 0:
+            return mean.c
+        return None
 
     def _latent_model(self) -> pm.Model:
         """Joint model over the whitened latent values and the hyperparameters."""
@@ -640,12 +677,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
             link, c = "log", y * np.log(m) - gammaln(y + 1)
         else:
             return None
-        mean = self._joint_mean
-        if type(mean) is pm.gp.mean.Zero:
-            centre = 0.0
-        elif type(mean) is pm.gp.mean.Constant and getattr(mean.c, "ndim", np.ndim(mean.c)) == 0:
-            centre = mean.c
-        else:
+        centre = self._constant_mean(self._joint_mean)
+        if centre is None:
             return None
         return NativeJointLatent(
             kernel=kernel, X=self.X, link=link, y=y, m=m, c=c,
@@ -942,20 +975,27 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     #: :mod:`bayes_gp.inference.native_latent` computes: declared by each class for itself, as
     #: a subclass may build another model (:meth:`_joint_description`)
     _joint_in_c: ClassVar[bool] = True
+    #: whether the Laplace-integrated model (``method="nuts"``) is the one
+    #: :mod:`bayes_gp.inference.native_laplace` computes (as :attr:`_joint_in_c`)
+    _laplace_in_c: ClassVar[bool] = True
 
     def _nuts_run(self, sampler, random_seed, *, method: str) -> NutsRun:
         """:meth:`sample` runs NUTS with ``method="nuts"`` over the hyperparameters, the
         latent GP integrated out by Laplace (module docstring), or with ``method="nuts_joint"``
         jointly over the whitened latent values; the jitter pre-flight first (and, on a new
-        machine, the native solver's compilation started beside it:
+        machine, the C library's compilation started beside it where
+        :mod:`bayes_gp.inference.native_laplace` covers the model, else the numba solver's:
         :func:`bayes_gp.latent.native.start_compiling`)."""
         method = canonical_method(f"{type(self).__name__}.sample", method, LATENT_RENAMED)
         if method not in (NUTS, NUTS_JOINT):
             raise ValueError(f"`method` must be 'nuts' or 'nuts_joint', got {method!r}")
-        if method == NUTS and self._op.uses_native and resolve_sampler(sampler) == "nutpie":
-            from bayes_gp.latent.native import start_compiling
+        if method == NUTS and resolve_sampler(sampler) == "nutpie":
+            if native_gp.covers(self.model):  # C (bayes_gp.inference.native_laplace)
+                native_gp.start_compiling()
+            elif self._op.uses_native:  # numba's solver, on a new machine compiled beside
+                from bayes_gp.latent.native import start_compiling
 
-            start_compiling()  # on a new machine: compiled beside the model
+                start_compiling()
         attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
         latent = method == NUTS_JOINT
         model = self._latent_model() if latent else self.model
@@ -968,9 +1008,15 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         native solver's fixed starting point (:attr:`~bayes_gp.latent.op.LaplaceLogp.start`),
         deterministic, so that the draws stay reproducible from the seed with chains in
         parallel threads."""
+        from bayes_gp.inference import native_laplace
         from bayes_gp.inference.jitter import check_points
 
-        res = self._mode(check_points(self.model, self.model.free_RVs, 0)[0])[0]
+        point = check_points(self.model, self.model.free_RVs, 0)[0]
+        found = native_laplace.modes(self.model, [np.asarray(v)[None, None] for v in point],
+                                     cold=True)  # fmt: skip
+        if found is not None:  # in C, where it covers the model: nothing compiled
+            return found.f[0, 0] if found.status[0, 0] == 0 else None
+        res = self._mode(point)[0]
         return res.f if res.feasible else None
 
     def _nuts_result(self, idata, run: NutsRun, random_seed):
@@ -1030,10 +1076,13 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         which runs without the GIL: one thread per chain (two at a time), each draw's Newton
         method warm-started from the mode of the previous draw of the same chain, so that
         every value is a function of that chain's draws alone, whatever the threads' timing.
-        The kernel matrices come from the model's compiled function, one call at a time."""
+        Where :mod:`bayes_gp.inference.native_laplace` covers the model, all of it in C
+        (:func:`~bayes_gp.inference.native_laplace.modes`: nothing compiled); else the kernel
+        matrices come from the model's compiled function, one call at a time."""
         import threading
         from concurrent.futures import ThreadPoolExecutor
 
+        from bayes_gp.inference import native_laplace
         from bayes_gp.latent.native import REASONS, laplace_mode
 
         lik = self.likelihood
@@ -1041,6 +1090,20 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         n_chain, n_draw = arrays[0].shape[:2]
         n = lik.n
         f_mode, ll = np.empty((n_chain, n_draw, n)), np.empty((n_chain, n_draw, n))
+        found = native_laplace.modes(self.model, arrays)
+        if found is not None:  # in C, where it covers the model (no kernel function compiled)
+            bad = np.argwhere(found.status != 0)
+            if bad.size:
+                c, d = bad[0]
+                raise RuntimeError(
+                    f"the Laplace approximation is infeasible at posterior draw {d} of chain "
+                    f"{c}: {REASONS[int(found.status[c, d])]}"
+                )
+            phi = np.zeros(0)
+            for c in range(n_chain):
+                for d in range(n_draw):
+                    ll[c, d] = la_loo_terms(lik, phi, found.f[c, d], found.cov_diag[c, d])
+            return found.f, ll
         lock = threading.Lock()  # the compiled kernel function keeps its own buffers
 
         def chain(c: int) -> None:

@@ -28,6 +28,13 @@ Poisson (log link, exposure): log-concave, without likelihood parameters, with d
 are a few lines each. Every other likelihood, a custom one, the variational and EP Ops, and
 PyTensor's C and Python backends keep the NumPy solver.
 
+Where the model around the Op is one :mod:`bayes_gp.inference.native_laplace` describes (a
+catalogue kernel or a sum of products of them, a zero or constant mean, nothing added), nutpie
+does not run this solver at all: :file:`bayes_gp/solvers/c/laplace.c` transcribes it step for
+step into C with the kernel, its gradient and the priors, and nothing is compiled per model.
+This solver serves the models that path does not cover (another kernel or mean function, a
+variable the user added).
+
 Compiled once per process, shared by all models: the solver is one numba ``cfunc``
 (:func:`solver_address`) with a C signature over raw pointers, the likelihood chosen by an
 integer code. A model's numba function (:func:`numba_function`) holds the data as constants and

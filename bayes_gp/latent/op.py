@@ -15,7 +15,10 @@ This is a cache only: Newton's method runs to the same tolerance from any start,
 latent posterior the answer does not change beyond that tolerance (for a multimodal Student-t
 posterior, which mode is found can depend on the start, as with any local optimiser).
 
-Backends: ``perform`` (PyTensor's C/Python backends, ``sampler="pymc"``); numba (``nutpie``):
+On nutpie, a model that :mod:`bayes_gp.inference.native_laplace` describes never reaches this
+Op: its whole log density (the kernel, this Op's evidence and gradient, the priors) is C code
+compiled once per machine. Backends of the Op itself: ``perform`` (PyTensor's C/Python
+backends, ``sampler="pymc"``); numba (``nutpie`` for the models the C path does not cover):
 for the Bernoulli (logit), binomial and Poisson likelihoods the native stable-form solver of
 :mod:`bayes_gp.latent.native`, nopython code that holds no GIL (chains run in parallel; no warm
 start there, that module's docstring says why), for every other likelihood (and with

@@ -839,27 +839,34 @@ int64_t gp_logp(uint64_t dim, const double *x, double *grad, double *logp, void 
     return finish(g->c->n_free, grad, lp, logp);
 }
 
+/* The priors' part of a type-II objective at x: where with_prior, the priors' log densities of
+ * the hyperparameters' values without the transforms' log-Jacobians (PyMC's
+ * logp(jacobian=False)), with their gradient written into grad; else 0 and a zero grad. */
+static double objective_priors(const coords_t *c, const double *x, int64_t with_prior,
+                               double *grad) {
+    if (!with_prior) {
+        for (int64_t i = 0; i < c->n_free; i++) grad[i] = 0.0;
+        return 0.0;
+    }
+    double lp = priors(c, x, grad);
+    for (int64_t i = 0; i < c->n_free; i++) { /* without the log-Jacobians */
+        if (c->prior_kind[i] == P_NORMAL) continue;
+        const double s = c->scale[i];
+        lp -= s * x[i] + (s == 1.0 ? 0.0 : log(s));
+        grad[i] -= s;
+    }
+    return lp;
+}
+
 /* A type-II objective (bayes_gp.inference.typeii.optimize) at the coordinates x: the log
- * marginal likelihood (R&W eq. 2.30), plus, where with_prior, the priors' log densities of the
- * hyperparameters' values (no log-Jacobian: PyMC's logp(jacobian=False)), into *value, and its
- * gradient in x. Returns 0, 1 when memory could not be allocated, 3 or 4 as gp_logp. */
+ * marginal likelihood (R&W eq. 2.30) plus objective_priors into *value, and its gradient in x.
+ * Returns 0, 1 when memory could not be allocated, 3 or 4 as gp_logp. */
 int64_t gp_objective(const gp_t *g, const double *x, int64_t with_prior, double *grad,
                      double *value) {
     const coords_t *c = g->c;
     eval_t e;
     if (!eval_space(g, &e)) return 1;
-    double lp = 0.0;
-    if (with_prior) {
-        lp = priors(c, x, grad);
-        for (int64_t i = 0; i < c->n_free; i++) {
-            if (c->prior_kind[i] == P_NORMAL) continue;
-            const double s = c->scale[i];
-            lp -= s * x[i] + (s == 1.0 ? 0.0 : log(s));
-            grad[i] -= s;
-        }
-    } else {
-        for (int64_t i = 0; i < c->n_free; i++) grad[i] = 0.0;
-    }
+    double lp = objective_priors(c, x, with_prior, grad);
     *value = -INFINITY;
     if (exact_logp(g, x, &e, NULL, &lp, grad, NULL) != 0) return 4;
     return finish(c->n_free, grad, lp, value);
@@ -1141,3 +1148,8 @@ int64_t lat_expand(uint64_t dim, uint64_t expanded, const double *x, double *out
     memcpy(out + head, e.f, sizeof(double) * n);
     return 0;
 }
+
+/* ------------------------------------------------------------------------------------------
+ * The Laplace-approximate marginal likelihood of a latent GP (its own file; bayes_gp.
+ * inference.native_gp keys the compiled library by every source of this directory). */
+#include "laplace.c"
