@@ -3,7 +3,10 @@
 For each data set, the same ``LatentGP`` (same kernel, likelihood, priors and jitter) is sampled by
 
 * ``laplace``: ``sample(method="nuts")`` — NUTS over the hyperparameters only, the Laplace
-  evidence and its exact gradient as one Op (nutpie, numba backend);
+  evidence and its exact gradient (nutpie; for these three data sets since 2026-12-01 on the C
+  log density of :mod:`bayes_gp.inference.native_laplace`, nothing compiled per model);
+* ``laplace-numba``: the same with bayes_gp's C path off (``native_gp.native(False)``): the
+  Laplace Op in nutpie's numba backend, on the native solver of :mod:`bayes_gp.latent.native`;
 * ``latent``: ``sample(method="nuts_joint")`` — joint NUTS over the whitened latent values and the
   hyperparameters (what bayes_gp's ``"auto"`` picks: nutpie on the C log density of
   :mod:`bayes_gp.inference.native_latent` for these three data sets since 2026-12-01, PyMC's
@@ -15,8 +18,8 @@ with the same draws, tuning steps and chains, the chains run one after another o
 terms for ``laplace``, the pointwise log-likelihood for ``latent``), the minimum bulk ESS over the
 hyperparameters, min-ESS per second, divergences, the posterior means of the hyperparameters, and
 the held-out mean log predictive density (Gauss–Hermite, mixing over 200 posterior draws) on the
-test split where there is one, else PSIS-LOO elpd per observation. The ratio row divides
-``laplace`` by ``latent`` min-ESS/s.
+test split where there is one, else PSIS-LOO elpd per observation. The ratio rows divide
+``laplace`` (and ``laplace-numba``) by ``latent`` min-ESS/s.
 
 Data: ``coal`` (the declared coal-mining model: 112 yearly counts, Poisson, Matérn 3/2);
 ``pima`` (Ripley's split: 200 training, 332 test; Bernoulli-logit, isotropic SE on the 7
@@ -48,11 +51,12 @@ import pandas as pd
 
 from bayes_gp import LatentGP
 from bayes_gp.datasets import rdataset
+from bayes_gp.inference import native_gp
 from bayes_gp.inference.methods import LATENT_RENAMED
 from bayes_gp.latent.predictive import log_predictive_density
 
 #: This script's names of the two NUTS paths -> ``sample(method=...)``'s ("nuts", "nuts_joint").
-SAMPLE_METHOD = LATENT_RENAMED
+SAMPLE_METHOD = {**LATENT_RENAMED, "laplace-numba": LATENT_RENAMED["laplace"]}
 
 
 def _data(name: str, seed: int):
@@ -161,7 +165,8 @@ def run(
         t0 = time.perf_counter()
         with (
             warnings.catch_warnings(),
-            _phases(timing) if phases and method == "laplace" else contextlib.nullcontext(),
+            _phases(timing) if phases and method != "latent" else contextlib.nullcontext(),
+            native_gp.native(False) if method == "laplace-numba" else contextlib.nullcontext(),
         ):
             warnings.simplefilter("ignore")
             idata = gp.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
@@ -174,10 +179,10 @@ def run(
                   f"{1e3 * timing['op_s'] / max(calls, 1):.2f} ms each (with chains in parallel "
                   "threads: including waits for the GIL), "
                   f"{timing['potrf_per_call']:.2f} Cholesky factorisations per call)")  # fmt: skip
-            if calls == 0:  # the native solver (bayes_gp.latent.native): not seen from Python
-                op = " (the Laplace Op on the native solver: its evaluations are not timed)"
+            if calls == 0:  # C, or numba's native solver: not seen from Python
+                op = " (the Laplace evidence in C or on the native solver: not timed)"
             rest = seconds - timing["compile_s"] - timing["sampling_s"] - timing["post_s"]
-            print(f"  {name} laplace phases: wall {seconds:.1f} s = compile "
+            print(f"  {name} {method} phases: wall {seconds:.1f} s = compile "
                   f"{timing['compile_s']:.1f} + sampling {timing['sampling_s']:.1f}{op} + "
                   f"post-processing {timing['post_s']:.1f} + rest {rest:.1f}; {n_steps} leapfrog "
                   "steps in the kept draws", flush=True)  # fmt: skip
@@ -215,7 +220,7 @@ def main() -> None:
                     help="time compilation, the Laplace Op and the post-processing (laplace)")
     ap.add_argument("--cores", type=int, default=1, help="chains in parallel (nutpie: threads)")
     ap.add_argument("--methods", nargs="+", default=["laplace", "latent"],
-                    choices=["laplace", "latent"])  # fmt: skip
+                    choices=["laplace", "laplace-numba", "latent"])  # fmt: skip
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -231,9 +236,10 @@ def main() -> None:
     print(df.to_string(index=False))
     for name, g in df.groupby("data", sort=False):
         ratio = g.set_index("method")["min_ess_per_s"]
-        if len(ratio) < 2:
-            continue
-        print(f"{name}: laplace / latent min-ESS/s = {ratio['laplace'] / ratio['latent']:.2f}")
+        for method in ("laplace", "laplace-numba"):
+            if method in ratio and "latent" in ratio:
+                print(f"{name}: {method} / latent min-ESS/s = "
+                      f"{ratio[method] / ratio['latent']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ def test_children_are_replaced_and_a_killed_child_is_refitted(client, tmp_path, 
     df = _data()
     kw = {"x": "t", "y": "y", "group": "site", "kernel": "matern52", "method": "map",
           "random_seed": 6, "fit_kwargs": {"n_restarts": 1}}  # fmt: skip
-    ref = bayes_gp.fit_many(df, client=client, **kw)  # in the worker itself
+    # in the worker itself, with the same model class (the marker not set: it fits normally)
+    ref = bayes_gp.fit_many(df, client=client, model=StallingChildGP, **kw)
     monkeypatch.setenv(MARKER, str(tmp_path))  # inherited by the new cluster's processes
     killer, killed = start_killer(tmp_path / "attempt")  # the child, mid-fit
     try:
