@@ -6,11 +6,13 @@ by NUTS with the latent values integrated out by Laplace's method (``method="nut
 :class:`~bayes_gp.latent.op.LaplaceLogp`). On nutpie's numba backend the Newton solver is
 compiled once per machine (:mod:`bayes_gp.latent.native`), but each model's log density, the
 kernel's graph and its gradient around the Op, is compiled by numba for every new data set:
-the Pima fit of notebook 03 spent most of its 32 s on a new machine compiling. For the models
-:mod:`bayes_gp.latent.native` covers (the Bernoulli likelihood with the logit link, the
-binomial, the Poisson with the log link) whose kernel is a sum of products of catalogue
-kernels (:mod:`bayes_gp.inference.native_model`), :file:`bayes_gp/solvers/c/laplace.c`
-computes the whole log density
+28 s of the first Pima fit on a new machine against 11 s in C (``benchmarks/README.md``,
+"The Laplace-integrated latent GP in C"). For the likelihoods with a log-concave density
+(:func:`likelihood_spec`: Bernoulli with the logit link, binomial, Poisson, and the negative
+binomial and the Gaussian, whose parameter, the dispersion or the noise sd, is sampled with the
+hyperparameters) and a kernel that is a sum of products of catalogue kernels
+(:mod:`bayes_gp.inference.native_model`), :file:`bayes_gp/solvers/c/laplace.c` computes the
+whole log density
 
 .. math::
    \log p(\theta) + \log q(y \mid \theta), \qquad
@@ -31,9 +33,11 @@ from the previous draw's mode), so that a fit on this path compiles nothing at a
 
 What it covers (the model's description, :meth:`bayes_gp.LatentGP._laplace_description`): the
 likelihoods above (exactly those classes), a catalogue kernel or a sum of products of them at
-the training inputs, a zero mean or a constant one (a number or a free Normal), the Op's
-default tolerance, and hyperparameters free on PyMC's log transform with the exact GP's priors
-or fixed by numbers; any other model goes to numba, and the posterior records why.
+the training inputs, a zero mean or a constant one (a number or a free Normal), and the
+hyperparameters and the likelihood's parameter free on PyMC's log transform with the exact
+GP's priors or fixed by numbers; any other model goes to numba, and the posterior records why.
+Its derivatives in the likelihood's parameter follow :mod:`bayes_gp.latent.laplace`'s
+:math:`\partial\log q/\partial\phi` (R&W eq. 5.24's implicit term included).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from bayes_gp.inference.native_latent import _mean
 from bayes_gp.inference.native_model import (
     Layout,
     NativeKernel,
+    NotNative,
+    _constant,
     _frozen,
     _pointers,
     _struct,
@@ -57,24 +63,50 @@ from bayes_gp.inference.native_model import (
     gp_struct,
 )
 
-__all__ = ["NativeLaplace", "NativeModes", "modes"]
+__all__ = ["NativeLaplace", "NativeModes", "likelihood_spec", "modes"]
 
 #: The C struct ``lap_t`` of laplace.c, field by field (as native_model's ``_GP``).
 _LAP_LAYOUT = (
     ("n", "i"), ("off_mean", "i"), ("code", "i"), ("max_iter", "i"), ("warm", "i"),
-    ("mean_fixed", "f"), ("tol", "f"), ("coords", "p"), ("y", "p"), ("a1", "p"), ("a2", "p"),
-    ("start", "p"), ("g", "p"),
+    ("off_phi", "i"), ("mean_fixed", "f"), ("tol", "f"), ("phi_fixed", "f"), ("coords", "p"),
+    ("y", "p"), ("a1", "p"), ("a2", "p"), ("start", "p"), ("g", "p"),
 )  # fmt: skip
+
+#: laplace.c's likelihood codes beyond :mod:`bayes_gp.latent.native`'s three (0-2)
+NEGATIVE_BINOMIAL, GAUSSIAN = 3, 4
+
+
+def likelihood_spec(lik) -> tuple[int, np.ndarray, np.ndarray] | None:
+    r"""``(code, a1, a2)`` of laplace.c for the likelihood ``lik``, or ``None`` where it has
+    none: the three of :func:`bayes_gp.latent.native.likelihood_code` (Bernoulli-logit,
+    binomial, Poisson), and (exactly these classes) the negative binomial (``a1`` the log
+    exposure, ``a2`` :math:`-\log y_i!`; the dispersion its parameter) and the Gaussian (the
+    noise sd its parameter)."""
+    from scipy.special import gammaln
+
+    from bayes_gp.latent.likelihoods import Gaussian, NegativeBinomial
+    from bayes_gp.latent.native import likelihood_code
+
+    found = likelihood_code(lik)
+    if found is not None:
+        return found
+    if type(lik) is NegativeBinomial:
+        y = np.asarray(lik.y, dtype=np.float64)
+        return NEGATIVE_BINOMIAL, np.array(lik._offset, dtype=np.float64), -gammaln(y + 1.0)
+    if type(lik) is Gaussian:
+        return GAUSSIAN, np.zeros(lik.n), np.zeros(lik.n)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
 class NativeLaplace:
     r"""What the C code needs of a Laplace-integrated latent GP: the kernel
     (:class:`~bayes_gp.inference.native_model.NativeKernel`), the inputs ``X`` (n, D), the
-    likelihood as :func:`bayes_gp.latent.native.likelihood_code` gives it (``code``, ``y``,
-    ``a1``, ``a2``), the jitter, the mean (the model's random variable or a number), the
-    model's ``potential`` (the log evidence the C code computes), the Newton method's
-    tolerance and iteration limit, and its starting point ``start`` (``None``: :math:`f = m`)."""
+    likelihood as :func:`likelihood_spec` gives it (``code``, ``y``, ``a1``, ``a2``) and its
+    parameter ``phi`` (the model's random variable or a number; ``None`` for the likelihoods
+    without one), the jitter, the mean (the model's random variable or a number), the model's
+    ``potential`` (the log evidence the C code computes), the Newton method's tolerance and
+    iteration limit, and its starting point ``start`` (``None``: :math:`f = m`)."""
 
     kernel: NativeKernel
     X: np.ndarray
@@ -88,6 +120,7 @@ class NativeLaplace:
     tol: float = 1e-10
     max_iter: int = 100
     start: np.ndarray | None = None
+    phi: Any = None
 
     symbols: ClassVar[tuple[str, str]] = ("lap_logp", "lap_expand")
     what: ClassVar[str] = (
@@ -98,7 +131,7 @@ class NativeLaplace:
 
     def layout(self, model) -> Layout:
         """The coordinates of ``model``'s unconstrained vector, or :class:`NotNative`."""
-        positive = free_parameters(model, self.kernel)
+        positive = free_parameters(model, self.kernel, *([] if self.phi is None else [self.phi]))
         return coordinates(model, positive, {"mean": (self.mean, 1)}, potential=self.potential,
                            what="the GP's")  # fmt: skip
 
@@ -116,13 +149,35 @@ class NativeLaplace:
         coords_struct(layout, arrays)
         g = gp_struct(self.kernel, self.X, np.zeros(n), self.jitter, None, layout, arrays, "g_")
         off_mean, mean_fixed = _mean(layout, self.mean)
+        off_phi, phi_fixed = self._phi_slot(layout)
         values = {
             "n": n, "off_mean": off_mean, "code": int(self.code), "max_iter": int(self.max_iter),
-            "warm": int(warm), "mean_fixed": mean_fixed, "tol": float(self.tol),
+            "warm": int(warm), "off_phi": off_phi, "mean_fixed": mean_fixed,
+            "tol": float(self.tol), "phi_fixed": phi_fixed,
             "coords": arrays["coords"].ctypes.data, **_pointers(arrays, "y", "a1", "a2", "start"),
             "g": g.ctypes.data,
         }  # fmt: skip
         return _struct(values, _LAP_LAYOUT), arrays
+
+    def _phi_slot(self, layout: Layout) -> tuple[int, float]:
+        """``(coordinate, 0.0)`` of the likelihood parameter on the log transform, or ``(-1,
+        log value)`` for a number (``(-1, 0.0)`` without a parameter); :class:`NotNative`
+        otherwise."""
+        if self.phi is None:
+            return -1, 0.0
+        offset = layout.offset(self.phi)
+        if offset is not None:
+            if layout.scale[offset] == 0.0:
+                raise NotNative("the likelihood parameter is not sampled on the log scale")
+            return offset, 0.0
+        try:
+            value = float(np.asarray(_constant(self.phi)).item())
+        except (NotNative, ValueError) as err:
+            raise NotNative("the likelihood parameter is neither a free variable nor a "
+                            "number") from err  # fmt: skip
+        if not (np.isfinite(value) and value > 0):
+            raise NotNative(f"the likelihood parameter is fixed at {value}, not positive")
+        return -1, float(np.log(value))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,8 +45,9 @@ says so: a log line and the posterior's ``bayes_gp_cores`` attribute (the report
 table shows it). A Laplace latent GP or softmax Laplace classifier on a native solver runs its
 chains in parallel, and ``bayes_gp_cores`` says so; a model on bayes_gp's C path
 (:mod:`~bayes_gp.inference.native_gp`, :mod:`~bayes_gp.inference.native_latent`,
-:mod:`~bayes_gp.inference.native_laplace`: the Laplace latent GP with those likelihoods and a
-catalogue kernel) holds no Op at all, and runs its chains in parallel without a note.
+:mod:`~bayes_gp.inference.native_laplace`: the Laplace latent GP with a catalogue kernel and
+those likelihoods, the negative binomial or the Gaussian) holds no Op at all, and runs its
+chains in parallel without a note.
 
 GPU: ``sampler="numpyro"`` compiles the model to JAX and runs wherever JAX's default backend is.
 With ``jax[cuda13]`` (or ``jax[cuda12]``) installed and an NVIDIA GPU visible, that is the GPU

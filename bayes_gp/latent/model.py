@@ -555,27 +555,35 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
     def _laplace_description(self):
         """The Laplace-integrated model (``method="nuts"``) as the C log density of
         :mod:`bayes_gp.inference.native_laplace` computes it, or ``None`` where it does not
-        (numba compiles it then): the Op's likelihood one of those the native solver covers
-        (:func:`bayes_gp.latent.native.likelihood_code`) at its default tolerance, a catalogue
-        kernel or a sum of products of them at the training inputs, and a zero or constant
-        mean (the C code's own checks follow: which kernel, which priors, nothing added)."""
-        from bayes_gp.inference.native_laplace import NativeLaplace
+        (numba compiles it then): the Op's likelihood one of those the C code covers
+        (:func:`bayes_gp.inference.native_laplace.likelihood_spec`, with its parameter, if any,
+        a free variable or a number), a catalogue kernel or a sum of products of them at the
+        training inputs, and a zero or constant mean (the C code's own checks follow: which
+        kernel, which priors, nothing added)."""
+        from bayes_gp.inference.native_laplace import NativeLaplace, likelihood_spec
         from bayes_gp.inference.native_model import kernel_of
-        from bayes_gp.latent.native import likelihood_code
 
         op, model, spec = self._op, self.model, self.spec
-        if not type(self).__dict__.get("_laplace_in_c", False) or not op.uses_native:
+        if (not type(self).__dict__.get("_laplace_in_c", False) or type(op) is not LaplaceLogp
+                or not getattr(op, "native", True)):  # native=False: the NumPy solver's Op
+            return None
+        found = likelihood_spec(op.likelihood)
+        names = op.likelihood.param_names
+        if found is None or len(names) > 1:
             return None
         hyper = {p: model[p] if p in model.named_vars else self.priors.get(p) for p in spec.params}
         kernel = kernel_of(spec, hyper)
         centre = self._constant_mean(self._mean_func)
         if kernel is None or centre is None:
             return None
-        code, a1, a2 = likelihood_code(op.likelihood)
+        phi = None
+        if names:  # the likelihood's one parameter: its variable, or the number fixing it
+            phi = model[names[0]] if names[0] in model.named_vars else self.priors.get(names[0])
+        code, a1, a2 = found
         return NativeLaplace(
             kernel=kernel, X=self.X, code=code, y=np.asarray(op.likelihood.y, dtype=np.float64),
             a1=a1, a2=a2, jitter=float(self.jitter_tensor.get_value()), mean=centre,
-            potential=model["log_q"], tol=op.tol, max_iter=op.max_iter, start=op.start,
+            potential=model["log_q"], tol=op.tol, max_iter=op.max_iter, start=op.start, phi=phi,
         )  # fmt: skip
 
     @staticmethod
@@ -999,7 +1007,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         attrs = {**self.check_jitter(random_seed).attrs(), "bayes_gp_method": method}
         latent = method == NUTS_JOINT
         model = self._latent_model() if latent else self.model
-        if not latent and self._op.uses_native and getattr(self._op, "start", None) is None:
+        native = self._op.uses_native or native_gp.covers(self.model)
+        if not latent and native and getattr(self._op, "start", None) is None:
             self._op.start = self._initial_mode()
         return NutsRun(model, attrs=attrs, latent=latent)
 
@@ -1038,7 +1047,8 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                 return lik.log_density(values[-1], self._train(values[:-1])[2])
 
             return add_log_likelihood(idata, [*names, "f"], pointwise)
-        if getattr(self, "_op", None) is not None and self._op.uses_native:
+        op = getattr(self, "_op", None)
+        if op is not None and (op.uses_native or native_gp.covers(self.model)):
             f_mode, ll = self._native_draws(post)
             return self._with_modes(idata, f_mode, ll)
         modes: list[np.ndarray] = []
@@ -1099,9 +1109,12 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
                     f"the Laplace approximation is infeasible at posterior draw {d} of chain "
                     f"{c}: {REASONS[int(found.status[c, d])]}"
                 )
-            phi = np.zeros(0)
+            # the likelihood parameter of each draw (sampled, or the number fixing it)
+            phis = [np.asarray(post[p]) if p in post else np.full((n_chain, n_draw),
+                    float(np.asarray(self.priors[p]))) for p in lik.param_names]  # fmt: skip
             for c in range(n_chain):
                 for d in range(n_draw):
+                    phi = np.array([v[c, d] for v in phis])
                     ll[c, d] = la_loo_terms(lik, phi, found.f[c, d], found.cov_diag[c, d])
             return found.f, ll
         lock = threading.Lock()  # the compiled kernel function keeps its own buffers

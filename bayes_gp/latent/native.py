@@ -29,8 +29,9 @@ are a few lines each. Every other likelihood, a custom one, the variational and 
 PyTensor's C and Python backends keep the NumPy solver.
 
 Where the model around the Op is one :mod:`bayes_gp.inference.native_laplace` describes (a
-catalogue kernel or a sum of products of them, a zero or constant mean, nothing added), nutpie
-does not run this solver at all: :file:`bayes_gp/solvers/c/laplace.c` transcribes it step for
+catalogue kernel or a sum of products of them, a zero or constant mean, nothing added; it also
+takes the negative binomial and the Gaussian likelihoods), nutpie does not run this solver at
+all: :file:`bayes_gp/solvers/c/laplace.c` transcribes it step for
 step into C with the kernel, its gradient and the priors, and nothing is compiled per model.
 This solver serves the models that path does not cover (another kernel or mean function, a
 variable the user added).

@@ -43,6 +43,16 @@ def _cases():
         "bernoulli on a grid": LatentGP(np.sort(rng.choice(40, 30, replace=False))[:, None]
                                         + 1950.0, rng.binomial(1, 0.4, 30), "matern52 + expquad",
                                         "bernoulli"),
+        # likelihoods with a parameter sampled with the hyperparameters (dispersion, sigma)
+        "negative binomial, exposure": LatentGP(X[:, :1], rng.negative_binomial(3, 0.4, 30),
+                                                "matern52", "negative_binomial",
+                                                exposure=rng.uniform(0.5, 2.0, 30),
+                                                mean="constant"),
+        "negative binomial, fixed dispersion": LatentGP(X, rng.poisson(4, 30), "expquad",
+                                                        "negative_binomial", ard=True,
+                                                        priors={"dispersion": 2.5}),
+        "gaussian": LatentGP(X[:, :1], np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=30),
+                             "matern32 + expquad", "gaussian"),
     }  # fmt: skip
 
 
@@ -114,7 +124,8 @@ def test_gradient_against_central_differences_far_from_the_start():
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("case", ["classifier", "binomial, learned mean", "bernoulli on a grid"])
+@pytest.mark.parametrize("case", ["classifier", "binomial, learned mean", "bernoulli on a grid",
+                                  "negative binomial, exposure"])
 def test_modes_equal_the_numpy_solver(case):
     """:func:`native_laplace.modes` over two chains of points against the NumPy solver at each
     point: the mode to 1e-8, diag(Sigma) and log q to 1e-9 relative."""
@@ -149,7 +160,7 @@ def test_models_it_does_not_cover_say_why():
     labels = (X[:, 0] > 0).astype(int)
     cases = {
         "probit": GPClassifier(X, labels, link="probit"),
-        "negative binomial": LatentGP(X, rng.poisson(3, 20), "expquad", "negative_binomial"),
+        "student-t": LatentGP(X, rng.normal(size=20), "expquad", "student_t"),
         "linear mean": LatentGP(X, rng.poisson(3, 20), "expquad", "poisson", mean="linear"),
         "prml": LatentGP(X, rng.poisson(3, 20), "prml", "poisson"),
     }
@@ -160,6 +171,10 @@ def test_models_it_does_not_cover_say_why():
     with added.model:
         pm.Deterministic("ls_squared", added.model["ls"] ** 2)
     assert "ls_squared" in native_gp.plan(added.model)[1]
+
+    numpy_op = GPClassifier(X, labels)
+    numpy_op._op.native = False  # the Op's NumPy solver asked for: not on the C path either
+    assert native_gp.describe(numpy_op.model) is None
 
     class Subclass(LatentGP):  # a subclass may build another model: it says so itself
         pass

@@ -11,6 +11,11 @@
  *                                       - N_i log(1 + e^{f_i})
  *   LAP_POISSON (a1 the log exposure, a2 -log y_i!):  l_i = a2_i + y_i eta_i - e^{eta_i},
  *                                       eta_i = f_i + a1_i
+ * and two with a parameter phi (bayes_gp.latent.likelihoods' formulas):
+ *   LAP_NEGBIN (phi the dispersion r; a1 the log exposure, a2 -log y_i!):  l_i = a2_i
+ *       + lgamma(y_i + r) - lgamma(r) + r log(1 - p_i) + y_i log p_i, p_i = mu_i / (r + mu_i),
+ *       mu_i = e^{eta_i}
+ *   LAP_GAUSSIAN (phi the noise sd sigma):  l_i = -log(2 pi sigma^2)/2 - (y_i - f_i)^2 / 2 sigma^2
  * The mode of Psi(f) = sum_i l_i - (f - m)' K^-1 (f - m) / 2 by Newton's method in the
  * whitened coordinates f = m + L_K v, in the stable form of R&W Algorithm 3.1: B = I + W^1/2 K
  * W^1/2 = L_B L_B', the step A^-1 g = g - L_K' W^1/2 B^-1 W^1/2 L_K g for the gradient
@@ -22,9 +27,11 @@
  * R = W^1/2 B^-1 W^1/2, diag(Sigma)_i = sum_j K_ij R_ij / W_i (K_ii - k_i' R k_i where W_i is
  * nearly 0), s2 = diag(Sigma) l''' / 2 and u = s2 - W (K s2 - K R K s2):
  *   d log q / dK = (a a' - R + u l'' + l' u') / 2,   d log q / dm = a + u,
- * contracted with dK/dtheta by exact_gp.c's kernel_grad_row (R&W eq. 5.9's pattern). */
+ * contracted with dK/dtheta by exact_gp.c's kernel_grad_row (R&W eq. 5.9's pattern), and
+ *   d log q / d phi = sum_i dl_i + sum_i diag(Sigma)_i dl''_i / 2 + (Sigma s2)' dl'
+ * with dl, dl', dl'' the derivatives of l, l', l'' in phi (R&W eq. 5.24's implicit term). */
 
-enum { LAP_BERNOULLI = 0, LAP_BINOMIAL = 1, LAP_POISSON = 2 };
+enum { LAP_BERNOULLI = 0, LAP_BINOMIAL = 1, LAP_POISSON = 2, LAP_NEGBIN = 3, LAP_GAUSSIAN = 4 };
 /* the solver's status (bayes_gp.latent.native's): done, K not positive definite, Newton's
  * method did not converge, the stable form could not proceed */
 enum { LAP_OK = 0, LAP_K_NOT_PD = 1, LAP_NOT_CONVERGED = 2, LAP_B_NOT_PD = 3 };
@@ -34,7 +41,8 @@ enum { LAP_OK = 0, LAP_K_NOT_PD = 1, LAP_NOT_CONVERGED = 2, LAP_B_NOT_PD = 3 };
 
 typedef struct {
     int64_t n, off_mean, code, max_iter, warm; /* off_mean -1: the mean fixed; warm: start */
-    double mean_fixed, tol;
+    int64_t off_phi;                    /* the coordinate of log phi, -1: fixed (phi_fixed) */
+    double mean_fixed, tol, phi_fixed;  /* phi_fixed: log phi */
     const coords_t *coords;             /* nutpie's stored values: coords->n_head */
     const double *y, *a1, *a2, *start;  /* n each; start: Newton's first f where warm */
     const gp_t *g;                      /* the kernel of f, with the jitter (its y unused) */
@@ -76,11 +84,50 @@ static inline double lap_log1pexp(double x) { /* log(1 + e^x) as np.logaddexp(0,
     return x > 0.0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
-/* sum_i l_i at f, with l', l'', l''' into d1, d2, d3. */
-static double lap_derivatives(const lap_t *l, const double *f, double *d1, double *d2,
-                              double *d3) {
+/* psi(x), x > 0: the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10, then the asymptotic
+ * series (Abramowitz & Stegun 6.3.18) to x^-10: truncation below 1e-14 there. */
+static double digamma(double x) {
+    double r = 0.0;
+    for (; x < 10.0; x += 1.0) r -= 1.0 / x;
+    const double f = 1.0 / (x * x);
+    return r + log(x) - 0.5 / x -
+           f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f / 132))));
+}
+
+static inline double log_gamma(double x) { /* lgamma without its global sign (threads) */
+    int sign;
+    return lgamma_r(x, &sign);
+}
+
+/* sum_i l_i at f and the likelihood parameter phi, with l', l'', l''' into d1, d2, d3. */
+static double lap_derivatives(const lap_t *l, double phi, const double *f, double *d1,
+                              double *d2, double *d3) {
     const double *y = l->y, *a1 = l->a1, *a2 = l->a2;
     double total = 0.0;
+    if (l->code == LAP_NEGBIN) {
+        const double lr = log(phi), lgr = log_gamma(phi);
+        for (int64_t i = 0; i < l->n; i++) {
+            const double eta = f[i] + a1[i], p = lap_expit(eta - lr);
+            const double log1mp = -lap_log1pexp(eta - lr); /* log(r / (r + mu)) */
+            total += log_gamma(y[i] + phi) - lgr + a2[i] + phi * log1mp +
+                     y[i] * (eta - lr + log1mp);
+            d1[i] = y[i] - (y[i] + phi) * p;
+            d2[i] = -(y[i] + phi) * p * (1.0 - p);
+            d3[i] = d2[i] * (1.0 - 2.0 * p);
+        }
+        return total;
+    }
+    if (l->code == LAP_GAUSSIAN) {
+        const double iv = 1.0 / (phi * phi), c = -0.5 * log(2.0 * M_PI) - log(phi);
+        for (int64_t i = 0; i < l->n; i++) {
+            const double r = y[i] - f[i];
+            total += c - 0.5 * r * r * iv;
+            d1[i] = r * iv;
+            d2[i] = -iv;
+            d3[i] = 0.0;
+        }
+        return total;
+    }
     for (int64_t i = 0; i < l->n; i++) {
         if (l->code == LAP_POISSON) {
             const double eta = f[i] + a1[i], mu = exp(eta);
@@ -181,13 +228,36 @@ static int lap_factor_B(const lap_t *l, lap_eval_t *e) {
     return info == 0;
 }
 
+/* The derivatives of l_i, l'_i and l''_i in phi (dl, dd1, dd2) at f. */
+static void lap_phi_derivatives(const lap_t *l, double phi, const double *f, double *dl,
+                                double *dd1, double *dd2) {
+    const double *y = l->y, *a1 = l->a1;
+    if (l->code == LAP_NEGBIN) { /* 1 / (r + mu) = (1 - p) / r: no overflow where mu does */
+        const double lr = log(phi), psi_r = digamma(phi);
+        for (int64_t i = 0; i < l->n; i++) {
+            const double eta = f[i] + a1[i], p = lap_expit(eta - lr), q = (1.0 - p) / phi;
+            dl[i] = digamma(y[i] + phi) - psi_r - lap_log1pexp(eta - lr) + p - y[i] * q;
+            dd1[i] = p * (y[i] * q - p);
+            dd2[i] = -p * (1.0 - p) + (y[i] + phi) * (1.0 - 2.0 * p) * p * q;
+        }
+        return;
+    }
+    const double i3 = 1.0 / (phi * phi * phi); /* LAP_GAUSSIAN */
+    for (int64_t i = 0; i < l->n; i++) {
+        const double r = y[i] - f[i];
+        dl[i] = -1.0 / phi + r * r * i3;
+        dd1[i] = -2.0 * r * i3;
+        dd2[i] = 2.0 * i3;
+    }
+}
+
 /* f = m + L_K v and Psi(v) = sum_i l_i - v'v / 2 with the likelihood's derivatives. */
-static double lap_psi(const lap_t *l, const double *LK, double mu, const double *v, double *f,
-                      double *d1, double *d2, double *d3) {
+static double lap_psi(const lap_t *l, double phi, const double *LK, double mu, const double *v,
+                      double *f, double *d1, double *d2, double *d3) {
     const int64_t n = l->n;
     lower_mv(n, LK, v, f);
     for (int64_t i = 0; i < n; i++) f[i] += mu;
-    return lap_derivatives(l, f, d1, d2, d3) - 0.5 * dot(n, v, v);
+    return lap_derivatives(l, phi, f, d1, d2, d3) - 0.5 * dot(n, v, v);
 }
 
 static void lap_accept(int64_t n, lap_eval_t *e) { /* the trial point becomes the iterate */
@@ -205,6 +275,10 @@ static int lap_solve(const lap_t *l, const double *x, lap_eval_t *e, const doubl
                      double *logq, double *grad) {
     const int64_t n = l->n;
     const double mu = l->off_mean >= 0 ? x[l->off_mean] : l->mean_fixed, tol = l->tol;
+    const int has_phi = l->code == LAP_NEGBIN || l->code == LAP_GAUSSIAN;
+    const double phi_scale = l->off_phi >= 0 ? l->coords->scale[l->off_phi] : 0.0;
+    const double phi =
+        !has_phi ? 0.0 : exp(l->off_phi >= 0 ? phi_scale * x[l->off_phi] : l->phi_fixed);
     assemble(l->g, x, &e->e);
     double *LK = e->e.A, *K = e->K;
     for (int64_t i = 0; i < n; i++) /* K in full from the row-major upper triangle */
@@ -224,10 +298,10 @@ static int lap_solve(const lap_t *l, const double *x, lap_eval_t *e, const doubl
         for (int64_t i = 0; i < n; i++) v[i] = f0[i] - mu;
         lower_solve(n, LK, v);
     }
-    double psi = lap_psi(l, LK, mu, v, f, d1, d2, d3);
+    double psi = lap_psi(l, phi, LK, mu, v, f, d1, d2, d3);
     if (!isfinite(psi)) { /* a start where the likelihood overflows: start at f = m */
         for (int64_t i = 0; i < n; i++) v[i] = 0.0;
-        psi = lap_psi(l, LK, mu, v, f, d1, d2, d3);
+        psi = lap_psi(l, phi, LK, mu, v, f, d1, d2, d3);
     }
     int converged = 0, factored = 0;
     for (int64_t it = 0; it < l->max_iter; it++) {
@@ -249,7 +323,7 @@ static int lap_solve(const lap_t *l, const double *x, lap_eval_t *e, const doubl
             converged = 1;
             if (max_abs(n, dv) > 32.0 * LAP_EPS * scale) { /* the pending Newton step */
                 for (int64_t i = 0; i < n; i++) e->vt[i] = v[i] + dv[i];
-                double psi_t = lap_psi(l, LK, mu, e->vt, e->ft, e->d1t, e->d2t, e->d3t);
+                double psi_t = lap_psi(l, phi, LK, mu, e->vt, e->ft, e->d1t, e->d2t, e->d3t);
                 if (isfinite(psi_t)) {
                     lap_accept(n, e);
                     psi = psi_t;
@@ -260,14 +334,14 @@ static int lap_solve(const lap_t *l, const double *x, lap_eval_t *e, const doubl
         }
         if (dec < 1e-9 * (1.0 + fabs(psi))) { /* full step in the quadratic region */
             for (int64_t i = 0; i < n; i++) v[i] += dv[i];
-            psi = lap_psi(l, LK, mu, v, f, d1, d2, d3);
+            psi = lap_psi(l, phi, LK, mu, v, f, d1, d2, d3);
             continue;
         }
         double t = 1.0, psi_t = -INFINITY; /* backtracking line search (Armijo) */
         int accepted = 0;
         for (int ls = 0; ls < 60; ls++) {
             for (int64_t i = 0; i < n; i++) e->vt[i] = v[i] + t * dv[i];
-            psi_t = lap_psi(l, LK, mu, e->vt, e->ft, e->d1t, e->d2t, e->d3t);
+            psi_t = lap_psi(l, phi, LK, mu, e->vt, e->ft, e->d1t, e->d2t, e->d3t);
             if (isfinite(psi_t) && psi_t >= psi + 1e-4 * t * dec) {
                 accepted = 1;
                 break;
@@ -337,6 +411,14 @@ static int lap_solve(const lap_t *l, const double *x, lap_eval_t *e, const doubl
         double s = 0.0;
         for (int64_t i = 0; i < n; i++) s += a[i] + u[i];
         grad[l->off_mean] += s;
+    }
+    if (has_phi && l->off_phi >= 0) { /* Sigma s2 = K s2 - K R K s2; dphi/du = s phi */
+        double *dl = e->vt, *dd1 = e->ft, *dd2 = e->d1t;
+        lap_phi_derivatives(l, phi, f, dl, dd1, dd2);
+        double gphi = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            gphi += dl[i] + 0.5 * dS[i] * dd2[i] + (ks2[i] - e->rcol[i]) * dd1[i];
+        grad[l->off_phi] += phi_scale * phi * gphi;
     }
     return LAP_OK;
 }
