@@ -339,7 +339,9 @@ def test_user_additions_survive_a_jitter_increase_in_nuts(name):
     gp = make()
     model = _extend(gp, amplitude)
     kw = {"method": "nuts"} if isinstance(gp, GPClassifier) else {}
-    idata = gp.sample(draws=5, tune=5, chains=1, sampler="pymc", random_seed=1, **kw)
+    # (the Python linker: ten steps, where compiling the C linker's took 80 s on a new machine)
+    idata = gp.sample(draws=5, tune=5, chains=1, sampler="pymc", random_seed=1,
+                      compile_kwargs={"mode": "FAST_COMPILE"}, **kw)  # fmt: skip
     post = idata["posterior"]
     assert gp.model is model and post.attrs["bayes_gp_jitter"] == gp.jitter
     assert post.attrs["bayes_gp_jitter"] > post.attrs["bayes_gp_jitter_default"]
