@@ -16,6 +16,8 @@ from bayes_gp import GPClassifier, LatentGP
 from bayes_gp.inference import native_gp, native_laplace
 from bayes_gp.inference.native_laplace import NativeLaplace
 from bayes_gp.latent.laplace import laplace
+from tests.inference.test_native_latent import _joint_cases, _point
+from tests.inference.test_native_latent import _logp as _symbol_logp
 
 pytestmark = pytest.mark.skipif(
     native_gp.library() is None, reason=f"no C library: {native_gp.failure()}"
@@ -25,24 +27,14 @@ F = np.float64
 
 
 def _cases():
+    """The joint latent GP's cases (the same models, sampled with the latent values integrated
+    out here), a classifier without ARD, and the likelihoods with a parameter."""
     rng = np.random.default_rng(3)
     X = rng.normal(size=(30, 2))
     labels = (X[:, 0] + 0.3 * rng.normal(size=30) > 0).astype(int)
     return {
+        **_joint_cases(),
         "classifier": GPClassifier(X[:, :1], labels, "matern52"),
-        "classifier ARD": GPClassifier(X, labels, "expquad", ard=True),
-        "poisson, exposure": LatentGP(X[:, :1], rng.poisson(3, 30), "matern32", "poisson",
-                                      exposure=rng.uniform(0.5, 2.0, 30)),
-        "binomial, learned mean": LatentGP(X[:, :1], rng.binomial(5, 0.4, 30), "expquad",
-                                           "binomial", trials=5, mean="constant"),
-        "poisson, fixed eta": LatentGP(X, rng.poisson(3, 30), "matern12", "poisson",
-                                       priors={"eta": 1.3}),
-        "poisson, sum of products": LatentGP(X[:, :1], rng.poisson(3, 30),
-                                             "expquad * periodic + ratquad", "poisson"),
-        # a yearly grid with gaps: the kernel at its lags (bayes_gp.kernels.lags)
-        "bernoulli on a grid": LatentGP(np.sort(rng.choice(40, 30, replace=False))[:, None]
-                                        + 1950.0, rng.binomial(1, 0.4, 30), "matern52 + expquad",
-                                        "bernoulli"),
         # likelihoods with a parameter sampled with the hyperparameters (dispersion, sigma)
         "negative binomial, exposure": LatentGP(X[:, :1], rng.negative_binomial(3, 0.4, 30),
                                                 "matern52", "negative_binomial",
@@ -57,19 +49,7 @@ def _cases():
 
 
 def _logp(cm, x):
-    fn = cm.native_library.lap_logp
-    fn.restype = ctypes.c_int64
-    fn.argtypes = [ctypes.c_uint64] + [ctypes.c_void_p] * 4
-    x = np.ascontiguousarray(x, dtype=F)
-    grad, lp = np.zeros_like(x), np.zeros(1)
-    rc = fn(len(x), x.ctypes.data, grad.ctypes.data, lp.ctypes.data, cm.user_data.ctypes.data)
-    return rc, float(lp[0]), grad
-
-
-def _point(cm, model, x):
-    names, slices, shapes = cm.shape_info
-    return {nm: x[sl].reshape(sh) for nm, sl, sh in
-            list(zip(names, slices, shapes, strict=True))[: len(model.free_RVs)]}  # fmt: skip
+    return _symbol_logp(cm, x, "lap_logp")
 
 
 @pytest.mark.parametrize("case", list(_cases()))
