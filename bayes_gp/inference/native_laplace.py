@@ -8,9 +8,9 @@ compiled once per machine (:mod:`bayes_gp.latent.native`), but each model's log 
 kernel's graph and its gradient around the Op, is compiled by numba for every new data set:
 28 s of the first Pima fit on a new machine against 11 s in C (``benchmarks/README.md``,
 "The Laplace-integrated latent GP in C"). For the likelihoods with a log-concave density
-(:func:`likelihood_spec`: Bernoulli with the logit link, binomial, Poisson, and the negative
-binomial and the Gaussian, whose parameter, the dispersion or the noise sd, is sampled with the
-hyperparameters) and a kernel that is a sum of products of catalogue kernels
+(:func:`bayes_gp.latent.native.likelihood_spec`: Bernoulli with the logit link, binomial,
+Poisson, and the negative binomial and the Gaussian, whose parameter, the dispersion or the
+noise sd, is sampled with the hyperparameters) and a kernel that is a sum of products of catalogue kernels
 (:mod:`bayes_gp.inference.native_model`), :file:`bayes_gp/solvers/c/laplace.c` computes the
 whole log density
 
@@ -63,7 +63,7 @@ from bayes_gp.inference.native_model import (
     gp_struct,
 )
 
-__all__ = ["NativeLaplace", "NativeModes", "likelihood_spec", "modes"]
+__all__ = ["NativeLaplace", "NativeModes", "modes"]
 
 #: The C struct ``lap_t`` of laplace.c, field by field (as native_model's ``_GP``).
 _LAP_LAYOUT = (
@@ -72,41 +72,16 @@ _LAP_LAYOUT = (
     ("y", "p"), ("a1", "p"), ("a2", "p"), ("start", "p"), ("g", "p"),
 )  # fmt: skip
 
-#: laplace.c's likelihood codes beyond :mod:`bayes_gp.latent.native`'s three (0-2)
-NEGATIVE_BINOMIAL, GAUSSIAN = 3, 4
-
-
-def likelihood_spec(lik) -> tuple[int, np.ndarray, np.ndarray] | None:
-    r"""``(code, a1, a2)`` of laplace.c for the likelihood ``lik``, or ``None`` where it has
-    none: the three of :func:`bayes_gp.latent.native.likelihood_code` (Bernoulli-logit,
-    binomial, Poisson), and (exactly these classes) the negative binomial (``a1`` the log
-    exposure, ``a2`` :math:`-\log y_i!`; the dispersion its parameter) and the Gaussian (the
-    noise sd its parameter)."""
-    from scipy.special import gammaln
-
-    from bayes_gp.latent.likelihoods import Gaussian, NegativeBinomial
-    from bayes_gp.latent.native import likelihood_code
-
-    found = likelihood_code(lik)
-    if found is not None:
-        return found
-    if type(lik) is NegativeBinomial:
-        y = np.asarray(lik.y, dtype=np.float64)
-        return NEGATIVE_BINOMIAL, np.array(lik._offset, dtype=np.float64), -gammaln(y + 1.0)
-    if type(lik) is Gaussian:
-        return GAUSSIAN, np.zeros(lik.n), np.zeros(lik.n)
-    return None
-
-
 @dataclasses.dataclass(frozen=True)
 class NativeLaplace:
     r"""What the C code needs of a Laplace-integrated latent GP: the kernel
     (:class:`~bayes_gp.inference.native_model.NativeKernel`), the inputs ``X`` (n, D), the
-    likelihood as :func:`likelihood_spec` gives it (``code``, ``y``, ``a1``, ``a2``) and its
-    parameter ``phi`` (the model's random variable or a number; ``None`` for the likelihoods
-    without one), the jitter, the mean (the model's random variable or a number), the model's
-    ``potential`` (the log evidence the C code computes), the Newton method's tolerance and
-    iteration limit, and its starting point ``start`` (``None``: :math:`f = m`)."""
+    likelihood as :func:`bayes_gp.latent.native.likelihood_spec` gives it (``code``, ``y``,
+    ``a1``, ``a2``) and its parameter ``phi`` (the model's random variable or a number;
+    ``None`` for the likelihoods without one), the jitter, the mean (the model's random
+    variable or a number), the model's ``potential`` (the log evidence the C code computes),
+    the Newton method's tolerance and iteration limit, and its starting point ``start``
+    (``None``: :math:`f = m`)."""
 
     kernel: NativeKernel
     X: np.ndarray

@@ -556,12 +556,13 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         """The Laplace-integrated model (``method="nuts"``) as the C log density of
         :mod:`bayes_gp.inference.native_laplace` computes it, or ``None`` where it does not
         (numba compiles it then): the Op's likelihood one of those the C code covers
-        (:func:`bayes_gp.inference.native_laplace.likelihood_spec`, with its parameter, if any,
+        (:func:`bayes_gp.latent.native.likelihood_spec`, with its parameter, if any,
         a free variable or a number), a catalogue kernel or a sum of products of them at the
         training inputs, and a zero or constant mean (the C code's own checks follow: which
         kernel, which priors, nothing added)."""
-        from bayes_gp.inference.native_laplace import NativeLaplace, likelihood_spec
+        from bayes_gp.inference.native_laplace import NativeLaplace
         from bayes_gp.inference.native_model import kernel_of
+        from bayes_gp.latent.native import likelihood_spec
 
         op, model, spec = self._op, self.model, self.spec
         if (not type(self).__dict__.get("_laplace_in_c", False) or type(op) is not LaplaceLogp

@@ -84,7 +84,14 @@ import numpy as np
 from numba.core import types
 from pytensor.link.numba.cache import _call_cached_ptr
 
-from bayes_gp.latent.likelihoods import Bernoulli, Binomial, LatentLikelihood, Poisson
+from bayes_gp.latent.likelihoods import (
+    Bernoulli,
+    Binomial,
+    Gaussian,
+    LatentLikelihood,
+    NegativeBinomial,
+    Poisson,
+)
 from bayes_gp.op_backends import cached_cfunc, compile_elsewhere, numba_disk_cache
 from bayes_gp.solvers import _native_linalg
 from bayes_gp.solvers._native_linalg import (
@@ -101,9 +108,9 @@ from bayes_gp.solvers._native_linalg import (
 )
 
 __all__ = [
-    "BERNOULLI_LOGIT", "BINOMIAL", "COLD", "POISSON", "SOLVER_KEY", "WARM", "NativeMode",
-    "laplace_mode", "likelihood_code", "numba_function", "solve", "solve_arrays", "solver_address",
-    "start_compiling",
+    "BERNOULLI_LOGIT", "BINOMIAL", "COLD", "GAUSSIAN", "NEGATIVE_BINOMIAL", "POISSON",
+    "SOLVER_KEY", "WARM", "NativeMode", "laplace_mode", "likelihood_code", "likelihood_spec",
+    "numba_function", "solve", "solve_arrays", "solver_address", "start_compiling",
 ]  # fmt: skip
 
 #: Likelihood codes of the compiled solver.
@@ -156,6 +163,29 @@ def likelihood_code(lik: LatentLikelihood) -> tuple[int, np.ndarray, np.ndarray]
         return BINOMIAL, np.array(lik.trials, dtype=float), np.array(lik._const, dtype=float)
     if kind is Poisson:
         return POISSON, np.array(lik._offset, dtype=float), np.array(lik._const, dtype=float)
+    return None
+
+
+#: The C code's (bayes_gp/solvers/c/laplace.c) likelihood codes beyond this solver's three
+NEGATIVE_BINOMIAL, GAUSSIAN = 3, 4
+
+
+def likelihood_spec(lik) -> tuple[int, np.ndarray, np.ndarray] | None:
+    r"""``(code, a1, a2)`` of laplace.c for the likelihood ``lik``, or ``None`` where it has
+    none (:mod:`bayes_gp.inference.native_laplace`): the three of :func:`likelihood_code`
+    (Bernoulli-logit, binomial, Poisson), and (exactly these classes) the negative binomial (``a1`` the log
+    exposure, ``a2`` :math:`-\log y_i!`; the dispersion its parameter) and the Gaussian (the
+    noise sd its parameter)."""
+    from scipy.special import gammaln
+
+    found = likelihood_code(lik)
+    if found is not None:
+        return found
+    if type(lik) is NegativeBinomial:
+        y = np.asarray(lik.y, dtype=np.float64)
+        return NEGATIVE_BINOMIAL, np.array(lik._offset, dtype=np.float64), -gammaln(y + 1.0)
+    if type(lik) is Gaussian:
+        return GAUSSIAN, np.zeros(lik.n), np.zeros(lik.n)
     return None
 
 
