@@ -77,7 +77,9 @@ def test_map_per_group_equals_direct_fits(client):
 
 def test_nuts_gathered_by_group_and_independent_of_scheduling(client):
     df = _data()
-    kw = {"kernel": "matern52", "draws": 30, "tune": 40, "chains": 2, "sampler": "pymc"}
+    # nutpie (the exact GP's C path: nothing compiled in the worker or here; PyMC's sampler in a
+    # worker: tests/test_many_store.py, test_nuts_results_are_netcdf_that_arviz_reads)
+    kw = {"kernel": "matern52", "draws": 30, "tune": 40, "chains": 2, "sampler": "nutpie"}
     res = bayes_gp.fit_many(df, x="t", y="y", group="site", random_seed=5, client=client, **kw)
     assert not res.errors
     post = res.idata["posterior"]
@@ -102,7 +104,7 @@ def test_nuts_gathered_by_group_and_independent_of_scheduling(client):
     # ... and equal a direct fit of the group with its seed
     X, y = _group(df, "b")
     direct = GPRegression(X, y, kernel="matern52").sample(
-        draws=30, tune=40, chains=2, sampler="pymc", random_seed=res.seeds["b"]
+        draws=30, tune=40, chains=2, sampler="nutpie", random_seed=res.seeds["b"]
     )
     for name in ("ls", "eta", "sigma"):
         np.testing.assert_allclose(

@@ -13,6 +13,7 @@ import bayes_gp
 from bayes_gp import DeepKernelRegression
 from bayes_gp.deep.dkl import NETWORK_GROUP, DKLFit
 from bayes_gp.inference import MapFit
+from bayes_gp.inference.compiled import nutpie_backend
 from bayes_gp.predictive import factorize, loo_log_density
 from bayes_gp.protocol import GPModel
 from bayes_gp.report import report
@@ -31,8 +32,11 @@ def fitted():
     x, y = _step(50, seed=5)
     dkl = DeepKernelRegression(x, y, hidden=(4,), features=1)
     fit = dkl.fit("map", maxiter=300, random_seed=0)
-    idata = dkl.fit("nuts", draws=150, tune=200, chains=2, sampler="pymc", random_seed=1,
-                    network=fit)  # fmt: skip
+    # nutpie with JAX: seconds to compile on a fresh HOME, where PyMC's sampler spent most of
+    # its 20-30 s compiling with numba (tests/conftest.py, ``nutpie_jax``)
+    with nutpie_backend("jax"):
+        idata = dkl.fit("nuts", draws=150, tune=200, chains=2, sampler="nutpie", random_seed=1,
+                        network=fit)  # fmt: skip
     return dkl, fit, idata
 
 
@@ -176,7 +180,8 @@ def build(data, method):
 
 
 @pytest.mark.parametrize("method", ["map", "nuts"])
-def test_workflow_runs_saves_and_reloads(tmp_path, monkeypatch, method):
+def test_workflow_runs_saves_and_reloads(tmp_path, monkeypatch, method, nutpie_jax):
+    """(NUTS on nutpie with JAX, as the fixture above: the round trip is the subject here.)"""
     from tests.helpers import workflow_round_trip
 
     X = np.linspace(-1, 1, 7)[:, None]
