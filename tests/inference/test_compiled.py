@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import nutpie
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
@@ -114,17 +113,21 @@ def test_a_cached_model_with_new_data_equals_a_fresh_compilation(monkeypatch, ba
 
 
 def test_the_initial_point_follows_the_new_priors():
+    """On JAX, which compiles in seconds (numba took 30-40 s on a fresh HOME here): the shared
+    variables are swapped by the same code for either backend (``_compiled_for``), and numba's
+    draws of a reused model equal a fresh compilation's, initial points included (above)."""
+    compiled.set_nutpie_backend("jax")
     # scale 7: the data-scaled priors' parameters differ from the cached model's
     first, second = _gp(0), _gp(1, scale=7.0)
     compiled._compiled_for(first.model)
-    reused, _, _ = compiled._compiled_for(second.model)
-    direct = nutpie.compile_pymc_model(second.model)
+    reused, chosen, _ = compiled._compiled_for(second.model)
+    assert chosen == "jax"
+    direct = nutpie_jax.compile_pymc_model(second.model).compiled
+    start, start_direct = compiled._initial_point_func(reused), compiled._initial_point_func(direct)
     for seed in (3, 4):
-        np.testing.assert_allclose(
-            reused.initial_point_func(seed), direct.initial_point_func(seed), rtol=0, atol=1e-12
-        )
+        np.testing.assert_allclose(start(seed), start_direct(seed), rtol=0, atol=1e-12)
     back, _, _ = compiled._compiled_for(first.model)  # a hit: the first model's priors again
-    assert not np.allclose(reused.initial_point_func(3), back.initial_point_func(3))
+    assert not np.allclose(start(3), compiled._initial_point_func(back)(3))
 
 
 def test_unreusable_models_still_sample(monkeypatch):
