@@ -16,7 +16,6 @@ import pytest
 from scipy import stats
 
 from bayes_gp import GPRegression
-from bayes_gp.inference.compiled import nutpie_backend
 from bayes_gp.linalg import jittered_cholesky
 from bayes_gp.predictive import factorize, predict
 
@@ -58,8 +57,10 @@ def fit_seeds(seeds, sample) -> dict:
 
 @pytest.fixture(scope="module")
 def fits():
-    with nutpie_backend("jax"):  # (the same draws as numba's: tests/conftest.py::nutpie_jax)
-        return fit_seeds(SEEDS, _sample)
+    """nutpie on the exact GP's C log density (bayes_gp.inference.native_gp: nothing compiled)."""
+    fits = fit_seeds(SEEDS, _sample)
+    assert {f["posterior"].attrs["bayes_gp_nutpie_backend"] for _, f in fits.values()} == {"native"}
+    return fits
 
 
 def _recovery(fits) -> tuple[float, list]:
