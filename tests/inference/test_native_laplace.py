@@ -16,6 +16,7 @@ from bayes_gp import GPClassifier, LatentGP
 from bayes_gp.inference import native_gp, native_laplace
 from bayes_gp.inference.native_laplace import NativeLaplace
 from bayes_gp.latent.laplace import laplace
+from bayes_gp.linalg import EAGER_MODE
 from tests.inference.test_native_latent import _joint_cases, _point
 from tests.inference.test_native_latent import _logp as _symbol_logp
 
@@ -63,8 +64,8 @@ def test_logp_and_gradient_equal_the_pymc_model(case):
     cm, reason = native_gp.compile_native(model)
     assert cm is not None, reason
     assert "Laplace" in reason and isinstance(native_gp.describe(model), NativeLaplace)
-    logp = model.compile_logp(mode="FAST_COMPILE")
-    dlogp = model.compile_dlogp(mode="FAST_COMPILE")
+    logp = model.compile_logp(mode=EAGER_MODE)
+    dlogp = model.compile_dlogp(mode=EAGER_MODE)
     rng = np.random.default_rng(0)
     names, slices, _ = cm.shape_info
     expand = cm.native_library.lap_expand
@@ -222,7 +223,7 @@ def test_type_ii_fit_in_c_equals_the_pytensor_graphs(prior):
 
     obj = _objective_graph(gp.model, prior)
     fn = pytensor.function(gp.model.value_vars, [obj, *pytensor.grad(obj, gp.model.value_vars)],
-                           mode="FAST_COMPILE")  # fmt: skip
+                           mode=EAGER_MODE)  # fmt: skip
     names = [v.name for v in gp.model.value_vars]
     ref = fn(**dict(zip(names, x, strict=True)))
     np.testing.assert_allclose(value, ref[0], rtol=1e-9)

@@ -15,6 +15,7 @@ import pytest
 from bayes_gp import GPClassifier, HeteroscedasticGPRegression, LatentGP
 from bayes_gp.inference import native_gp
 from bayes_gp.inference.native_latent import NativeHetero, NativeJointLatent
+from bayes_gp.linalg import EAGER_MODE
 
 pytestmark = pytest.mark.skipif(
     native_gp.library() is None, reason=f"no C library: {native_gp.failure()}"
@@ -78,11 +79,11 @@ def test_logp_gradient_and_expansion_equal_the_pymc_models(kernel, noise_kernel,
     cm, reason = native_gp.compile_native(model)
     assert cm is not None, reason
     assert "heteroscedastic" in reason
-    logp = model.compile_logp(mode="FAST_COMPILE")
-    dlogp = model.compile_dlogp(mode="FAST_COMPILE")
+    logp = model.compile_logp(mode=EAGER_MODE)
+    dlogp = model.compile_dlogp(mode=EAGER_MODE)
     stored = model.replace_rvs_by_values([model["g"], *gp._hyper_rvs])
     values = model.compile_fn(stored, inputs=model.value_vars, on_unused_input="ignore",
-                              mode="FAST_COMPILE")  # fmt: skip
+                              mode=EAGER_MODE)  # fmt: skip
     names, slices, _ = cm.shape_info
     expand = _fn(cm, "het_expand")
     for seed in range(3):
@@ -215,10 +216,10 @@ def test_joint_latent_logp_gradient_and_expansion_equal_the_pymc_models(case):
     cm, reason = native_gp.compile_native(model)
     assert cm is not None, reason
     assert isinstance(native_gp.describe(model), NativeJointLatent)
-    logp = model.compile_logp(mode="FAST_COMPILE")
-    dlogp = model.compile_dlogp(mode="FAST_COMPILE")
+    logp = model.compile_logp(mode=EAGER_MODE)
+    dlogp = model.compile_dlogp(mode=EAGER_MODE)
     f = model.compile_fn(model.replace_rvs_by_values([model["f"]])[0], inputs=model.value_vars,
-                         on_unused_input="ignore", mode="FAST_COMPILE")  # fmt: skip
+                         on_unused_input="ignore", mode=EAGER_MODE)  # fmt: skip
     names, slices, _ = cm.shape_info
     rng = np.random.default_rng(0)
     for seed in range(3):
@@ -289,7 +290,7 @@ def test_compile_native_data_swaps_the_heteroscedastic_data_but_not_the_joint_la
     gp = HeteroscedasticGPRegression(X, y)
     y_new = y[::-1].copy()
     obs = gp.model.observed_RVs[0]
-    logp = pm.observe(gp.model, {obs.name: y_new}).compile_logp(mode="FAST_COMPILE")
+    logp = pm.observe(gp.model, {obs.name: y_new}).compile_logp(mode=EAGER_MODE)
     cm, reason = native_gp.compile_native_data(gp.model, y_new)
     assert cm is not None, reason
     x = cm.initial_point_func(0)

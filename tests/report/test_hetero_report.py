@@ -167,7 +167,7 @@ def test_report_embeds_every_figure_and_noise_predictions(rep_h, hetero, idata_h
 @pytest.mark.slow
 def test_comparison_with_the_homoscedastic_gp(hetero, idata_h):
     homo = GPRegression(hetero.X, hetero.y, "expquad")
-    idata_g = homo.sample(draws=100, tune=100, chains=2, sampler="pymc", random_seed=1)
+    idata_g = homo.sample(draws=100, tune=100, chains=2, sampler="nutpie", random_seed=1)
     rep = report({"hetero": (hetero, idata_h), "homo": (homo, idata_g)}, figures=False)
     assert rep.problems == []
     assert set(rep.comparison.index) == {"hetero", "homo"}

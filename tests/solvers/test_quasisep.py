@@ -41,9 +41,10 @@ from bayes_gp.solvers.quasisep import (
     quasisep_marginal,
     quasisep_predict,
 )
+from tests.helpers import PY_MODE
 
 RTOL = 1e-9
-MODE = "FAST_COMPILE"  # Python linker: compiles in well under a second; the Op is numba either way
+MODE = PY_MODE  # the Python linker (FAST_COMPILE compiled C thunks: 5-10 s a case on a fresh HOME)
 H = 1e-30  # complex step
 
 
