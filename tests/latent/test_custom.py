@@ -10,6 +10,7 @@ import pytensor.tensor as pt
 import pytest
 
 from bayes_gp import LatentGP
+from bayes_gp.inference.compiled import nutpie_backend
 from bayes_gp.latent import Bernoulli, Poisson, StudentT
 from bayes_gp.latent.custom import CustomLikelihood, LogDensity
 from bayes_gp.linalg import EAGER_MODE
@@ -163,9 +164,11 @@ def test_nuts_posterior_agrees_with_the_built_in():
 
     user = LatentGP(X, Y_COUNTS, "expquad", poisson)
     builtin = LatentGP(X, Y_COUNTS, "expquad", "poisson", mean="zero")
-    kw = dict(draws=DRAWS, tune=DRAWS, chains=2, sampler="pymc")
-    iu = user.sample(method="nuts", random_seed=1, **kw)
+    kw = dict(draws=DRAWS, tune=DRAWS, chains=2)
+    iu = user.sample(method="nuts", random_seed=1, sampler="pymc", **kw)
+    # the built-in on its default path (nutpie on bayes_gp's C Laplace solver: nothing compiled)
     ib = builtin.sample(method="nuts", random_seed=2, **kw)
+    assert ib["posterior"].attrs["bayes_gp_nutpie_backend"] == "native"
     assert iu["posterior"]["f_mode"].shape == (2, DRAWS, N)
     assert iu["log_likelihood"]["y"].shape == (2, DRAWS, N)
     for p in ("ls", "eta"):
@@ -173,8 +176,9 @@ def test_nuts_posterior_agrees_with_the_built_in():
         gap = abs(float(su["mean"].iloc[0]) - float(sb["mean"].iloc[0]))
         mcse = np.hypot(float(su["mcse_mean"].iloc[0]), float(sb["mcse_mean"].iloc[0]))
         assert gap < 4 * mcse, (p, gap, mcse)
-    joint = user.sample(method="nuts_joint", draws=30, tune=30, chains=1, random_seed=3,
-                        sampler="pymc")  # fmt: skip
+    with nutpie_backend("jax"):  # the user's density is PyTensor: JAX compiles it in seconds
+        joint = user.sample(method="nuts_joint", draws=30, tune=30, chains=1, random_seed=3,
+                            sampler="nutpie")  # fmt: skip
     assert joint["log_likelihood"]["y"].shape == (1, 30, N)
     assert np.all(np.isfinite(joint["log_likelihood"]["y"]))
 
