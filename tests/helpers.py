@@ -1,7 +1,7 @@
 """Shared test helpers.
 
-Kernel *values* are checked with PyTensor's fast-compiling Python linker (``FAST_COMPILE``): a numba
-or C compile per test would cost seconds each. A few tests compile with the default backend (numba)
+Kernel *values* are checked with PyTensor's Python linker (:data:`PY_MODE`): a numba or C compile
+per test would cost seconds each. A few tests compile with the default backend (numba)
 and JAX on purpose, to show the kernels work there too.
 """
 
@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytensor
-from pytensor.compile.mode import Mode
 
-#: Pure-Python linker with light graph rewrites: compiles in milliseconds and, unlike
-#: ``FAST_COMPILE`` (whose VM still builds C thunks), never invokes a C compiler.
-PY_MODE = Mode(linker="py", optimizer="fast_compile")
+from bayes_gp.linalg import EAGER_MODE
+
+#: Pure-Python linker with light graph rewrites (the package's ``EAGER_MODE``): compiles in
+#: milliseconds and, unlike ``FAST_COMPILE`` (whose VM still builds C thunks), never invokes a C
+#: compiler.
+PY_MODE = EAGER_MODE
 
 
 def evaluate(*exprs, mode=PY_MODE):

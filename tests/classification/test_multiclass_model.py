@@ -23,8 +23,9 @@ from bayes_gp.inference.typeii import ConvergenceWarning
 from bayes_gp.linalg import EAGER_MODE
 from bayes_gp.protocol import GPModel
 
-#: The NUTS tests' compile mode: ``FAST_RUN`` (numba in PyTensor 3, as the default; an earlier
-#: note here called it the C backend, which was measured slower to compile on a fresh HOME).
+#: The sampler-agreement runs' compile mode (PyMC's sampler): ``FAST_RUN`` (numba in PyTensor 3,
+#: as the default; an earlier note here called it the C backend, which was measured slower to
+#: compile on a fresh HOME). The short runs here use nutpie (``laplace_run``, ``latent_run``).
 FAST = {"compile_kwargs": {"mode": "FAST_RUN"}}
 
 
