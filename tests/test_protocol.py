@@ -22,6 +22,7 @@ from scipy import optimize
 
 from bayes_gp.protocol import Bands, GPModel, PointFit, is_nuts
 from bayes_gp.report import report
+from tests.helpers import PY_MODE
 
 pytestmark = pytest.mark.slow
 
@@ -209,7 +210,10 @@ def test_inherited_prior_predictive_and_held_out_defaults(family):
 
 @pytest.mark.filterwarnings("ignore:The point-wise LOO is the same")
 def test_nuts_and_point_fits_compared(family):
-    idata = family.fit("nuts", draws=200, tune=200, chains=2, random_seed=1)
+    # PyTensor's Python linker: numba's compilation of this user model took 10-20 s cold
+    idata = family.fit(
+        "nuts", draws=200, tune=200, chains=2, random_seed=1, compile_kwargs={"mode": PY_MODE}
+    )
     fits = {"ML-II": family.fit("map"), "NUTS": idata}
     rep = report(fits, model=family)
     assert rep.problems == []
