@@ -668,13 +668,23 @@ class MulticlassGPClassifier(PreflightJitter, NUTSSampling, GPModel):
         draws, mode = self._draws(fit, n_draws)
         C, n = self.n_classes, self.X.shape[0]
         out = np.empty((n_draws, n), dtype=int)
+        # a draw used more than once (a point fit is one draw): its Laplace approximation, the
+        # mode and the Cholesky factor of its covariance, is computed once
+        reused = len(draws) < n_draws
+        gaussians: dict[int, tuple] = {}
         for k in range(n_draws):
-            values, f = draws[k % len(draws)]
+            j = k % len(draws)
+            values, f = draws[j]
             if mode:
-                K = self._train(values)
-                res = softmax_laplace(K, self.Y, a0=self._a_of(K, f))
-                L, _ = jittered_cholesky(res.covariance(K))
-                f = res.f + (L @ rng.standard_normal(C * n)).reshape(C, n)
+                cached = gaussians.get(j)
+                if cached is None:
+                    K = self._train(values)
+                    res = softmax_laplace(K, self.Y, a0=self._a_of(K, f))
+                    cached = (res.f, jittered_cholesky(res.covariance(K))[0])
+                    if reused:
+                        gaussians[j] = cached
+                f_hat, L = cached
+                f = f_hat + (L @ rng.standard_normal(C * n)).reshape(C, n)
             p = softmax(f, axis=0)
             u = rng.random(n)
             out[k] = np.minimum((np.cumsum(p, axis=0) < u).sum(axis=0), C - 1)

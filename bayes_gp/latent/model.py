@@ -1412,18 +1412,33 @@ class LatentGP(PreflightJitter, NUTSSampling, GPModel):
         rng = np.random.default_rng(random_seed)
         draws, mode = self._draw_values(fit, n_draws)
         size = self.likelihood.sizes()
-        out = []
-        for k in range(n_draws):
-            values, f = draws[k % len(draws)]
+        # a draw used more than once (a point fit is one draw): its Gaussian approximation,
+        # the mode and the Cholesky factor of its covariance, is computed once
+        reused = len(draws) < n_draws
+        gaussians: dict[int, tuple] = {}
+
+        def gaussian(j: int) -> tuple:
+            if j in gaussians:
+                return gaussians[j]
+            values, f = draws[j]
             phi = self._train(values)[2]
+            L = None
             if isinstance(fit, SiteFit):
                 K, m, _ = self._train(values)
                 L, _ = jittered_cholesky(self._factor(K, m, phi, fit, f).cov())
-                f = f + L @ rng.standard_normal(f.size)
             elif mode:
                 res, *_ = self._mode(values, f0=f, gradient=True)
                 L, _ = jittered_cholesky(res.cov)
-                f = res.f + L @ rng.standard_normal(f.size)
+                f = res.f
+            if reused:
+                gaussians[j] = (f, L, phi)
+            return f, L, phi
+
+        out = []
+        for k in range(n_draws):
+            f, L, phi = gaussian(k % len(draws))
+            if L is not None:
+                f = f + L @ rng.standard_normal(f.size)
             out.append(self.likelihood.draw(f, phi, rng, size))
         return np.array(out)
 
