@@ -198,7 +198,8 @@ def observed_logp_and_grad(model: pm.Model, mode=EAGER_MODE):
 def raveler(model: pm.Model, names: list[str]):
     """``(x0, unravel)``: the model's initial point of the value variables ``names`` as one
     vector, and the map from such a vector back to the list of per-variable arrays."""
-    ref = DictToArrayBijection.map({k: model.initial_point()[k] for k in names})
+    start = model.initial_point()  # compiles PyMC's initial-point function: once, not per name
+    ref = DictToArrayBijection.map({k: start[k] for k in names})
 
     def unravel(x):
         point = DictToArrayBijection.rmap(RaveledVars(x, ref.point_map_info))
